@@ -1,0 +1,124 @@
+"""managoat_sandbox: one blocking, thread-friendly API over agent sandboxes.
+
+Use it through the module::
+
+    import managoat_sandbox as sandbox
+
+    handle = sandbox.create("local", "my-box")
+    output, code = sandbox.exec(handle, "bash", ["-lc", "uname -a"])
+
+Creation-side functions take a provider name; everything else dispatches on
+the provider tag of the ``Handle`` or ``Command`` it is given. ``__all__``
+leaves out ``exec``, which would shadow the builtin on a star import.
+"""
+
+from ._version import __version__
+from .contract import KNOWN_CAPABILITIES, Adapter, Capability
+from .errors import (
+    AlreadyExists,
+    CommandExited,
+    Denied,
+    Invalid,
+    NotFound,
+    NotSupported,
+    ProviderError,
+    RateLimited,
+    RestoreFailed,
+    SandboxError,
+    Truncated,
+    Unavailable,
+    UnknownProvider,
+    WriteFailed,
+)
+from .facade import (
+    adapter_for,
+    adapters,
+    apply_network_policy,
+    attach,
+    build_handle,
+    capabilities,
+    close_stdin,
+    create,
+    create_checkpoint,
+    create_checkpoint_once,
+    create_new,
+    destroy,
+    destroy_once,
+    exec,  # noqa: F401 - public, but kept out of __all__ (shadows the builtin)
+    get,
+    host_path,
+    list_all_names,
+    list_sessions,
+    public_url,
+    restore_checkpoint,
+    resume,
+    spawn,
+    stop_command,
+    supports,
+    suspend,
+    terminate_session,
+    write_file,
+    write_stdin,
+)
+from .frames import Error, Exit, Frame, Stderr, Stdout, iter_frames
+from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+
+__all__ = [
+    "KNOWN_CAPABILITIES",
+    "Adapter",
+    "AlreadyExists",
+    "Capability",
+    "Command",
+    "CommandExited",
+    "Denied",
+    "Error",
+    "ExecResult",
+    "Exit",
+    "Frame",
+    "Handle",
+    "Info",
+    "Invalid",
+    "NetworkPolicy",
+    "NotFound",
+    "NotSupported",
+    "ProviderError",
+    "RateLimited",
+    "RestoreFailed",
+    "SandboxError",
+    "Session",
+    "Stderr",
+    "Stdout",
+    "Truncated",
+    "Unavailable",
+    "UnknownProvider",
+    "WriteFailed",
+    "__version__",
+    "adapter_for",
+    "adapters",
+    "apply_network_policy",
+    "attach",
+    "build_handle",
+    "capabilities",
+    "close_stdin",
+    "create",
+    "create_checkpoint",
+    "create_checkpoint_once",
+    "create_new",
+    "destroy",
+    "destroy_once",
+    "get",
+    "host_path",
+    "iter_frames",
+    "list_all_names",
+    "list_sessions",
+    "public_url",
+    "restore_checkpoint",
+    "resume",
+    "spawn",
+    "stop_command",
+    "supports",
+    "suspend",
+    "terminate_session",
+    "write_file",
+    "write_stdin",
+]

@@ -1,0 +1,185 @@
+"""The streaming machinery every streaming adapter shares.
+
+A :class:`Stream` is the local end of one command: its ``ref``, its owner, a
+reader thread that pumps frames from the transport, and the guarantees of the
+frame contract, kept here once:
+
+* frames reach the owner serially and in order;
+* exactly one terminal frame (``Exit`` or ``Error``), after all output, and
+  nothing after it — unless :meth:`Stream.stop` came first, after which
+  nothing at all is delivered;
+* a pump that ends without a terminal frame yields
+  ``Error(ref, Unavailable("closed_before_exit"))``, never an invented exit;
+* an owner callback that raises is logged and delivery goes on;
+* a full bounded queue blocks the reader, and ``stop`` interrupts that wait;
+* ``stop`` never deadlocks, also from inside the owner's callback, and from
+  another thread it waits for a delivery in flight to finish.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from .contract import Owner
+from .errors import CommandExited, Invalid, SandboxError, Unavailable
+from .frames import Error, Exit, Frame, Stderr, Stdout
+
+__all__ = ["Stream", "new_ref"]
+
+log = logging.getLogger("managoat_sandbox.streaming")
+
+_refs = itertools.count(1)
+_BACKPRESSURE_POLL = 0.02
+
+
+def new_ref(prefix: str = "cmd") -> str:
+    """A command ref unique within this process."""
+    return f"{prefix}-{next(_refs)}"
+
+
+def _is_queue(owner: object) -> bool:
+    return callable(getattr(owner, "put", None))
+
+
+class Stream:
+    """One command's local end: serial delivery plus its reader thread.
+
+    ``pump(stream)`` runs in the reader thread and delivers frames with
+    :meth:`stdout`, :meth:`stderr`, :meth:`exit` and :meth:`fail`; it should
+    return when :attr:`stopped` is set (``on_stop``, given to :meth:`start`,
+    is called by :meth:`stop` to interrupt a blocking transport read).
+    """
+
+    def __init__(self, ref: Hashable, owner: Owner | None, *, label: str, stdin: bool = False):
+        if owner is None:
+            owner = queue.Queue()
+        if not _is_queue(owner) and not callable(owner):
+            raise TypeError("owner must be a callable taking a frame, or a queue")
+        self.ref = ref
+        self.label = label
+        self.stdin = stdin
+        self.owner = owner
+        self.frames: queue.Queue[Any] | None = owner if _is_queue(owner) else None  # type: ignore[assignment]
+        self.stopped = threading.Event()
+        self.finished = threading.Event()
+        self._deliver_lock = threading.Lock()
+        self._delivering: int | None = None
+        self._thread: threading.Thread | None = None
+        self._on_stop: Callable[[], None] | None = None
+
+    # -- delivery -------------------------------------------------------
+
+    def deliver(self, frame: Frame) -> bool:
+        """Deliver one frame; ``False`` if it was dropped (stopped or after the terminal)."""
+        with self._deliver_lock:
+            if self.stopped.is_set() or self.finished.is_set():
+                return False
+            if frame.terminal:
+                self.finished.set()
+            self._delivering = threading.get_ident()
+            try:
+                self._send(frame)
+            finally:
+                self._delivering = None
+            return True
+
+    def stdout(self, data: bytes) -> bool:
+        """Deliver stdout bytes (empty chunks are skipped)."""
+        return bool(data) and self.deliver(Stdout(self.ref, data))
+
+    def stderr(self, data: bytes) -> bool:
+        """Deliver stderr bytes (empty chunks are skipped)."""
+        return bool(data) and self.deliver(Stderr(self.ref, data))
+
+    def exit(self, code: int) -> bool:
+        """Deliver the real exit code (terminal)."""
+        return self.deliver(Exit(self.ref, code))
+
+    def fail(self, reason: SandboxError) -> bool:
+        """Deliver a transport failure (terminal)."""
+        return self.deliver(Error(self.ref, reason))
+
+    def _send(self, frame: Frame) -> None:
+        owner = self.owner
+        if isinstance(owner, queue.Queue):
+            while not self.stopped.is_set():
+                try:
+                    owner.put(frame, timeout=_BACKPRESSURE_POLL)
+                    return
+                except queue.Full:
+                    continue
+        elif _is_queue(owner):
+            owner.put(frame)  # type: ignore[union-attr]
+        else:
+            try:
+                owner(frame)  # type: ignore[operator]
+            except Exception:
+                log.exception("%s: owner callback raised on %s; delivery goes on",
+                              self.label, type(frame).__name__)
+
+    # -- reader thread --------------------------------------------------
+
+    def start(
+        self, pump: Callable[[Stream], None], *, on_stop: Callable[[], None] | None = None
+    ) -> None:
+        """Start the reader thread running ``pump(self)``."""
+        self._on_stop = on_stop
+        self._thread = threading.Thread(
+            target=self._run, args=(pump,), name=f"{self.label}-{self.ref}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, pump: Callable[[Stream], None]) -> None:
+        try:
+            pump(self)
+        except SandboxError as error:
+            self.fail(error)
+        except Exception as error:
+            log.exception("%s: reader for %s failed", self.label, self.ref)
+            self.fail(Unavailable(("reader_failed", type(error).__name__)))
+        self.fail(Unavailable("closed_before_exit"))
+
+    # -- local state ----------------------------------------------------
+
+    def stop(self) -> None:
+        """Detach this end: nothing is delivered once this returns. Idempotent."""
+        first = not self.stopped.is_set()
+        self.stopped.set()
+        if first and self._on_stop is not None:
+            try:
+                self._on_stop()
+            except Exception:
+                log.exception("%s: closing the transport of %s failed", self.label, self.ref)
+        if self._delivering != threading.get_ident():
+            with self._deliver_lock:
+                pass
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the reader thread to end (no-op from the reader itself)."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def connected(self) -> bool:
+        """True until the command is detached with :meth:`stop`."""
+        return not self.stopped.is_set()
+
+    def check_stdin(self) -> None:
+        """Raise unless stdin may be written: detached → ``CommandExited``,
+        stdin not requested → ``Invalid("stdin_not_open")``."""
+        if self.stopped.is_set():
+            raise CommandExited("detached")
+        if not self.stdin:
+            raise Invalid("stdin_not_open")
+
+    def check_writable(self) -> None:
+        """:meth:`check_stdin`, and an exited command is ``CommandExited``."""
+        self.check_stdin()
+        if self.finished.is_set():
+            raise CommandExited("exited")

@@ -1,0 +1,141 @@
+"""Process-global configuration of the library.
+
+Settings live in scopes (``"sprites"``, ``"e2b"``, ``"daytona"``, ``"local"``,
+``"retry"``; ``None`` is the top level, which holds the ``adapters`` map).
+:func:`get` answers, in order: the configured value unless it is ``None``; the
+key's environment variable (read at call time) for keys that have one; the
+library's built-in default; the caller's ``default``. Everything here is
+thread-safe. The library reads only its own settings, never a host's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["ENV_VARS", "configure", "generation", "get", "override", "reset", "snapshot"]
+
+#: (scope, key) → the environment variable that is its default.
+ENV_VARS: dict[tuple[str, str], str] = {
+    ("sprites", "token"): "SPRITES_TOKEN",
+    ("sprites", "base_url"): "SPRITES_BASE_URL",
+    ("e2b", "api_key"): "E2B_API_KEY",
+    ("e2b", "base_url"): "E2B_BASE_URL",
+    ("e2b", "sandbox_url"): "E2B_SANDBOX_URL",
+    ("daytona", "api_key"): "DAYTONA_API_KEY",
+    ("daytona", "api_url"): "DAYTONA_API_URL",
+    ("local", "root"): "MANAGOAT_SANDBOX_LOCAL_ROOT",
+}
+
+_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("sprites", "base_url"): "https://api.sprites.dev",
+    ("sprites", "timeout_ms"): 30000,
+    ("sprites", "policy_timeout_ms"): 90000,
+    ("sprites", "public_urls"): True,
+    ("sprites", "checkpoint_creation_enabled"): False,
+    ("e2b", "base_url"): "https://api.e2b.app",
+    ("e2b", "template"): "base",
+    ("e2b", "user"): "user",
+    ("e2b", "timeout_ms"): 30000,
+    ("daytona", "api_url"): "https://app.daytona.io/api",
+    ("retry", "attempts"): 3,
+    ("retry", "base_ms"): 250,
+    ("retry", "max_ms"): 2000,
+    ("retry", "max_retry_after_ms"): 30000,
+}
+
+_lock = threading.RLock()
+_settings: dict[str | None, dict[str, Any]] = {}
+_generation = 0
+
+
+def _bump() -> None:
+    global _generation
+    _generation += 1
+
+
+def generation() -> int:
+    """A counter that changes on every :func:`configure`, :func:`override` and :func:`reset`.
+
+    The registry uses it to drop cached adapter instances.
+    """
+    return _generation
+
+
+def _check_scope(scope: object) -> str | None:
+    if scope is not None and not isinstance(scope, str):
+        raise TypeError(f"scope must be a str or None, got {type(scope).__name__}")
+    return scope
+
+
+def configure(scope: str | None = None, **settings: Any) -> None:
+    """Merge ``settings`` into ``scope``; a key set to ``None`` is unset.
+
+    ``configure(adapters={...})`` replaces the explicit adapter map.
+    """
+    scope = _check_scope(scope)
+    with _lock:
+        current = _settings.setdefault(scope, {})
+        for key, value in settings.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        _bump()
+
+
+def get(scope: str | None, key: str, default: Any = None) -> Any:
+    """The effective value of ``key`` in ``scope`` (see the module docstring)."""
+    scope = _check_scope(scope)
+    with _lock:
+        value = _settings.get(scope, {}).get(key)
+    if value is not None:
+        return value
+    if scope is not None:
+        env = ENV_VARS.get((scope, key))
+        if env is not None and os.environ.get(env):
+            return os.environ[env]
+        builtin = _DEFAULTS.get((scope, key))
+        if builtin is not None:
+            return builtin
+    return default
+
+
+def snapshot() -> dict[str | None, dict[str, Any]]:
+    """A copy of everything configured explicitly."""
+    with _lock:
+        return {scope: dict(values) for scope, values in _settings.items()}
+
+
+@contextmanager
+def override(scope: str | None = None, **settings: Any) -> Iterator[None]:
+    """Set ``settings`` for the duration of the block, then restore what was there.
+
+    Meant for tests, which (config being process-global) must run serially.
+    """
+    scope = _check_scope(scope)
+    missing = object()
+    with _lock:
+        saved = {key: _settings.get(scope, {}).get(key, missing) for key in settings}
+        configure(scope, **settings)
+    try:
+        yield
+    finally:
+        with _lock:
+            current = _settings.setdefault(scope, {})
+            for key, value in saved.items():
+                if value is missing:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+            _bump()
+
+
+def reset() -> None:
+    """Forget every configured setting and drop cached adapter instances."""
+    with _lock:
+        _settings.clear()
+        _bump()

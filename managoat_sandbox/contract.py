@@ -1,0 +1,214 @@
+"""The adapter contract: the ABC every provider implements, and capability names."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from .errors import NotSupported
+from .frames import Frame
+from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+
+__all__ = [
+    "IDEMPOTENT_OPERATIONS",
+    "KNOWN_CAPABILITIES",
+    "Adapter",
+    "Capability",
+    "Owner",
+    "SupportsPut",
+]
+
+
+class Capability:
+    """Capability names: each is a promise the conformance suite checks."""
+
+    SUSPEND = "suspend"
+    NETWORK_POLICY = "network_policy"
+    CHECKPOINT = "checkpoint"
+    CREATE_CHECKPOINT_ONCE = "create_checkpoint_once"
+    ATTACH = "attach"
+    TTY = "tty"
+    PUBLIC_URL = "public_url"
+    TERMINATE_SESSION = "terminate_session"
+    FORCE_TERMINATE_SESSION = "force_terminate_session"
+    CREATE_NEW = "create_new"
+    DESTROY_ONCE = "destroy_once"
+
+
+KNOWN_CAPABILITIES: frozenset[str] = frozenset(
+    value for key, value in vars(Capability).items() if key.isupper()
+)
+
+#: The operations that may be retried: repeating them cannot do harm.
+IDEMPOTENT_OPERATIONS: frozenset[str] = frozenset(
+    {
+        "create",
+        "get",
+        "destroy",
+        "list_all_names",
+        "suspend",
+        "resume",
+        "write_file",
+        "list_sessions",
+        "apply_network_policy",
+        "public_url",
+    }
+)
+
+
+class SupportsPut(Protocol):
+    """Anything with a ``put`` method, such as ``queue.Queue``."""
+
+    def put(self, item: Any, block: bool = ..., timeout: float | None = ...) -> None: ...
+
+
+#: Where frames go: a callable taking one frame, or a queue.
+Owner = Callable[[Frame], object] | SupportsPut
+
+
+class Adapter(ABC):
+    """One provider's implementation of the contract.
+
+    Adapters are thread-safe (one instance serves every thread), read their
+    settings through :mod:`managoat_sandbox.config` at call time, and
+    translate every failure into the error taxonomy. The optional operations
+    (``create_new``, ``destroy_once``, ``create_checkpoint_once``,
+    ``terminate_session``) raise ``NotSupported`` here and never fall back to
+    a neighbour. A new adapter proves itself with
+    :class:`managoat_sandbox.testing.ConformanceTests`.
+    """
+
+    #: The tag put on handles and commands, and the config scope read.
+    provider: str
+
+    @abstractmethod
+    def capabilities(self) -> frozenset[str]:
+        """The capabilities this adapter keeps now (may depend on config)."""
+
+    @abstractmethod
+    def build_handle(self, name: str) -> Handle:
+        """A handle for ``name``; pure, no I/O."""
+
+    @abstractmethod
+    def create(self, name: str, **opts: Any) -> Handle:
+        """Create the sandbox ``name``, adopting it if it exists."""
+
+    def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
+        """One creation attempt that never adopts; the handle has ``instance_id``."""
+        raise NotSupported("create_new")
+
+    @abstractmethod
+    def get(self, handle: Handle) -> Info:
+        """The sandbox's status; ``NotFound`` only when definitively gone."""
+
+    @abstractmethod
+    def destroy(self, handle: Handle) -> None:
+        """Destroy the sandbox; an already-gone sandbox is fine."""
+
+    def destroy_once(self, handle: Handle, *, timeout: float = 120.0) -> None:
+        """One bounded deletion attempt that needs provider-confirmed absence."""
+        raise NotSupported("destroy_once")
+
+    @abstractmethod
+    def list_all_names(self) -> frozenset[str]:
+        """Every sandbox name of the account, or ``Truncated``."""
+
+    @abstractmethod
+    def suspend(self, handle: Handle) -> None:
+        """Park the sandbox with its disk preserved."""
+
+    @abstractmethod
+    def resume(self, handle: Handle) -> Handle:
+        """Wake the sandbox; the returned handle is usable."""
+
+    @abstractmethod
+    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+        """Write ``data`` at ``path``, creating parent directories."""
+
+    @abstractmethod
+    def exec(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        timeout: float | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> ExecResult:
+        """Run to exit and collect output; a nonzero exit is data."""
+
+    @abstractmethod
+    def spawn(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        owner: Owner | None = None,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        stdin: bool = False,
+        tty: bool = False,
+        detachable: bool = False,
+    ) -> Command:
+        """Start a streaming command whose frames go to ``owner``."""
+
+    @abstractmethod
+    def write_stdin(self, command: Command, data: Any) -> None:
+        """Write to the command's stdin; total (``CommandExited``/``WriteFailed``)."""
+
+    @abstractmethod
+    def close_stdin(self, command: Command) -> None:
+        """Send EOF to the command's stdin."""
+
+    @abstractmethod
+    def stop_command(self, command: Command) -> None:
+        """Tear down this process's end of the command; never raises."""
+
+    @abstractmethod
+    def list_sessions(self, handle: Handle) -> list[Session]:
+        """The sandbox's detachable sessions, finished ones included."""
+
+    @abstractmethod
+    def attach(
+        self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
+    ) -> Command:
+        """Rejoin a session: replay its output from byte zero, then tail."""
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        """Terminate a remote session with provider confirmation."""
+        raise NotSupported("terminate_session")
+
+    @abstractmethod
+    def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
+        """Apply the egress allowlist; ``allow=[]`` denies all egress."""
+
+    @abstractmethod
+    def public_url(self, handle: Handle) -> str | None:
+        """The sandbox's openable URL, or ``None`` where there is no such concept."""
+
+    @abstractmethod
+    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
+        """Snapshot the sandbox; returns the checkpoint id."""
+
+    def create_checkpoint_once(
+        self, handle: Handle, *, operation_id: str, timeout: float = 120.0
+    ) -> str:
+        """Exactly one checkpoint correlated to ``operation_id``, bounded."""
+        raise NotSupported("create_checkpoint_once")
+
+    @abstractmethod
+    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
+        """Restore a checkpoint; a reported failure is ``RestoreFailed``."""
+
+    def host_path(self, handle: Handle, path: str) -> str:
+        """The path a process inside the sandbox sees; identity by default."""
+        return path
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} provider={getattr(self, 'provider', '?')!r}>"

@@ -1,0 +1,164 @@
+"""The closed error taxonomy.
+
+Every operational failure of a contract operation is an instance of one of the
+classes below. Each carries ``.detail`` (what went wrong, safe to log: never a
+credential) and ``.transient`` (whether an idempotent caller may retry).
+Nothing else escapes a contract operation except :class:`UnknownProvider` and
+``TypeError``/``ValueError`` for malformed arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+__all__ = [
+    "AlreadyExists",
+    "CommandExited",
+    "Denied",
+    "Invalid",
+    "NotFound",
+    "NotSupported",
+    "ProviderError",
+    "RateLimited",
+    "RestoreFailed",
+    "SandboxError",
+    "Truncated",
+    "Unavailable",
+    "UnknownProvider",
+    "WriteFailed",
+]
+
+
+class SandboxError(Exception):
+    """Base of the taxonomy; never raised itself.
+
+    Instances compare equal when they are of the same class with equal
+    ``args``, and pickle like ordinary exceptions.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(self, detail: Any = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return "" if self.detail is None else repr(self.detail)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.detail!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.args == getattr(other, "args", None)
+
+    def __hash__(self) -> int:
+        return hash((type(self), _hashable(self.args)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self.args)
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+class NotFound(SandboxError):
+    """The sandbox or session definitively does not exist."""
+
+    transient = False
+
+
+class Truncated(SandboxError):
+    """A listing refused to return a partial view."""
+
+    transient = False
+
+
+class NotSupported(SandboxError):
+    """The adapter does not implement this, or the capability is off."""
+
+    transient = False
+
+
+class AlreadyExists(SandboxError):
+    """``create_new`` refused an existing name; nothing was adopted."""
+
+    transient = False
+
+
+class CommandExited(SandboxError):
+    """A stdin write raced the command's exit, or the handle was detached."""
+
+
+class RateLimited(SandboxError):
+    """Throttled by the provider.
+
+    ``retry_after`` is the provider's advice in seconds, or ``None`` when it
+    gave none; it is also the ``detail``.
+    """
+
+    def __init__(self, retry_after: float | None = None) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class Unavailable(SandboxError):
+    """A 5xx, a timeout, a transport failure, or a stream closed before exit."""
+
+
+class Denied(SandboxError):
+    """401/403, or no credential configured: a permanent credential problem."""
+
+    transient = False
+
+
+class Invalid(SandboxError):
+    """Any other 4xx, an unfollowed 3xx, or a bad value from the caller."""
+
+    transient = False
+
+
+class RestoreFailed(SandboxError):
+    """A checkpoint restore reported failure."""
+
+    transient = False
+
+
+class WriteFailed(SandboxError):
+    """A stdin write failed for a reason other than the command's exit."""
+
+
+class ProviderError(SandboxError):
+    """Escape hatch for an answer the adapter does not recognise."""
+
+    def __init__(self, provider: str, detail: Any = None) -> None:
+        Exception.__init__(self, provider, detail)
+        self.provider = provider
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.provider}: {self.detail!r}"
+
+    def __repr__(self) -> str:
+        return f"ProviderError({self.provider!r}, {self.detail!r})"
+
+
+class UnknownProvider(ValueError):
+    """No adapter is registered under the provider name.
+
+    Its message names the configured providers.
+    """
+
+    def __init__(self, provider: object, configured: Iterable[str] = ()) -> None:
+        names = sorted(configured)
+        super().__init__(f"unknown sandbox provider {provider!r} — configured: {names!r}")
+        self.provider = provider
+        self.configured = names
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.provider, self.configured))

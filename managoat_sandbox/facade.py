@@ -1,0 +1,365 @@
+"""The facade: module functions that resolve the adapter and delegate.
+
+Each function resolves its adapter through the registry once per call, before
+anything else and outside any retry loop. Handles and commands it returns are
+tagged with the registry name they were resolved under, so they dispatch back
+to the adapter that made them. The idempotent operations retry transient
+taxonomy errors (:func:`managoat_sandbox.retry.idempotent`); every other
+operation runs exactly once. Arguments are checked here, before the adapter
+is called: wrong types are ``TypeError``, unusable values ``Invalid``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from . import _args
+from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
+from .errors import NotSupported, SandboxError, Unavailable
+from .registry import adapter_for, adapters
+from .retry import idempotent
+from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+
+__all__ = [
+    "adapter_for",
+    "adapters",
+    "apply_network_policy",
+    "attach",
+    "build_handle",
+    "capabilities",
+    "close_stdin",
+    "create",
+    "create_checkpoint",
+    "create_checkpoint_once",
+    "create_new",
+    "destroy",
+    "destroy_once",
+    "exec",
+    "get",
+    "host_path",
+    "list_all_names",
+    "list_sessions",
+    "public_url",
+    "restore_checkpoint",
+    "resume",
+    "spawn",
+    "stop_command",
+    "supports",
+    "suspend",
+    "terminate_session",
+    "write_file",
+    "write_stdin",
+]
+
+log = logging.getLogger("managoat_sandbox")
+
+
+# -- resolution and tagging ---------------------------------------------------
+
+
+def _for_handle(handle: object) -> Adapter:
+    if not isinstance(handle, Handle):
+        raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+    return adapter_for(handle.provider)
+
+
+def _for_command(command: object) -> Adapter:
+    if not isinstance(command, Command):
+        raise TypeError(f"expected a Command, got {type(command).__name__}")
+    return adapter_for(command.provider)
+
+
+def _tag_handle(handle: Handle, provider: str) -> Handle:
+    return handle if handle.provider == provider else attrs.evolve(handle, provider=provider)
+
+
+def _tag_command(command: Command, provider: str) -> Command:
+    return command if command.provider == provider else attrs.evolve(command, provider=provider)
+
+
+def _implements(adapter: Adapter, operation: str) -> bool:
+    return getattr(type(adapter), operation) is not getattr(Adapter, operation)
+
+
+# -- creation side ------------------------------------------------------------
+
+
+def build_handle(provider: str, name: str) -> Handle:
+    """A handle for ``name`` at ``provider``; pure, no I/O."""
+    adapter = adapter_for(provider)
+    return _tag_handle(adapter.build_handle(_args.sandbox_name(name)), provider)
+
+
+def create(provider: str, name: str, **opts: Any) -> Handle:
+    """Create ``name``, adopting an existing sandbox of that name (retried)."""
+    adapter = adapter_for(provider)
+    name = _args.sandbox_name(name)
+    return _tag_handle(idempotent(adapter.create)(name, **opts), provider)
+
+
+def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
+    """One creation attempt that never adopts (``AlreadyExists``); never retried.
+
+    ``NotSupported`` when the adapter lacks it — never a fallback to ``create``.
+    """
+    adapter = adapter_for(provider)
+    if not _implements(adapter, "create_new"):
+        raise NotSupported("create_new")
+    name = _args.sandbox_name(name)
+    return _tag_handle(adapter.create_new(name, timeout=timeout, **opts), provider)
+
+
+def list_all_names(provider: str) -> frozenset[str]:
+    """Every sandbox name at ``provider``, or ``Truncated`` (retried)."""
+    adapter = adapter_for(provider)
+    return frozenset(idempotent(adapter.list_all_names)())
+
+
+def capabilities(provider: str) -> frozenset[str]:
+    """The capabilities of the adapter serving ``provider``."""
+    return frozenset(adapter_for(provider).capabilities())
+
+
+def supports(target: str | Handle | Command, capability: str) -> bool:
+    """Whether the adapter behind ``target`` advertises ``capability``.
+
+    ``target`` is a provider name, a ``Handle`` or a ``Command``; an unknown
+    capability name is ``ValueError``.
+    """
+    if isinstance(target, (Handle, Command)):
+        adapter = adapter_for(target.provider)
+    else:
+        adapter = adapter_for(target)
+    if capability not in KNOWN_CAPABILITIES:
+        raise ValueError(f"unknown capability {capability!r}; known: {sorted(KNOWN_CAPABILITIES)}")
+    return capability in adapter.capabilities()
+
+
+# -- handle side --------------------------------------------------------------
+
+
+def get(handle: Handle) -> Info:
+    """The sandbox's status; ``NotFound`` only when definitively gone (retried)."""
+    adapter = _for_handle(handle)
+    return idempotent(adapter.get)(handle)
+
+
+def destroy(handle: Handle) -> None:
+    """Destroy the sandbox; an already-gone sandbox is fine (retried)."""
+    adapter = _for_handle(handle)
+    idempotent(adapter.destroy)(handle)
+
+
+def destroy_once(handle: Handle, *, timeout: float = 120.0) -> None:
+    """One bounded deletion attempt needing confirmed absence; never retried."""
+    adapter = _for_handle(handle)
+    if not _implements(adapter, "destroy_once"):
+        raise NotSupported("destroy_once")
+    adapter.destroy_once(handle, timeout=timeout)
+
+
+def suspend(handle: Handle) -> None:
+    """Park the sandbox (retried)."""
+    adapter = _for_handle(handle)
+    idempotent(adapter.suspend)(handle)
+
+
+def resume(handle: Handle) -> Handle:
+    """Wake the sandbox and return a usable handle (retried)."""
+    adapter = _for_handle(handle)
+    return _tag_handle(idempotent(adapter.resume)(handle), handle.provider)
+
+
+def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+    """Write ``data`` at ``path``, creating parent directories (retried).
+
+    ``data`` is flattened to bytes once, before the first attempt.
+    """
+    adapter = _for_handle(handle)
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, got {type(path).__name__}")
+    if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
+        raise TypeError("mode must be an int such as 0o600")
+    payload = _args.flatten_bytes(data)
+    idempotent(adapter.write_file)(handle, path, payload, mode=mode)
+
+
+def exec(
+    handle: Handle,
+    cmd: str,
+    args: Sequence[str] = (),
+    *,
+    env: dict[str, str] | None = None,
+    dir: str | None = None,
+    timeout: float | None = None,
+    stderr_to_stdout: bool = False,
+) -> ExecResult:
+    """Run a command to exit and collect its output; a nonzero exit is data.
+
+    ``timeout`` is one monotonic deadline in seconds that output never
+    extends; expiry is ``Unavailable(("exec_timeout", timeout))`` (the remote
+    process may go on). ``timeout <= 0`` raises that at once, dispatching
+    nothing. Runs once, never retried.
+    """
+    adapter = _for_handle(handle)
+    cmd = _args.command_name(cmd)
+    argv = _args.str_args(args)
+    env = _args.env_map(env)
+    dir = _args.optional_str(dir, "dir")
+    limit = _args.optional_seconds(timeout)
+    merge = _args.flag(stderr_to_stdout, "stderr_to_stdout")
+    if limit is not None and limit <= 0:
+        raise Unavailable(("exec_timeout", timeout))
+    return adapter.exec(
+        handle, cmd, argv, env=env, dir=dir, timeout=timeout, stderr_to_stdout=merge
+    )
+
+
+def spawn(
+    handle: Handle,
+    cmd: str,
+    args: Sequence[str] = (),
+    *,
+    owner: Owner | None = None,
+    env: dict[str, str] | None = None,
+    dir: str | None = None,
+    stdin: bool = False,
+    tty: bool = False,
+    detachable: bool = False,
+) -> Command:
+    """Start a streaming command; frames go to ``owner`` (a callable or a queue).
+
+    With ``owner=None`` a ``queue.Queue`` is made and exposed as
+    ``command.frames``. ``tty=True`` needs the ``tty`` capability and
+    ``detachable=True`` the ``attach`` capability (else ``NotSupported``).
+    """
+    adapter = _for_handle(handle)
+    cmd = _args.command_name(cmd)
+    argv = _args.str_args(args)
+    env = _args.env_map(env)
+    dir = _args.optional_str(dir, "dir")
+    _check_owner(owner)
+    for value, what in ((stdin, "stdin"), (tty, "tty"), (detachable, "detachable")):
+        _args.flag(value, what)
+    caps = adapter.capabilities()
+    if tty and Capability.TTY not in caps:
+        raise NotSupported("tty")
+    if detachable and Capability.ATTACH not in caps:
+        raise NotSupported("attach")
+    command = adapter.spawn(
+        handle, cmd, argv, owner=owner, env=env, dir=dir, stdin=stdin, tty=tty,
+        detachable=detachable,
+    )
+    return _tag_command(command, handle.provider)
+
+
+def _check_owner(owner: object) -> None:
+    if owner is not None and not callable(owner) and not callable(getattr(owner, "put", None)):
+        raise TypeError("owner must be a callable taking a frame, or a queue")
+
+
+def write_stdin(command: Command, data: Any) -> None:
+    """Write to the command's stdin. Total: ``CommandExited`` or ``WriteFailed``."""
+    adapter = _for_command(command)
+    adapter.write_stdin(command, _args.flatten_bytes(data))
+
+
+def close_stdin(command: Command) -> None:
+    """Send EOF to the command's stdin."""
+    adapter = _for_command(command)
+    adapter.close_stdin(command)
+
+
+def stop_command(command: Command) -> None:
+    """Tear down this process's end of the command. Idempotent; never a taxonomy error."""
+    adapter = _for_command(command)
+    try:
+        adapter.stop_command(command)
+    except SandboxError as error:
+        log.warning("stop_command on %s raised %s; ignored", command.provider, type(error).__name__)
+
+
+def list_sessions(handle: Handle) -> list[Session]:
+    """The sandbox's detachable sessions (retried)."""
+    adapter = _for_handle(handle)
+    return builtins.list(idempotent(adapter.list_sessions)(handle))
+
+
+def attach(
+    handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
+) -> Command:
+    """Rejoin a session: its output from byte zero, then the live tail. Never retried."""
+    adapter = _for_handle(handle)
+    session_id = _args.session_id(session_id)
+    _check_owner(owner)
+    _args.flag(stdin, "stdin")
+    return _tag_command(adapter.attach(handle, session_id, owner=owner, stdin=stdin),
+                        handle.provider)
+
+
+def terminate_session(
+    handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+) -> None:
+    """Terminate a remote session with provider confirmation; never retried.
+
+    Order: resolve the adapter; validate (``Invalid("termination_request")``);
+    ``NotSupported`` without ``terminate_session``; ``NotSupported`` for
+    ``mode="force"`` without ``force_terminate_session`` — the adapter is not
+    called in either case; otherwise delegate.
+    """
+    adapter = _for_handle(handle)
+    _args.termination_request(session_id, timeout, mode)
+    caps = adapter.capabilities()
+    if Capability.TERMINATE_SESSION not in caps or not _implements(adapter, "terminate_session"):
+        raise NotSupported("terminate_session")
+    if mode == "force" and Capability.FORCE_TERMINATE_SESSION not in caps:
+        raise NotSupported("force_terminate_session")
+    adapter.terminate_session(handle, session_id, timeout=timeout, mode=mode)
+
+
+def apply_network_policy(handle: Handle, policy: NetworkPolicy) -> None:
+    """Apply the egress allowlist; ``allow=[]`` denies all egress (retried)."""
+    adapter = _for_handle(handle)
+    if not isinstance(policy, NetworkPolicy):
+        raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
+    idempotent(adapter.apply_network_policy)(handle, policy)
+
+
+def public_url(handle: Handle) -> str | None:
+    """The sandbox's openable URL, or ``None`` where the platform has none (retried)."""
+    adapter = _for_handle(handle)
+    return idempotent(adapter.public_url)(handle)
+
+
+def create_checkpoint(handle: Handle, *, comment: str | None = None) -> str:
+    """Snapshot the sandbox; ``NotSupported`` unless ``checkpoint`` is advertised."""
+    adapter = _for_handle(handle)
+    comment = _args.optional_str(comment, "comment")
+    return adapter.create_checkpoint(handle, comment=comment)
+
+
+def create_checkpoint_once(handle: Handle, *, operation_id: str, timeout: float = 120.0) -> str:
+    """Exactly one checkpoint correlated to ``operation_id``, bounded; never retried."""
+    adapter = _for_handle(handle)
+    if not _implements(adapter, "create_checkpoint_once"):
+        raise NotSupported("create_checkpoint_once")
+    return adapter.create_checkpoint_once(handle, operation_id=operation_id, timeout=timeout)
+
+
+def restore_checkpoint(handle: Handle, checkpoint_id: str) -> None:
+    """Restore a checkpoint; a reported failure is ``RestoreFailed``."""
+    adapter = _for_handle(handle)
+    if not isinstance(checkpoint_id, str):
+        raise TypeError(f"checkpoint_id must be a str, got {type(checkpoint_id).__name__}")
+    adapter.restore_checkpoint(handle, checkpoint_id)
+
+
+def host_path(handle: Handle, path: str) -> str:
+    """The path a process inside the sandbox sees for ``path``."""
+    adapter = _for_handle(handle)
+    return adapter.host_path(handle, path)

@@ -1,0 +1,130 @@
+"""Retry with bounded, jittered backoff — for idempotent operations only.
+
+:func:`with_backoff` retries any retriable failure; :func:`idempotent` is the
+decorator the facade uses, which retries only taxonomy errors whose
+``transient`` is true and refuses, at decoration time, any function that is not
+one of the idempotent operations (so ``exec``, ``spawn``, ``create_new`` and
+friends can never be retried by it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from . import config
+from .contract import IDEMPOTENT_OPERATIONS
+from .errors import RateLimited, SandboxError
+
+__all__ = ["idempotent", "transient", "with_backoff"]
+
+log = logging.getLogger("managoat_sandbox.retry")
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def transient(error: BaseException) -> bool:
+    """Whether an idempotent caller may retry after ``error``.
+
+    Taxonomy errors answer with their ``transient`` flag; anything outside the
+    taxonomy counts as transient (a pointless retry costs milliseconds).
+    """
+    if isinstance(error, SandboxError):
+        return type(error).transient
+    return True
+
+
+def _seconds(value: float | None, key_ms: str) -> float:
+    return float(config.get("retry", key_ms)) / 1000 if value is None else float(value)
+
+
+def with_backoff(
+    fn: Callable[[], T],
+    *,
+    attempts: int | None = None,
+    base: float | None = None,
+    max_delay: float | None = None,
+    max_retry_after: float | None = None,
+    label: str = "external call",
+    retriable: Callable[[BaseException], bool] = transient,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``fn()``, retrying retriable exceptions; re-raise the last one.
+
+    ``attempts`` counts every try (default: config ``retry.attempts``, 3).
+    The delay before try ``n+1`` is uniform in ``[c/2, c]`` with
+    ``c = min(base * 2**(n-1), max_delay)`` (seconds; defaults from config
+    ``retry.base_ms``/``retry.max_ms``). A ``RateLimited`` with a
+    ``retry_after`` waits at least that long, and is re-raised at once when it
+    asks for more than ``max_retry_after``. ``KeyboardInterrupt`` and
+    ``SystemExit`` are never caught.
+    """
+    total = int(config.get("retry", "attempts")) if attempts is None else attempts
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise ValueError("attempts must be an int >= 1")
+    base_s = _seconds(base, "base_ms")
+    cap_s = _seconds(max_delay, "max_ms")
+    retry_cap = _seconds(max_retry_after, "max_retry_after_ms")
+    attempt = 1
+    while True:
+        try:
+            return fn()
+        except Exception as error:
+            if attempt >= total or not retriable(error):
+                raise
+            ceiling = min(base_s * 2 ** (attempt - 1), cap_s)
+            delay = random.uniform(ceiling / 2, ceiling)
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                if error.retry_after > retry_cap:
+                    raise
+                delay = max(delay, float(error.retry_after))
+            log.warning(
+                "retry: %s attempt %d failed (%s), retrying in %.3fs",
+                label, attempt, type(error).__name__, delay,
+            )
+            sleep(delay)
+            attempt += 1
+
+
+def _retriable_taxonomy(error: BaseException) -> bool:
+    return isinstance(error, SandboxError) and type(error).transient
+
+
+@overload
+def idempotent(fn: F) -> F: ...
+@overload
+def idempotent(fn: None = None, **options: Any) -> Callable[[F], F]: ...
+def idempotent(fn: F | None = None, **options: Any) -> F | Callable[[F], F]:
+    """Wrap an idempotent operation in :func:`with_backoff`.
+
+    Usable bare (``@idempotent``) or with ``with_backoff`` options
+    (``@idempotent(attempts=5)``). Only transient taxonomy errors are retried.
+    Raises ``TypeError`` at decoration time unless ``fn.__name__`` is one of
+    the idempotent operations.
+    """
+
+    def decorate(target: F) -> F:
+        name = getattr(target, "__name__", None)
+        if name not in IDEMPOTENT_OPERATIONS:
+            raise TypeError(
+                f"{name!r} is not an idempotent operation; only "
+                f"{sorted(IDEMPOTENT_OPERATIONS)} may be retried"
+            )
+
+        @functools.wraps(target)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return with_backoff(
+                lambda: target(*args, **kwargs),
+                label=name,
+                retriable=_retriable_taxonomy,
+                **options,
+            )
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate if fn is None else decorate(fn)
