@@ -1,0 +1,532 @@
+"""The reference adapter: real, in-memory, thread-safe, provider ``"fake"``.
+
+Commands are scripts (:mod:`managoat_sandbox.testing.script`): the command
+name is recorded, each argument is an instruction. Every spawn is a detachable
+session whose "process" is a thread; each command (spawn or attach) is one
+subscription with its own reader thread, fed through an inbox, so replay and
+subscription happen in one critical section and no frame is lost or doubled.
+
+Each instance has its own state. Test-side controls: :meth:`Fake.reset`,
+:meth:`Fake.policy`, :meth:`Fake.file` and :meth:`Fake.fail_next`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import queue
+import threading
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from .. import _args
+from .._deadline import Deadline
+from .._streaming import Stream, new_ref
+from ..contract import Adapter, Capability, Owner
+from ..errors import (
+    AlreadyExists,
+    CommandExited,
+    Invalid,
+    NotFound,
+    NotSupported,
+    SandboxError,
+    Unavailable,
+)
+from ..types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+from .script import Drop, Emit, ExitWith, Instruction, Sleep, Stay, parse
+
+__all__ = ["Fake"]
+
+_EOF = object()
+_KILL = object()
+_WAKE = object()
+
+#: Operations ``fail_next`` can make fail (``build_handle`` and ``stop_command`` are exempt).
+FAULTABLE = frozenset(
+    {
+        "create", "create_new", "get", "destroy", "list_all_names", "suspend", "resume",
+        "write_file", "exec", "spawn", "write_stdin", "close_stdin", "list_sessions",
+        "attach", "terminate_session", "apply_network_policy", "public_url",
+        "create_checkpoint", "restore_checkpoint",
+    }
+)  # fmt: skip
+
+
+@attrs.define(eq=False)
+class _Subscription:
+    """One command's view of a session: its stream and the inbox feeding it."""
+
+    stream: Stream
+    inbox: queue.SimpleQueue[Any] = attrs.field(factory=queue.SimpleQueue)
+
+
+@attrs.define(eq=False)
+class _Session:
+    """A detachable session: the script's thread, its output buffer, its verdict."""
+
+    id: str
+    command: str
+    created_at: datetime
+    buffer: list[tuple[str, Any]] = attrs.field(factory=list)
+    verdict: tuple[str, Any] | None = None
+    subscribers: list[_Subscription] = attrs.field(factory=list)
+    stdin: queue.SimpleQueue[Any] = attrs.field(factory=queue.SimpleQueue)
+    killed: threading.Event = attrs.field(factory=threading.Event)
+    thread: threading.Thread | None = None
+
+
+@attrs.define(eq=False)
+class _Sandbox:
+    status: str = "running"
+    files: dict[str, bytes] = attrs.field(factory=dict)
+    policy: NetworkPolicy | None = None
+    sessions: dict[str, _Session] = attrs.field(factory=dict)
+    instance_id: str | None = None
+
+
+@attrs.frozen(eq=False)
+class _CommandState:
+    """What a Fake ``Command.private`` holds."""
+
+    subscription: _Subscription
+    session: _Session
+
+
+class Fake(Adapter):
+    """In-memory reference adapter; see the module docstring."""
+
+    provider = "fake"
+
+    _CAPABILITIES = frozenset(
+        {
+            Capability.SUSPEND,
+            Capability.NETWORK_POLICY,
+            Capability.ATTACH,
+            Capability.PUBLIC_URL,
+            Capability.TERMINATE_SESSION,
+            Capability.FORCE_TERMINATE_SESSION,
+            Capability.CREATE_NEW,
+        }
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._sandboxes: dict[str, _Sandbox] = {}
+        self._faults: dict[str, list[SandboxError]] = {}
+        self._ids = itertools.count(1)
+
+    # -- test-side controls ---------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every sandbox and fault; end every session silently."""
+        with self._lock:
+            sandboxes = list(self._sandboxes.values())
+            self._sandboxes.clear()
+            self._faults.clear()
+            subscriptions = []
+            for sandbox in sandboxes:
+                for session in sandbox.sessions.values():
+                    subscriptions.extend(session.subscribers)
+                    session.subscribers.clear()
+                    self._kill(session)
+        for sub in subscriptions:
+            sub.stream.stop()
+
+    def policy(self, name: str) -> NetworkPolicy | None:
+        """The last policy applied to ``name``, verbatim, or ``None``."""
+        with self._lock:
+            sandbox = self._sandboxes.get(name)
+            return None if sandbox is None else sandbox.policy
+
+    def file(self, name: str, path: str) -> bytes | None:
+        """The bytes written at ``path`` in ``name``, or ``None``."""
+        with self._lock:
+            sandbox = self._sandboxes.get(name)
+            return None if sandbox is None else sandbox.files.get(path)
+
+    def fail_next(self, operation: str, error: SandboxError, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``operation`` raise ``error``."""
+        if operation not in FAULTABLE:
+            raise ValueError(f"cannot inject faults into {operation!r}; one of {sorted(FAULTABLE)}")
+        if not isinstance(error, SandboxError):
+            raise TypeError("error must be a taxonomy error (a SandboxError instance)")
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise ValueError("times must be an int >= 1")
+        with self._lock:
+            self._faults.setdefault(operation, []).extend([error] * times)
+
+    def _inject(self, operation: str) -> None:
+        with self._lock:
+            pending = self._faults.get(operation)
+            if not pending:
+                return
+            error = pending.pop(0)
+        raise copy.copy(error)
+
+    # -- identity and lifecycle -----------------------------------------------
+
+    def capabilities(self) -> frozenset[str]:
+        return self._CAPABILITIES
+
+    def build_handle(self, name: str) -> Handle:
+        return Handle(self.provider, _args.sandbox_name(name))
+
+    def _sandbox(self, handle: Handle) -> _Sandbox:
+        if not isinstance(handle, Handle):
+            raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+        sandbox = self._sandboxes.get(handle.name)
+        if sandbox is None:
+            raise NotFound(("sandbox", handle.name))
+        return sandbox
+
+    def create(self, name: str, **opts: Any) -> Handle:
+        self._inject("create")
+        name = _args.sandbox_name(name)
+        with self._lock:
+            self._sandboxes.setdefault(name, _Sandbox())
+        return self.build_handle(name)
+
+    def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
+        if opts:
+            raise TypeError(f"unknown create_new options: {sorted(opts)}")
+        _args.bounded_timeout(timeout, 120.0, "create_timeout")
+        self._inject("create_new")
+        name = _args.sandbox_name(name)
+        with self._lock:
+            if name in self._sandboxes:
+                raise AlreadyExists(("sandbox", name))
+            instance_id = f"fake-{next(self._ids)}"
+            self._sandboxes[name] = _Sandbox(instance_id=instance_id)
+        return Handle(self.provider, name, instance_id=instance_id)
+
+    def get(self, handle: Handle) -> Info:
+        self._inject("get")
+        with self._lock:
+            sandbox = self._sandbox(handle)
+            raw = {} if sandbox.instance_id is None else {
+                "name": handle.name, "id": sandbox.instance_id
+            }
+            return Info(status=sandbox.status, raw=raw)  # type: ignore[arg-type]
+
+    def destroy(self, handle: Handle) -> None:
+        """Remove the sandbox; its running sessions end as if the machine vanished."""
+        self._inject("destroy")
+        with self._lock:
+            if not isinstance(handle, Handle):
+                raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+            sandbox = self._sandboxes.pop(handle.name, None)
+            if sandbox is None:
+                return
+            for session in sandbox.sessions.values():
+                if self._kill(session):
+                    self._conclude(session, ("error", Unavailable("closed_before_exit")))
+
+    def list_all_names(self) -> frozenset[str]:
+        self._inject("list_all_names")
+        with self._lock:
+            return frozenset(self._sandboxes)
+
+    def suspend(self, handle: Handle) -> None:
+        self._inject("suspend")
+        with self._lock:
+            self._sandbox(handle).status = "suspended"
+
+    def resume(self, handle: Handle) -> Handle:
+        self._inject("resume")
+        with self._lock:
+            self._sandbox(handle).status = "running"
+        return handle
+
+    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+        """Store the flattened bytes at ``path`` verbatim (``mode`` is ignored)."""
+        payload = _args.flatten_bytes(data)
+        self._inject("write_file")
+        with self._lock:
+            self._sandbox(handle).files[path] = payload
+
+    def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
+        """Record the policy verbatim, ``allow=[]`` included."""
+        if not isinstance(policy, NetworkPolicy):
+            raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
+        self._inject("apply_network_policy")
+        with self._lock:
+            self._sandbox(handle).policy = policy
+
+    def public_url(self, handle: Handle) -> str | None:
+        self._inject("public_url")
+        with self._lock:
+            self._sandbox(handle)
+        return f"https://{handle.name}.fake.test"
+
+    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
+        """Always ``NotSupported``: the Fake does not advertise ``checkpoint``."""
+        self._inject("create_checkpoint")
+        raise NotSupported("checkpoint")
+
+    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
+        """Always ``NotSupported``: the Fake does not advertise ``checkpoint``."""
+        self._inject("restore_checkpoint")
+        raise NotSupported("checkpoint")
+
+    # -- exec ---------------------------------------------------------------------
+
+    def exec(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        timeout: float | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> ExecResult:
+        """Run the script as a spawn would, without a session, and collect it.
+
+        ``stay`` meets a closed stdin and exits 0; ``sleep`` really waits, so
+        ``timeout`` is one deadline over the whole run.
+        """
+        program = parse(_args.str_args(args))
+        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline.check()
+        self._inject("exec")
+        with self._lock:
+            self._sandbox(handle)
+        output = bytearray()
+        code = 0
+        for step in program:
+            if isinstance(step, Emit):
+                if step.stream == 1 or stderr_to_stdout:
+                    output += step.data
+            elif isinstance(step, Sleep):
+                remaining = deadline.remaining()
+                if remaining is not None and remaining < step.seconds:
+                    threading.Event().wait(remaining)
+                    raise deadline.error()
+                threading.Event().wait(step.seconds)
+            elif isinstance(step, ExitWith):
+                code = step.code
+            elif isinstance(step, Drop):
+                raise Unavailable("closed_before_exit")
+        deadline.check()
+        return ExecResult(bytes(output), code)
+
+    # -- streaming ------------------------------------------------------------
+
+    def spawn(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        owner: Owner | None = None,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        stdin: bool = False,
+        tty: bool = False,
+        detachable: bool = False,
+    ) -> Command:
+        """Start the script as a detachable session (``env``/``dir``/``tty`` ignored)."""
+        argv = _args.str_args(args)
+        program = parse(argv)
+        self._inject("spawn")
+        sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
+        with self._lock:
+            sandbox = self._sandbox(handle)
+            session = _Session(
+                id=f"fake-sess-{next(self._ids)}",
+                command=" ".join((cmd, *argv)),
+                created_at=datetime.now(timezone.utc),
+            )
+            session.subscribers.append(sub)
+            sandbox.sessions[session.id] = session
+            session.thread = threading.Thread(
+                target=self._run, args=(session, program), name=f"fake-{session.id}", daemon=True
+            )
+        self._subscribe(sub)
+        session.thread.start()
+        return self._command(sub, session)
+
+    def _command(self, sub: _Subscription, session: _Session) -> Command:
+        return Command(
+            self.provider, sub.stream.ref, frames=sub.stream.frames,
+            private=_CommandState(sub, session),
+        )
+
+    @staticmethod
+    def _subscribe(sub: _Subscription) -> None:
+        def pump(stream: Stream) -> None:
+            while True:
+                item = sub.inbox.get()
+                if item is _WAKE:
+                    return
+                kind, payload = item
+                if kind == "out":
+                    stream.stdout(payload)
+                elif kind == "err":
+                    stream.stderr(payload)
+                elif kind == "exit":
+                    stream.exit(payload)
+                    return
+                else:
+                    stream.fail(payload)
+                    return
+
+        sub.stream.start(pump, on_stop=lambda: sub.inbox.put(_WAKE))
+
+    def _emit(self, session: _Session, item: tuple[str, Any]) -> None:
+        with self._lock:
+            if session.verdict is not None or session.killed.is_set():
+                return
+            session.buffer.append(item)
+            for sub in session.subscribers:
+                sub.inbox.put(item)
+
+    def _conclude(self, session: _Session, verdict: tuple[str, Any]) -> None:
+        """Record the session's verdict once and send it to current subscribers."""
+        with self._lock:
+            if session.verdict is not None:
+                return
+            session.verdict = verdict
+            for sub in session.subscribers:
+                sub.inbox.put(verdict)
+
+    def _run(self, session: _Session, program: Sequence[Instruction]) -> None:
+        for step in program:
+            if session.killed.is_set():
+                return
+            if isinstance(step, Emit):
+                self._emit(session, ("out" if step.stream == 1 else "err", step.data))
+            elif isinstance(step, Sleep):
+                session.killed.wait(step.seconds)
+            elif isinstance(step, ExitWith):
+                self._finish(session, ("exit", step.code))
+            elif isinstance(step, Drop):
+                self._finish(session, ("error", Unavailable("closed_before_exit")))
+            elif isinstance(step, Stay):
+                self._stay(session)
+
+    def _finish(self, session: _Session, verdict: tuple[str, Any]) -> None:
+        with self._lock:
+            if not session.killed.is_set():
+                self._conclude(session, verdict)
+
+    def _stay(self, session: _Session) -> None:
+        while True:
+            item = session.stdin.get()
+            if item is _KILL:
+                return
+            if item is _EOF:
+                self._finish(session, ("exit", 0))
+                return
+            self._emit(session, ("out", b"echo:" + item))
+
+    @staticmethod
+    def _alive(session: _Session) -> bool:
+        return session.verdict is None and not session.killed.is_set()
+
+    def _kill(self, session: _Session) -> bool:
+        """Kill the session's thread; ``True`` if it was still running."""
+        with self._lock:
+            running = self._alive(session)
+            session.killed.set()
+        session.stdin.put(_KILL)
+        return running
+
+    @staticmethod
+    def _state(command: Command) -> _CommandState:
+        if not isinstance(command, Command):
+            raise TypeError(f"expected a Command, got {type(command).__name__}")
+        if not isinstance(command.private, _CommandState):
+            raise Invalid("not a command of this Fake")
+        return command.private
+
+    def write_stdin(self, command: Command, data: Any) -> None:
+        """Send bytes to a connected, live command; else ``CommandExited``."""
+        payload = _args.flatten_bytes(data)
+        state = self._state(command)
+        state.subscription.stream.check_stdin()
+        self._inject("write_stdin")
+        with self._lock:
+            if not self._connected(state) or not self._alive(state.session):
+                raise CommandExited("exited")
+            state.session.stdin.put(payload)
+
+    def close_stdin(self, command: Command) -> None:
+        """Send EOF while connected (also after the process exited)."""
+        state = self._state(command)
+        state.subscription.stream.check_stdin()
+        self._inject("close_stdin")
+        with self._lock:
+            if not self._connected(state):
+                raise CommandExited("detached")
+            state.session.stdin.put(_EOF)
+
+    @staticmethod
+    def _connected(state: _CommandState) -> bool:
+        return state.subscription in state.session.subscribers
+
+    def stop_command(self, command: Command) -> None:
+        """Detach this subscription only; the session goes on and stays attachable."""
+        state = self._state(command)
+        with self._lock:
+            if state.subscription in state.session.subscribers:
+                state.session.subscribers.remove(state.subscription)
+        state.subscription.stream.stop()
+
+    # -- sessions -----------------------------------------------------------------
+
+    def list_sessions(self, handle: Handle) -> list[Session]:
+        self._inject("list_sessions")
+        with self._lock:
+            sessions = list(self._sandbox(handle).sessions.values())
+        return [Session(id=s.id, command=s.command, created_at=s.created_at) for s in sessions]
+
+    def attach(
+        self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
+    ) -> Command:
+        """Replay the session's output and verdict, or replay then tail, atomically."""
+        session_id = _args.session_id(session_id)
+        self._inject("attach")
+        sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
+        with self._lock:
+            sandbox = self._sandboxes.get(handle.name)
+            session = None if sandbox is None else sandbox.sessions.get(session_id)
+            if session is None:
+                raise NotFound(("session", session_id))
+            for item in session.buffer:
+                sub.inbox.put(item)
+            if session.verdict is not None:
+                sub.inbox.put(session.verdict)
+            else:
+                session.subscribers.append(sub)
+        self._subscribe(sub)
+        return self._command(sub, session)
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        """Kill the session and deliver exit 137 once; a finished one keeps its verdict.
+
+        A missing session is confirmed absence in graceful mode and
+        ``Unavailable("termination_unconfirmed")`` in force mode.
+        """
+        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        self._inject("terminate_session")
+        with self._lock:
+            sandbox = self._sandboxes.get(handle.name)
+            session = None if sandbox is None else sandbox.sessions.get(session_id)
+        if session is None:
+            if mode == "force":
+                raise Unavailable("termination_unconfirmed")
+            return
+        self._kill(session)
+        thread = session.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_ms / 1000)
+            if thread.is_alive():
+                raise Unavailable("termination_unconfirmed")
+        self._conclude(session, ("exit", 137))
