@@ -1,0 +1,190 @@
+"""The single monotonic exec deadline and the exec collector (reference §6)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from managoat_sandbox._deadline import Deadline, collect_exec
+from managoat_sandbox.errors import Unavailable
+from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
+from managoat_sandbox.types import Command
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_finite_deadline_counts_down_and_names_its_timeout() -> None:
+    clock = FakeClock()
+    deadline = Deadline(0.1, clock=clock)
+    assert deadline.remaining() == pytest.approx(0.1)
+    deadline.check()
+    clock.now += 0.04
+    assert deadline.remaining() == pytest.approx(0.06)
+    assert deadline.error() == Unavailable(("exec_timeout", 0.1))
+
+
+def test_zero_and_expired_deadlines_have_nothing_left() -> None:
+    assert Deadline(0).remaining() == 0
+    clock = FakeClock()
+    deadline = Deadline(0.01, clock=clock)
+    clock.now += 0.011
+    assert deadline.remaining() == 0
+    with pytest.raises(Unavailable) as caught:
+        deadline.check()
+    assert caught.value.detail == ("exec_timeout", 0.01)
+
+
+def test_no_timeout_never_expires() -> None:
+    deadline = Deadline(None)
+    assert deadline.remaining() is None
+    deadline.check()
+
+
+class Starter:
+    """A start function whose 'command' plays frames from a script on a thread."""
+
+    def __init__(self, script: Callable[[queue.SimpleQueue[Any], str], None]) -> None:
+        self.script = script
+        self.started = 0
+        self.stopped: list[Command] = []
+        self.threads: list[threading.Thread] = []
+
+    def start(self, owner: queue.SimpleQueue[Any]) -> Command:
+        self.started += 1
+        thread = threading.Thread(target=self.script, args=(owner, "r"), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return Command("test", "r")
+
+    def stop(self, command: Command) -> None:
+        self.stopped.append(command)
+
+
+def frames_every(frames: list[Frame], interval: float) -> Callable[..., None]:
+    def play(owner: queue.SimpleQueue[Any], ref: str) -> None:
+        pause = threading.Event()
+        for frame in frames:
+            pause.wait(interval)
+            owner.put(frame)
+
+    return play
+
+
+@pytest.mark.parametrize("stream,merge", [(Stdout, False), (Stderr, False), (Stderr, True)])
+def test_output_cannot_renew_the_deadline(stream: type[Stdout] | type[Stderr], merge: bool) -> None:
+    script = [stream("r", b"x") for _ in range(12)] + [Exit("r", 0)]
+    starter = Starter(frames_every(script, 0.01))
+    with pytest.raises(Unavailable) as caught:
+        collect_exec(starter.start, starter.stop, deadline=Deadline(0.04), stderr_to_stdout=merge)
+    assert caught.value.detail == ("exec_timeout", 0.04)
+    assert len(starter.stopped) == 1
+
+
+def test_queued_frames_stop_once_the_budget_is_spent() -> None:
+    answers = iter([1.0, 1.0, 1.0, 1.0])
+
+    class Scripted(Deadline):
+        def remaining(self) -> float | None:
+            return next(answers, 0.0)
+
+    owners: list[queue.SimpleQueue[Any]] = []
+
+    def start(owner: queue.SimpleQueue[Any]) -> Command:
+        for _ in range(10):
+            owner.put(Stdout("r", b"x"))
+        owner.put(Exit("r", 0))
+        owners.append(owner)
+        return Command("test", "r")
+
+    stopped: list[Command] = []
+    with pytest.raises(Unavailable) as caught:
+        collect_exec(start, stopped.append, deadline=Scripted(1.0))
+    assert caught.value.detail == ("exec_timeout", 1.0)
+    # One answer went to the check before dispatch, three to the first three waits.
+    assert 11 - owners[0].qsize() == 3
+    assert stopped
+
+
+def test_queued_success_after_startup_used_the_deadline_is_refused() -> None:
+    def slow_start_then_success(owner: queue.SimpleQueue[Any], ref: str) -> None:
+        owner.put(Stdout(ref, b"out"))
+        owner.put(Exit(ref, 0))
+
+    starter = Starter(slow_start_then_success)
+
+    def start(owner: queue.SimpleQueue[Any]) -> Command:
+        threading.Event().wait(0.02)
+        command = starter.start(owner)
+        starter.threads[-1].join()
+        return command
+
+    with pytest.raises(Unavailable) as caught:
+        collect_exec(start, starter.stop, deadline=Deadline(0.001))
+    assert caught.value.detail == ("exec_timeout", 0.001)
+
+
+def test_the_deadline_is_rechecked_after_the_terminal_success() -> None:
+    checks = {"n": 0}
+
+    class FailsOnSecondCheck(Deadline):
+        def check(self) -> None:
+            checks["n"] += 1
+            if checks["n"] > 1:
+                raise self.error()
+
+    starter = Starter(frames_every([Stdout("r", b"x"), Exit("r", 0)], 0))
+    with pytest.raises(Unavailable) as caught:
+        collect_exec(starter.start, starter.stop, deadline=FailsOnSecondCheck(1.0))
+    assert caught.value.detail == ("exec_timeout", 1.0)
+    assert checks["n"] == 2
+
+
+def test_zero_timeout_does_not_dispatch() -> None:
+    starter = Starter(frames_every([Exit("r", 0)], 0))
+    with pytest.raises(Unavailable) as caught:
+        collect_exec(starter.start, starter.stop, deadline=Deadline(0))
+    assert caught.value.detail == ("exec_timeout", 0)
+    assert starter.started == 0
+
+
+@pytest.mark.parametrize("timeout", [1.0, None])
+def test_timely_success_is_collected_with_merged_stderr(timeout: float | None) -> None:
+    script = [Stdout("r", b"out"), Stderr("r", b"err"), Exit("r", 3)]
+    starter = Starter(frames_every(script, 0))
+    result = collect_exec(
+        starter.start, starter.stop, deadline=Deadline(timeout), stderr_to_stdout=True
+    )
+    assert result == (b"outerr", 3)
+
+
+def test_unmerged_stderr_is_dropped() -> None:
+    starter = Starter(frames_every([Stdout("r", b"out"), Stderr("r", b"err"), Exit("r", 0)], 0))
+    assert collect_exec(starter.start, starter.stop, deadline=Deadline(None)).output == b"out"
+
+
+def test_an_error_frame_is_raised_and_partial_output_discarded() -> None:
+    reason = Unavailable("closed_before_exit")
+    starter = Starter(frames_every([Stdout("r", b"partial"), Error("r", reason)], 0))
+    with pytest.raises(Unavailable) as caught:
+        collect_exec(starter.start, starter.stop, deadline=Deadline(None))
+    assert caught.value == reason
+    assert starter.stopped
+
+
+def test_a_silent_command_times_out_on_the_deadline() -> None:
+    starter = Starter(frames_every([], 0))
+    began = time.monotonic()
+    with pytest.raises(Unavailable):
+        collect_exec(starter.start, starter.stop, deadline=Deadline(0.05))
+    assert time.monotonic() - began < 2.0
