@@ -122,7 +122,12 @@ def test_stop_waits_for_a_delivery_in_flight_then_nothing_more_arrives() -> None
         got.append(frame)
 
     stream = Stream("r", owner, label="t")
-    stream.start(lambda s: (s.stdout(b"a"), s.stdout(b"b"), s.exit(0)) and None)
+    def pump(s: Stream) -> None:
+        s.stdout(b"a")
+        s.stdout(b"b")
+        s.exit(0)
+
+    stream.start(pump)
     assert entered.wait(2)
     stopper = threading.Thread(target=stream.stop)
     stopper.start()
@@ -158,7 +163,11 @@ def test_on_stop_runs_once_to_interrupt_the_transport() -> None:
     calls: list[int] = []
     release = threading.Event()
     stream = Stream("r", None, label="t")
-    stream.start(lambda s: release.wait(5) and None, on_stop=lambda: (calls.append(1), release.set()))
+    def on_stop() -> None:
+        calls.append(1)
+        release.set()
+
+    stream.start(lambda s: None if release.wait(5) else None, on_stop=on_stop)
     stream.stop()
     stream.stop()
     stream.join(2)
