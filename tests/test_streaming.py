@@ -167,7 +167,10 @@ def test_on_stop_runs_once_to_interrupt_the_transport() -> None:
         calls.append(1)
         release.set()
 
-    stream.start(lambda s: None if release.wait(5) else None, on_stop=on_stop)
+    def pump(s: Stream) -> None:
+        release.wait(5)
+
+    stream.start(pump, on_stop=on_stop)
     stream.stop()
     stream.stop()
     stream.join(2)
