@@ -1,0 +1,128 @@
+"""Fake termination (reference §9.2): confirmed kills, exit 137 once, neighbours untouched."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from managoat_sandbox.errors import CommandExited, Invalid, Unavailable
+from managoat_sandbox.testing import Fake
+from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
+from managoat_sandbox.types import Command, Handle
+
+
+@pytest.fixture
+def fake() -> Iterator[Fake]:
+    instance = Fake()
+    instance.create("worker")
+    yield instance
+    instance.reset()
+
+
+def start(fake: Fake, name: str) -> tuple[Command, str, Mailbox]:
+    box = Mailbox()
+    handle = fake.build_handle("worker")
+    command = fake.spawn(handle, name, ["out:ready", "stay"], owner=box, stdin=True)
+    box.expect(is_stdout(command.ref), 1)
+    [session] = [s for s in fake.list_sessions(handle) if s.command == f"{name} out:ready stay"]
+    return command, session.id, box
+
+
+def alive(fake: Fake, command: Command) -> bool:
+    thread = command.private.session.thread
+    return thread is not None and thread.is_alive()
+
+
+def test_local_detach_leaves_the_session_alive_and_termination_stops_only_it(fake: Fake) -> None:
+    worker = fake.build_handle("worker")
+    victim, victim_id, victim_box = start(fake, "victim")
+    neighbor, _, neighbor_box = start(fake, "neighbor")
+    fake.stop_command(victim)
+    fake.stop_command(victim)
+    assert alive(fake, victim)
+    with pytest.raises(CommandExited):
+        fake.write_stdin(victim, b"x")
+    with pytest.raises(CommandExited):
+        fake.close_stdin(victim)
+    attacher = Mailbox()
+    attached = fake.attach(worker, victim_id, owner=attacher)
+    assert attacher.expect(is_stdout(attached.ref), 1).data == b"ready"
+    fake.terminate_session(worker, victim_id)
+    attacher.expect(is_exit(attached.ref, 137), 1)
+    assert not alive(fake, victim)
+    victim_box.refute(is_exit(victim.ref), 0.05)
+    fake.write_stdin(neighbor, b"still here")
+    assert neighbor_box.expect(is_stdout(neighbor.ref), 1).data == b"echo:still here"
+
+
+def test_an_absent_session_on_another_sandbox_cannot_stop_the_owned_one(fake: Fake) -> None:
+    victim, victim_id, _ = start(fake, "victim")
+    other = fake.create("other")
+    fake.terminate_session(other, victim_id)
+    assert alive(fake, victim)
+    fake.terminate_session(fake.build_handle("worker"), "absent")
+    with pytest.raises(Invalid) as caught:
+        fake.terminate_session(fake.build_handle("worker"), "../id")
+    assert caught.value.detail == "termination_request"
+
+
+def test_concurrent_terminations_emit_one_terminal_frame(fake: Fake) -> None:
+    worker = fake.build_handle("worker")
+    command, session_id, box = start(fake, "victim")
+    errors: list[BaseException] = []
+
+    def terminate() -> None:
+        try:
+            fake.terminate_session(worker, session_id)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=terminate) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert errors == []
+    box.expect(is_exit(command.ref, 137), 1)
+    box.refute(is_exit(command.ref), 0.05)
+    fake.terminate_session(worker, session_id)
+
+
+def test_force_confirms_a_known_process_but_leaves_missing_identity_uncertain(fake: Fake) -> None:
+    worker = fake.build_handle("worker")
+    command, session_id, box = start(fake, "victim")
+    fake.terminate_session(worker, session_id, mode="force")
+    assert not alive(fake, command)
+    box.expect(is_exit(command.ref, 137), 1)
+    with pytest.raises(Unavailable) as caught:
+        fake.terminate_session(worker, "absent", mode="force")
+    assert caught.value.detail == "termination_unconfirmed"
+
+
+def test_completed_results_are_preserved_and_destroyed_handles_can_still_detach(
+    fake: Fake,
+) -> None:
+    worker: Handle = fake.build_handle("worker")
+    command, session_id, box = start(fake, "done")
+    fake.close_stdin(command)
+    box.expect(is_exit(command.ref, 0), 1)
+    fake.terminate_session(worker, session_id)
+    box.refute(is_exit(command.ref, 137), 0.05)
+    replay = Mailbox()
+    attached = fake.attach(worker, session_id, owner=replay)
+    replay.expect(is_exit(attached.ref, 0), 1)
+    fake.destroy(worker)
+    fake.stop_command(command)
+    fake.terminate_session(worker, session_id)
+
+
+def test_a_later_attach_replays_exit_137(fake: Fake) -> None:
+    worker = fake.build_handle("worker")
+    _, session_id, _ = start(fake, "victim")
+    fake.terminate_session(worker, session_id, timeout=0.5)
+    replay = Mailbox()
+    attached = fake.attach(worker, session_id, owner=replay)
+    assert replay.expect(is_stdout(attached.ref), 1).data == b"ready"
+    replay.expect(is_exit(attached.ref, 137), 1)
