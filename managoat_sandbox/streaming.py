@@ -1,0 +1,12 @@
+"""Building blocks for adapter authors: the streaming base and the exec collector.
+
+``Stream`` keeps the frame contract (order, exactly one terminal frame,
+silence after ``stop``) for one command; ``collect_exec`` turns a spawn into an
+``exec`` with one monotonic ``Deadline``. Every streaming adapter in this
+package is built on them, and a third-party adapter should be too.
+"""
+
+from ._deadline import Deadline, collect_exec
+from ._streaming import Stream, new_ref
+
+__all__ = ["Deadline", "Stream", "collect_exec", "new_ref"]
