@@ -1,0 +1,712 @@
+"""The conformance suite: a ``unittest.TestCase`` mixin every adapter runs.
+
+An adapter proves it keeps the contract by running this suite from its own
+tests, putting the mixin *before* ``unittest.TestCase``::
+
+    import unittest
+    from managoat_sandbox.testing.conformance import ConformanceTests
+
+    class RunnerConformanceTest(ConformanceTests, unittest.TestCase):
+        adapter = MyRunner()
+        fixtures = {
+            "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
+            "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
+            "spawn_ok": ("bash", ["-lc", "echo hello"]),
+            "spawn_stay": ("bash", ["-lc", "echo ready; cat"]),
+        }
+
+Class attributes:
+
+``adapter`` (required)
+    An :class:`~managoat_sandbox.Adapter` instance, or an adapter class that
+    is instantiated once per test class (in ``setUpClass``). The suite calls
+    the adapter directly, never the facade; the instance in use is
+    ``adapter_instance``.
+``fixtures`` (required)
+    Commands the adapter can run. Required: ``exec_ok`` ``(cmd, args,
+    expected_stdout_part)`` exits 0; ``exec_fail`` ``(cmd, args, code)``
+    exits nonzero; ``spawn_ok`` ``(cmd, args)`` prints stdout, then exits 0;
+    ``spawn_stay`` ``(cmd, args)`` prints stdout, then echoes stdin until EOF
+    and exits 0. Optional, each turning on the tests that need it:
+    ``spawn_drop`` ``(cmd, args)`` — the transport closes without an exit;
+    ``exec_slow`` ``(cmd, args)`` — runs for at least 5 s, printing as it
+    goes; ``exec_mixed`` ``(cmd, args, out_part, err_part)`` — prints to both
+    streams; ``spawn_bulk`` ``(cmd, args, nbytes)`` — prints exactly
+    ``nbytes`` bytes of stdout, then exits 0. Expected parts are ``str``
+    (compared as UTF-8) or ``bytes``.
+``name_factory``
+    Looked up on the class and called with no arguments; mints sandbox names
+    (for adapters whose names carry routing). The default,
+    :func:`default_name`, is unique across processes and runs.
+``frame_timeout``
+    Seconds each frame wait may take (default 1.0). Waits that need several
+    frames use a documented multiple of it.
+``spawn_opts``
+    Keyword arguments merged *under* each test's own ``spawn`` arguments
+    (``owner`` and ``stdin``, which win), e.g. ``{"detachable": True}``.
+
+Gating: a test that needs a capability the adapter does not advertise, or an
+optional fixture that is not given, is skipped with a reason naming what is
+missing (the checkpoint-coherence test is skipped when ``checkpoint`` *is*
+advertised). Capabilities are read from ``adapter.capabilities()`` when the
+test runs. A missing required fixture fails the tests that need it; an
+unknown fixture name fails the whole class (a typo would otherwise skip).
+
+Every test destroys the sandboxes and stops the commands it made (cleanup
+errors are logged, not raised). Every wait is bounded: nothing here sleeps to
+win a race; the frame waits are waits on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+
+from ..contract import KNOWN_CAPABILITIES, Adapter, Capability
+from ..errors import (
+    AlreadyExists,
+    CommandExited,
+    Invalid,
+    NotFound,
+    NotSupported,
+    SandboxError,
+    Unavailable,
+)
+from ..frames import Error, Exit, Frame, Stderr, Stdout
+from ..types import Command, ExecResult, Handle, Info, NetworkPolicy
+from .mailbox import Mailbox, has_ref, is_exit, is_stdout, is_terminal
+
+if TYPE_CHECKING:
+    from unittest import TestCase as _Base
+else:
+    _Base = object
+
+__all__ = ["OPTIONAL_FIXTURES", "REQUIRED_FIXTURES", "ConformanceTests", "default_name"]
+
+log = logging.getLogger("managoat_sandbox.testing")
+
+REQUIRED_FIXTURES = frozenset({"exec_ok", "exec_fail", "spawn_ok", "spawn_stay"})
+OPTIONAL_FIXTURES = frozenset({"spawn_drop", "exec_slow", "exec_mixed", "spawn_bulk"})
+
+#: How long "no further terminal frame" is watched for (the reference's 50 ms).
+QUIET_WINDOW = 0.05
+#: How long "nothing after stop_command" is watched for.
+STOP_QUIET_WINDOW = 0.1
+#: The exec-deadline test's timeout, and the bound on how long exec may take with it.
+EXEC_DEADLINE = 0.5
+EXEC_DEADLINE_BOUND = 4.0
+CONCURRENT_EXECS = 8
+#: The concurrent-exec batch bound, in frame timeouts. ``exec`` has no
+#: per-frame wait to bound, so the batch gets a generous multiple, only so
+#: that an adapter that deadlocks fails the test instead of hanging it.
+CONCURRENT_EXEC_BOUND_FRAMES = 30
+#: The attacher's own budget, in frame timeouts: it outlives the test's three
+#: bounded waits that precede its last report (replay, the original owner's
+#: echo, the tail), plus one for the attach call itself.
+ATTACHER_BUDGET_FRAMES = 4
+
+_E = TypeVar("_E", bound=Exception)
+
+_names = itertools.count(1)
+_RUN = secrets.token_hex(3)
+
+
+def default_name() -> str:
+    """``conformance-<pid>-<run token>-<counter>``: unique across threads, processes and runs."""
+    return f"conformance-{os.getpid()}-{_RUN}-{next(_names)}"
+
+
+def _as_bytes(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _stdout_of(frames: Sequence[Frame]) -> bytes:
+    return b"".join(frame.data for frame in frames if isinstance(frame, Stdout))
+
+
+def _collect_stdout(
+    box: Mailbox,
+    ref: Hashable,
+    enough: Callable[[bytes], bool],
+    *,
+    deadline: float,
+    what: str,
+    initial: bytes = b"",
+) -> bytes:
+    """Accumulate stdout of ``ref`` until ``enough(collected)``, by the monotonic ``deadline``.
+
+    Chunk boundaries are not promised, so promises about output are checked
+    on the accumulated bytes. Raises ``AssertionError`` naming ``what`` was
+    awaited and what arrived.
+    """
+    collected = initial
+    try:
+        while not enough(collected):
+            frame = box.expect(is_stdout(ref), max(deadline - time.monotonic(), 0.0))
+            collected += cast(Stdout, frame).data
+    except AssertionError as error:
+        raise AssertionError(
+            f"stdout of {ref!r} never had {what}; collected {collected!r} ({error})"
+        ) from None
+    return collected
+
+
+class ConformanceTests(_Base):
+    """The contract's promises as tests; mix into ``unittest.TestCase`` (see the module docs)."""
+
+    adapter: ClassVar[Adapter | type[Adapter]]
+    fixtures: ClassVar[Mapping[str, Sequence[Any]]]
+    name_factory: ClassVar[Callable[[], str]] = default_name
+    frame_timeout: ClassVar[float] = 1.0
+    spawn_opts: ClassVar[Mapping[str, Any]] = {}
+
+    #: The adapter under test, resolved from ``adapter`` once per test class.
+    adapter_instance: ClassVar[Adapter]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        """Resolve ``adapter`` (a class is instantiated once) and refuse unknown fixture names.
+
+        A misspelt optional fixture would otherwise just skip its tests.
+        """
+        super().setUpClass()
+        unknown = set(getattr(cls, "fixtures", {})) - REQUIRED_FIXTURES - OPTIONAL_FIXTURES
+        if unknown:
+            raise ValueError(f"{cls.__name__}.fixtures has unknown names: {sorted(unknown)}")
+        declared = getattr(cls, "adapter", None)
+        if isinstance(declared, type) and issubclass(declared, Adapter):
+            cls.adapter_instance = declared()
+        elif isinstance(declared, Adapter):
+            cls.adapter_instance = declared
+        else:
+            raise TypeError(f"{cls.__name__}.adapter must be an Adapter instance or subclass")
+
+    # -- helpers ----------------------------------------------------------
+
+    def _fixture(self, key: str) -> Sequence[Any]:
+        """The fixture ``key``: a missing optional one skips, a missing required one fails."""
+        fixtures = getattr(self, "fixtures", {})
+        if key in fixtures:
+            return tuple(fixtures[key])
+        if key in REQUIRED_FIXTURES:
+            self.fail(
+                f"the required fixture {key!r} is missing from {type(self).__name__}.fixtures"
+            )
+        self.skipTest(f"the optional fixture {key!r} is not provided")
+
+    def _require(self, capability: str) -> None:
+        if capability not in self.adapter_instance.capabilities():
+            self.skipTest(f"the adapter does not advertise the {capability!r} capability")
+
+    def _name(self) -> str:
+        return type(self).name_factory()
+
+    @staticmethod
+    def _quietly(operation: Callable[..., object], *args: object) -> None:
+        """Run a cleanup step; a failure is logged, never raised."""
+        try:
+            operation(*args)
+        except Exception as error:
+            log.warning("conformance cleanup %s failed: %r", operation.__name__, error)
+
+    def _created(self) -> Handle:
+        """A new sandbox, destroyed when the test ends."""
+        adapter = self.adapter_instance
+        handle = adapter.create(self._name())
+        self.addCleanup(self._quietly, adapter.destroy, handle)
+        return handle
+
+    def _spawn(
+        self, handle: Handle, cmd: str, args: Sequence[str], *, owner: Mailbox, stdin: bool
+    ) -> Command:
+        """Spawn with ``spawn_opts`` under this test's options; stopped when the test ends."""
+        adapter = self.adapter_instance
+        command = adapter.spawn(
+            handle, cmd, args, **{**self.spawn_opts, "owner": owner, "stdin": stdin}
+        )
+        self.addCleanup(self._quietly, adapter.stop_command, command)
+        return command
+
+    def _raises(
+        self,
+        expected: type[_E] | tuple[type[_E], ...],
+        operation: Callable[..., object],
+        *args: Any,
+        **kwargs: Any,
+    ) -> _E:
+        """Call ``operation`` and return the error it raised, which must be ``expected``.
+
+        A different exception (another taxonomy class, say) or a normal
+        return is a test *failure* naming both, not an error escaping the test.
+        """
+        names = " or ".join(
+            cls.__name__ for cls in (expected if isinstance(expected, tuple) else (expected,))
+        )
+        try:
+            operation(*args, **kwargs)
+        except Exception as error:
+            if not isinstance(error, expected):
+                self.fail(f"{operation.__name__} must raise {names}, raised {error!r}")
+            return error
+        self.fail(f"{operation.__name__} must raise {names}, returned normally")
+
+    def _terminal(self, box: Mailbox, ref: Hashable) -> Frame:
+        """The command's terminal frame, within one frame timeout."""
+        return box.expect(is_terminal(ref), self.frame_timeout)
+
+    def _assert_one_terminal_last(self, box: Mailbox, ref: Hashable) -> None:
+        """No second terminal frame within the quiet window, and nothing after the first."""
+        box.refute(is_terminal(ref), QUIET_WINDOW)
+        frames = box.history(ref)
+        terminals = [frame for frame in frames if frame.terminal]
+        self.assertEqual(
+            len(terminals), 1, f"exactly one terminal frame per command, got {terminals}"
+        )
+        self.assertTrue(frames[-1].terminal, f"a frame followed the terminal frame: {frames[-1]!r}")
+
+    # -- identity ---------------------------------------------------------
+
+    def test_build_handle_is_pure_and_provider_tagged(self) -> None:
+        """build_handle is pure and repeatable; the handle carries the provider tag and the name."""
+        adapter = self.adapter_instance
+        name = self._name()
+        handle = adapter.build_handle(name)
+        self.assertIsInstance(handle, Handle)
+        self.assertEqual(handle.provider, adapter.provider)
+        self.assertEqual(handle.name, name)
+        self.assertEqual(adapter.build_handle(name), handle, "build_handle must be repeatable")
+
+    def test_capabilities_are_a_frozenset_of_known_names(self) -> None:
+        """capabilities() is a frozenset drawn only from KNOWN_CAPABILITIES."""
+        capabilities = self.adapter_instance.capabilities()
+        self.assertIsInstance(capabilities, frozenset)
+        unknown = set(capabilities) - KNOWN_CAPABILITIES
+        self.assertFalse(unknown, f"unknown capabilities advertised: {sorted(map(str, unknown))}")
+
+    def test_public_url_agrees_with_the_advertised_capability(self) -> None:
+        """A URL means public_url is advertised and starts with http; None means it is not.
+
+        ``NotSupported`` counts as "not advertised" too; any other taxonomy
+        error is accepted, since the capability claim is what is under test.
+        """
+        adapter = self.adapter_instance
+        handle = self._created()
+        advertised = Capability.PUBLIC_URL in adapter.capabilities()
+        try:
+            url = adapter.public_url(handle)
+        except NotSupported:
+            self.assertFalse(advertised, "advertises 'public_url' but raises NotSupported")
+            return
+        except SandboxError:
+            return
+        if url is None:
+            self.assertFalse(advertised, "advertises 'public_url' but answers None")
+        else:
+            self.assertTrue(advertised, "returned a URL without advertising 'public_url'")
+            self.assertIsInstance(url, str)
+            self.assertTrue(url.startswith("http"), f"public_url must be openable, got: {url!r}")
+
+    # -- lifecycle --------------------------------------------------------
+
+    def test_create_new_refuses_adoption_and_mints_a_new_incarnation_after_destroy(self) -> None:
+        """create_new never adopts a taken name, and after destroy it mints a new instance id."""
+        self._require(Capability.CREATE_NEW)
+        adapter = self.adapter_instance
+        name = self._name()
+        first = adapter.create_new(name)
+        self.addCleanup(self._quietly, adapter.destroy, first)
+        self.assertIsInstance(first.instance_id, str)
+        self.assertTrue(first.instance_id, "create_new must return a non-empty instance_id")
+        self._raises((AlreadyExists, Invalid), adapter.create_new, name)
+        adapter.destroy(first)
+        second = adapter.create_new(name)
+        self.addCleanup(self._quietly, adapter.destroy, second)
+        self.assertIsInstance(second.instance_id, str)
+        self.assertNotEqual(first.instance_id, second.instance_id)
+        adapter.destroy(second)
+
+    def test_create_is_name_keyed_and_adopts_an_existing_sandbox(self) -> None:
+        """Creating the same name twice adopts the sandbox; both handles name it and work."""
+        adapter = self.adapter_instance
+        first = self._created()
+        second = adapter.create(first.name)
+        self.assertEqual(first.name, second.name)
+        self.assertIsInstance(adapter.get(first), Info)
+        self.assertIsInstance(adapter.get(second), Info)
+
+    def test_get_on_missing_sandbox_is_exactly_not_found(self) -> None:
+        """get on a sandbox that never existed raises NotFound, not a transient error."""
+        adapter = self.adapter_instance
+        self._raises(NotFound, adapter.get, adapter.build_handle(self._name()))
+
+    def test_destroy_tolerates_a_missing_sandbox_and_is_definitive(self) -> None:
+        """destroy of a never-created sandbox succeeds; after destroy, get raises NotFound."""
+        adapter = self.adapter_instance
+        adapter.destroy(adapter.build_handle(self._name()))
+        handle = self._created()
+        adapter.destroy(handle)
+        self._raises(NotFound, adapter.get, handle)
+
+    def test_list_all_names_is_the_full_view_as_a_frozenset(self) -> None:
+        """list_all_names returns a frozenset holding every sandbox, a new one included."""
+        handle = self._created()
+        names = self.adapter_instance.list_all_names()
+        self.assertIsInstance(names, frozenset)
+        self.assertIn(handle.name, names)
+
+    def test_suspend_and_resume_are_total_and_resume_returns_a_usable_handle(self) -> None:
+        """suspend and resume succeed on a live sandbox, and the resumed handle answers get."""
+        adapter = self.adapter_instance
+        handle = self._created()
+        adapter.suspend(handle)
+        resumed = adapter.resume(handle)
+        self.assertIsInstance(resumed, Handle)
+        self.assertIsInstance(adapter.get(resumed), Info)
+
+    # -- exec -------------------------------------------------------------
+
+    def test_exec_collects_output_with_zero_exit(self) -> None:
+        """exec returns ExecResult(output, 0) whose output holds the expected stdout."""
+        cmd, args, expected = self._fixture("exec_ok")
+        result = self.adapter_instance.exec(self._created(), cmd, args)
+        self.assertIsInstance(result, ExecResult)
+        self.assertIsInstance(result.output, bytes)
+        self.assertEqual(result.exit_code, 0)
+        self.assertIn(_as_bytes(expected), result.output)
+
+    def test_exec_returns_a_nonzero_exit_as_data(self) -> None:
+        """A nonzero exit is returned as the exact code in ExecResult, never raised."""
+        cmd, args, code = self._fixture("exec_fail")
+        result = self.adapter_instance.exec(self._created(), cmd, args)
+        self.assertIsInstance(result, ExecResult)
+        self.assertEqual(result.exit_code, code)
+
+    def test_exec_deadline_is_one_bound_that_output_never_extends(self) -> None:
+        """A finite exec timeout raises Unavailable(("exec_timeout", t)) in time, output or not.
+
+        With 0.5 s against a command that prints for at least 5 s, exec
+        raises well before the command would finish (a bound, not a race);
+        ``timeout=0`` raises the same at once (within one frame timeout).
+        """
+        cmd, args = self._fixture("exec_slow")
+        adapter = self.adapter_instance
+        handle = self._created()
+        started = time.monotonic()
+        error = self._raises(Unavailable, adapter.exec, handle, cmd, args, timeout=EXEC_DEADLINE)
+        elapsed = time.monotonic() - started
+        self.assertEqual(error.detail, ("exec_timeout", EXEC_DEADLINE))
+        self.assertLess(elapsed, EXEC_DEADLINE_BOUND, "exec outlived its deadline")
+        started = time.monotonic()
+        error = self._raises(Unavailable, adapter.exec, handle, cmd, args, timeout=0)
+        elapsed = time.monotonic() - started
+        self.assertEqual(error.detail, ("exec_timeout", 0))
+        self.assertLess(elapsed, self.frame_timeout, "timeout=0 must raise at once")
+
+    def test_exec_merges_stderr_only_when_asked(self) -> None:
+        """stderr_to_stdout=True collects both streams; by default stderr is left out."""
+        cmd, args, out_part, err_part = self._fixture("exec_mixed")
+        adapter = self.adapter_instance
+        handle = self._created()
+        merged = adapter.exec(handle, cmd, args, stderr_to_stdout=True)
+        self.assertIn(_as_bytes(out_part), merged.output)
+        self.assertIn(_as_bytes(err_part), merged.output)
+        plain = adapter.exec(handle, cmd, args)
+        self.assertIn(_as_bytes(out_part), plain.output)
+        self.assertNotIn(_as_bytes(err_part), plain.output)
+
+    def test_concurrent_exec_on_one_sandbox_from_threads(self) -> None:
+        """Several threads exec on one sandbox at once; every call gets its own full result."""
+        cmd, args, expected = self._fixture("exec_ok")
+        adapter = self.adapter_instance
+        handle = self._created()
+        bound = CONCURRENT_EXEC_BOUND_FRAMES * self.frame_timeout
+        start = threading.Barrier(CONCURRENT_EXECS)
+        results: list[ExecResult | Exception | None] = [None] * CONCURRENT_EXECS
+
+        def run(slot: int) -> None:
+            try:
+                start.wait(bound)
+                results[slot] = adapter.exec(handle, cmd, args)
+            except Exception as error:
+                results[slot] = error
+
+        threads = [
+            threading.Thread(target=run, args=(slot,), name=f"conformance-exec-{slot}", daemon=True)
+            for slot in range(CONCURRENT_EXECS)
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + bound
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        self.assertFalse(
+            [thread.name for thread in threads if thread.is_alive()],
+            f"concurrent exec calls still running after {bound} s",
+        )
+        for result in results:
+            if not isinstance(result, ExecResult):
+                self.fail(f"a concurrent exec failed: {result!r}")
+            self.assertEqual(result.exit_code, 0)
+            self.assertIn(_as_bytes(expected), result.output)
+
+    # -- streaming commands -----------------------------------------------
+
+    def test_frames_carry_the_ref_and_output_precedes_exactly_one_terminal_frame(self) -> None:
+        """Every frame carries the command's ref; stdout bytes, then exactly one Exit(0), last."""
+        cmd, args = self._fixture("spawn_ok")
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=False)
+        first = cast(Stdout, box.expect(is_stdout(command.ref), self.frame_timeout))
+        self.assertIsInstance(first.data, bytes)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
+        self._assert_one_terminal_last(box, command.ref)
+        for frame in box.history():
+            self.assertIsInstance(frame, (Stdout, Stderr, Exit, Error))
+            self.assertEqual(frame.ref, command.ref, f"a frame with a foreign ref: {frame!r}")
+
+    def test_stream_closed_without_exit_is_an_error_frame_never_an_exit(self) -> None:
+        """A transport that closes without an exit ends in an Error frame, never a made-up Exit."""
+        cmd, args = self._fixture("spawn_drop")
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=False)
+        box.expect(is_stdout(command.ref), self.frame_timeout)
+        end = self._terminal(box, command.ref)
+        self.assertIsInstance(
+            end, Error, f"closed without exit must be an Error frame, got {end!r}"
+        )
+        box.refute(is_exit(command.ref), QUIET_WINDOW)
+        self._assert_one_terminal_last(box, command.ref)
+
+    def test_error_frame_carries_a_taxonomy_error(self) -> None:
+        """The reason of a terminal Error frame is a SandboxError instance."""
+        cmd, args = self._fixture("spawn_drop")
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=False)
+        end = self._terminal(box, command.ref)
+        if not isinstance(end, Error):
+            self.fail(f"closed without exit must be an Error frame, got {end!r}")
+        self.assertIsInstance(end.reason, SandboxError)
+
+    def test_write_stdin_after_exit_is_command_exited(self) -> None:
+        """write_stdin is total: on a command that has exited it raises CommandExited."""
+        cmd, args = self._fixture("spawn_ok")
+        adapter = self.adapter_instance
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
+        self._raises(CommandExited, adapter.write_stdin, command, "late\n")
+
+    def test_stdin_round_trips_into_a_live_command_and_eof_ends_it(self) -> None:
+        """Bytes written to stdin come back as stdout; close_stdin ends the command with Exit(0)."""
+        cmd, args = self._fixture("spawn_stay")
+        adapter = self.adapter_instance
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
+        box.expect(is_stdout(command.ref), self.frame_timeout)
+        adapter.write_stdin(command, "ping")
+        _collect_stdout(
+            box,
+            command.ref,
+            lambda data: b"ping" in data,
+            deadline=time.monotonic() + self.frame_timeout,
+            what="the echoed 'ping'",
+        )
+        adapter.close_stdin(command)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
+
+    def test_stop_command_is_idempotent_and_silences_the_local_end(self) -> None:
+        """stop_command succeeds twice; then nothing is delivered and stdin is CommandExited."""
+        cmd, args = self._fixture("spawn_stay")
+        adapter = self.adapter_instance
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
+        box.expect(is_stdout(command.ref), self.frame_timeout)
+        adapter.stop_command(command)
+        box.clear()  # delivered before stop_command returned: allowed
+        adapter.stop_command(command)
+        box.refute(has_ref(command.ref), STOP_QUIET_WINDOW)
+        self._raises(CommandExited, adapter.write_stdin, command, "after-stop")
+        self._raises(CommandExited, adapter.close_stdin, command)
+
+    def test_large_output_arrives_complete_then_one_exit(self) -> None:
+        """A large output arrives whole (exactly nbytes of stdout), then exactly one Exit(0)."""
+        cmd, args, nbytes = self._fixture("spawn_bulk")
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=False)
+        received = 0
+        while True:
+            frame = box.expect(has_ref(command.ref), self.frame_timeout)
+            if isinstance(frame, Stdout):
+                received += len(frame.data)
+            elif frame.terminal:
+                break
+        self.assertEqual(frame, Exit(command.ref, 0))
+        self.assertEqual(received, nbytes, "stdout bytes lost or duplicated")
+        self._assert_one_terminal_last(box, command.ref)
+
+    # -- detachable sessions ----------------------------------------------
+
+    def test_attach_replays_from_byte_zero_then_tails(self) -> None:
+        """attach replays the session's stdout from byte zero, then tails; both owners get output.
+
+        A separate attacher thread attaches with its own mailbox and reports
+        the replayed prefix (as many bytes as the original owner saw before
+        the attach) and the tail that follows a write through the original
+        command. Chunk boundaries are not promised, so bytes are compared.
+        """
+        self._require(Capability.ATTACH)
+        cmd, args = self._fixture("spawn_stay")
+        adapter = self.adapter_instance
+        timeout = self.frame_timeout
+        handle = self._created()
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=True)
+        pre_attach = cast(Stdout, box.expect(is_stdout(command.ref), timeout))
+        sessions = adapter.list_sessions(handle)
+        self.assertTrue(sessions, "list_sessions must list the spawned session")
+        reports: queue.Queue[tuple[str, Any]] = queue.Queue()
+        attacher = threading.Thread(
+            target=self._attacher,
+            args=(handle, sessions[0].id, len(pre_attach.data), reports),
+            name="conformance-attacher",
+            daemon=True,
+        )
+        attacher.start()
+        self.assertEqual(self._report(reports, "replayed"), pre_attach.data)
+        adapter.write_stdin(command, "after-attach")
+        _collect_stdout(
+            box,
+            command.ref,
+            lambda data: b"after-attach" in data,
+            deadline=time.monotonic() + timeout,
+            what="'after-attach' (the original owner stays subscribed)",
+        )
+        self.assertIn(b"after-attach", self._report(reports, "tailed"))
+        attacher.join(timeout)
+        self.assertFalse(attacher.is_alive(), f"the attacher did not finish within {timeout} s")
+
+    def _attacher(
+        self,
+        handle: Handle,
+        session_id: str,
+        replay_length: int,
+        reports: queue.Queue[tuple[str, Any]],
+    ) -> None:
+        """The attach test's concurrent actor; reports ("kind", payload) or ("error", exc)."""
+        adapter = self.adapter_instance
+        deadline = time.monotonic() + ATTACHER_BUDGET_FRAMES * self.frame_timeout
+        box = Mailbox()
+        try:
+            attached = adapter.attach(handle, session_id, owner=box, stdin=True)
+        except Exception as error:
+            reports.put(("error", error))
+            return
+        try:
+            replay = _collect_stdout(
+                box,
+                attached.ref,
+                lambda data: len(data) >= replay_length,
+                deadline=deadline,
+                what=f"{replay_length} replayed bytes",
+            )
+            reports.put(("replayed", replay[:replay_length]))
+            tail = _collect_stdout(
+                box,
+                attached.ref,
+                lambda data: b"after-attach" in data,
+                deadline=deadline,
+                what="'after-attach'",
+                initial=replay[replay_length:],
+            )
+            reports.put(("tailed", tail))
+        except Exception as error:
+            reports.put(("error", error))
+        finally:
+            self._quietly(adapter.stop_command, attached)
+
+    def _report(self, reports: queue.Queue[tuple[str, Any]], kind: str) -> Any:
+        """The attacher's next report, which must be ``kind``, within one frame timeout."""
+        try:
+            got, payload = reports.get(timeout=self.frame_timeout)
+        except queue.Empty:
+            self.fail(f"the attacher reported no {kind} within {self.frame_timeout} s")
+        if got == "error":
+            self.fail(f"the attacher failed before reporting {kind}: {payload!r}")
+        self.assertEqual(got, kind)
+        return payload
+
+    def test_attach_to_finished_session_replays_output_and_real_exit(self) -> None:
+        """Attaching to a finished session replays its stdout, then its real Exit; stdin is closed.
+
+        The attached command is not connected: write_stdin and close_stdin
+        raise CommandExited.
+        """
+        self._require(Capability.ATTACH)
+        cmd, args, code = self._fixture("exec_fail")
+        adapter = self.adapter_instance
+        handle = self._created()
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=False)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, code))
+        sessions = adapter.list_sessions(handle)
+        self.assertTrue(sessions, "list_sessions must list finished sessions")
+        replay_box = Mailbox()
+        attached = adapter.attach(handle, sessions[0].id, owner=replay_box, stdin=True)
+        self.addCleanup(self._quietly, adapter.stop_command, attached)
+        self.assertNotEqual(attached.ref, command.ref, "attach must mint a new ref")
+        self.assertEqual(self._terminal(replay_box, attached.ref), Exit(attached.ref, code))
+        self._assert_one_terminal_last(replay_box, attached.ref)
+        self.assertEqual(
+            _stdout_of(replay_box.history(attached.ref)), _stdout_of(box.history(command.ref))
+        )
+        self._raises(CommandExited, adapter.write_stdin, attached, "late")
+        self._raises(CommandExited, adapter.close_stdin, attached)
+
+    def test_terminate_session_stops_a_detached_session_and_keeps_the_sandbox(self) -> None:
+        """terminate_session on a detached session succeeds twice; the sandbox stays usable."""
+        self._require(Capability.TERMINATE_SESSION)
+        cmd, args = self._fixture("spawn_stay")
+        ok_cmd, ok_args, expected = self._fixture("exec_ok")
+        adapter = self.adapter_instance
+        handle = self._created()
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=True)
+        box.expect(is_stdout(command.ref), self.frame_timeout)
+        sessions = adapter.list_sessions(handle)
+        self.assertEqual(len(sessions), 1, f"expected exactly one session, got {sessions}")
+        adapter.stop_command(command)
+        timeout = min(self.frame_timeout, 30)
+        adapter.terminate_session(handle, sessions[0].id, timeout=timeout)
+        adapter.terminate_session(handle, sessions[0].id, timeout=timeout)
+        self.assertIsInstance(adapter.get(handle), Info)
+        result = adapter.exec(handle, ok_cmd, ok_args)
+        self.assertEqual(result.exit_code, 0)
+        self.assertIn(_as_bytes(expected), result.output)
+
+    # -- capability coherence ---------------------------------------------
+
+    def test_empty_allowlist_is_accepted_as_deny_all(self) -> None:
+        """apply_network_policy accepts allow=[] (deny all egress) and a non-empty allowlist."""
+        self._require(Capability.NETWORK_POLICY)
+        adapter = self.adapter_instance
+        handle = self._created()
+        adapter.apply_network_policy(handle, NetworkPolicy(allow=[]))
+        adapter.apply_network_policy(handle, NetworkPolicy(allow=["api.example.com"]))
+
+    def test_unadvertised_checkpointing_raises_not_supported(self) -> None:
+        """Without the checkpoint capability, create and restore raise NotSupported."""
+        adapter = self.adapter_instance
+        if Capability.CHECKPOINT in adapter.capabilities():
+            self.skipTest(
+                "the adapter advertises 'checkpoint'; this test covers adapters that do not"
+            )
+        handle = self._created()
+        self._raises(NotSupported, adapter.create_checkpoint, handle)
+        self._raises(NotSupported, adapter.restore_checkpoint, handle, "cp-1")

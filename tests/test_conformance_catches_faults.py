@@ -1,0 +1,289 @@
+"""The conformance suite can fail: each mutant of the Fake breaks one promise.
+
+Every case runs one conformance test against the plain Fake (it must pass:
+the control) and against a mutant that breaks exactly the promise that test
+names (it must fail with an assertion, not crash with an unrelated error).
+"""
+
+from __future__ import annotations
+
+import unittest
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import pytest
+
+from managoat_sandbox.contract import Owner
+from managoat_sandbox.errors import NotFound, Unavailable
+from managoat_sandbox.frames import Error, Exit, Frame, Stdout
+from managoat_sandbox.testing.conformance import ConformanceTests
+from managoat_sandbox.testing.fake import Fake
+from managoat_sandbox.types import Command, ExecResult, Handle
+
+from .test_fake_conformance import FAKE_FIXTURES
+
+#: Short frame waits keep the failing runs (which wait out their timeouts) fast.
+PROBE_FRAME_TIMEOUT = 0.3
+
+Rewrite = Callable[[Frame], Sequence[Frame]]
+
+
+class _RewritingFake(Fake):
+    """A Fake whose spawned (and, if ``on_attach``, attached) frames pass a rewrite.
+
+    ``rewriter()`` is called once per command and returns that command's
+    frame rewrite: a frame in, the frames to deliver out.
+    """
+
+    on_spawn = True
+    on_attach = False
+
+    def rewriter(self) -> Rewrite:
+        raise NotImplementedError
+
+    def _wrap(self, owner: Owner | None) -> Callable[[Frame], None]:
+        assert callable(owner), "the conformance suite passes callable owners"
+        rewrite = self.rewriter()
+
+        def deliver(frame: Frame) -> None:
+            for out in rewrite(frame):
+                owner(out)
+
+        return deliver
+
+    def spawn(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> Command:
+        if self.on_spawn:
+            opts["owner"] = self._wrap(opts.get("owner"))
+        return super().spawn(handle, cmd, args, **opts)
+
+    def attach(self, handle: Handle, session_id: str, **opts: Any) -> Command:
+        if self.on_attach:
+            opts["owner"] = self._wrap(opts.get("owner"))
+        return super().attach(handle, session_id, **opts)
+
+
+class ExitZeroOnDrop(_RewritingFake):
+    """Synthesises ``Exit(0)`` when the transport drops."""
+
+    def rewriter(self) -> Rewrite:
+        return lambda frame: [Exit(frame.ref, 0) if isinstance(frame, Error) else frame]
+
+
+class DoubleTerminal(_RewritingFake):
+    """Delivers every terminal frame twice."""
+
+    def rewriter(self) -> Rewrite:
+        return lambda frame: [frame, frame] if frame.terminal else [frame]
+
+
+class LosesAChunk(_RewritingFake):
+    """Drops the second stdout chunk of every command."""
+
+    def rewriter(self) -> Rewrite:
+        seen = 0
+
+        def rewrite(frame: Frame) -> Sequence[Frame]:
+            nonlocal seen
+            if isinstance(frame, Stdout):
+                seen += 1
+                if seen == 2:
+                    return []
+            return [frame]
+
+        return rewrite
+
+
+class ReplayStartsLate(_RewritingFake):
+    """Attach skips the first replayed stdout chunk (replay not from byte zero)."""
+
+    on_spawn = False
+    on_attach = True
+
+    def rewriter(self) -> Rewrite:
+        skipped = False
+
+        def rewrite(frame: Frame) -> Sequence[Frame]:
+            nonlocal skipped
+            if isinstance(frame, Stdout) and not skipped:
+                skipped = True
+                return []
+            return [frame]
+
+        return rewrite
+
+
+class ReplayForgetsTheExitCode(_RewritingFake):
+    """Attach to a finished session replays ``Exit(0)`` instead of the real code."""
+
+    on_spawn = False
+    on_attach = True
+
+    def rewriter(self) -> Rewrite:
+        return lambda frame: [Exit(frame.ref, 0) if isinstance(frame, Exit) else frame]
+
+
+class MissingIsUnavailable(Fake):
+    """Answers ``get`` on a missing sandbox with a transient error."""
+
+    def get(self, handle: Handle) -> Any:
+        try:
+            return super().get(handle)
+        except NotFound:
+            raise Unavailable("flaky") from None
+
+
+class StopIsANoOp(Fake):
+    """``stop_command`` does nothing: the command stays connected."""
+
+    def stop_command(self, command: Command) -> None:
+        return None
+
+
+class MislabelledExecTimeout(Fake):
+    """An exec deadline surfaces with the wrong detail."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        try:
+            return super().exec(handle, cmd, args, **opts)
+        except Unavailable:
+            raise Unavailable("timeout") from None
+
+
+class AlwaysMergesStderr(Fake):
+    """exec merges stderr even when not asked to."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        return super().exec(handle, cmd, args, **{**opts, "stderr_to_stdout": True})
+
+
+class NoUrlWhileAdvertised(Fake):
+    """Advertises ``public_url`` but answers ``None``."""
+
+    def public_url(self, handle: Handle) -> str | None:
+        return None
+
+
+class UnknownCapability(Fake):
+    """Advertises a capability outside the known set."""
+
+    def capabilities(self) -> frozenset[str]:
+        return super().capabilities() | {"teleport"}
+
+
+class CreateNewAdopts(Fake):
+    """``create_new`` adopts an existing sandbox (under a fresh-looking instance id)."""
+
+    def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
+        return attrs.evolve(self.create(name), instance_id=f"adopted-{id(object())}")
+
+
+class PretendsToCheckpoint(Fake):
+    """Checkpoints without advertising ``checkpoint``."""
+
+    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
+        return "cp-1"
+
+
+MUTANTS: list[tuple[type[Fake], str]] = [
+    (ExitZeroOnDrop, "test_stream_closed_without_exit_is_an_error_frame_never_an_exit"),
+    (ExitZeroOnDrop, "test_error_frame_carries_a_taxonomy_error"),
+    (DoubleTerminal, "test_frames_carry_the_ref_and_output_precedes_exactly_one_terminal_frame"),
+    (LosesAChunk, "test_large_output_arrives_complete_then_one_exit"),
+    (ReplayStartsLate, "test_attach_replays_from_byte_zero_then_tails"),
+    (ReplayForgetsTheExitCode, "test_attach_to_finished_session_replays_output_and_real_exit"),
+    (MissingIsUnavailable, "test_get_on_missing_sandbox_is_exactly_not_found"),
+    (StopIsANoOp, "test_stop_command_is_idempotent_and_silences_the_local_end"),
+    (MislabelledExecTimeout, "test_exec_deadline_is_one_bound_that_output_never_extends"),
+    (AlwaysMergesStderr, "test_exec_merges_stderr_only_when_asked"),
+    (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
+    (UnknownCapability, "test_capabilities_are_a_frozenset_of_known_names"),
+    (CreateNewAdopts, "test_create_new_refuses_adoption_and_mints_a_new_incarnation_after_destroy"),
+    (PretendsToCheckpoint, "test_unadvertised_checkpointing_raises_not_supported"),
+]
+
+
+def run_conformance_test(adapter: Fake, test_name: str) -> unittest.TestResult:
+    """Run one conformance test against ``adapter`` in a fresh test class."""
+    probe = type(
+        f"Probe{type(adapter).__name__}",
+        (ConformanceTests, unittest.TestCase),
+        {"adapter": adapter, "fixtures": FAKE_FIXTURES, "frame_timeout": PROBE_FRAME_TIMEOUT},
+    )
+    result = unittest.TestResult()
+    unittest.TestSuite([probe(test_name)]).run(result)
+    return result
+
+
+def _outcome(result: unittest.TestResult) -> str:
+    problems = [text for _, text in result.failures + result.errors]
+    skips = [reason for _, reason in result.skipped]
+    return f"run={result.testsRun} problems={problems} skipped={skips}"
+
+
+@pytest.mark.parametrize(
+    ("mutant", "test_name"), MUTANTS, ids=[f"{m.__name__}-{t}" for m, t in MUTANTS]
+)
+def test_the_suite_fails_an_adapter_that_breaks_the_promise(
+    mutant: type[Fake], test_name: str
+) -> None:
+    control = run_conformance_test(Fake(), test_name)
+    assert control.testsRun == 1 and control.wasSuccessful() and not control.skipped, _outcome(
+        control
+    )
+
+    result = run_conformance_test(mutant(), test_name)
+    assert result.testsRun == 1 and not result.skipped, _outcome(result)
+    assert len(result.failures) == 1 and not result.errors, _outcome(result)
+
+
+def test_gated_tests_skip_with_the_missing_capability_named() -> None:
+    class Bare(Fake):
+        def capabilities(self) -> frozenset[str]:
+            return frozenset()
+
+    result = run_conformance_test(Bare(), "test_attach_replays_from_byte_zero_then_tails")
+    assert [reason for _, reason in result.skipped] == [
+        "the adapter does not advertise the 'attach' capability"
+    ]
+
+
+def test_checkpoint_coherence_is_skipped_when_checkpoint_is_advertised() -> None:
+    class Checkpointing(Fake):
+        def capabilities(self) -> frozenset[str]:
+            return super().capabilities() | {"checkpoint"}
+
+    result = run_conformance_test(
+        Checkpointing(), "test_unadvertised_checkpointing_raises_not_supported"
+    )
+    assert len(result.skipped) == 1 and "'checkpoint'" in result.skipped[0][1]
+
+
+def test_a_missing_optional_fixture_skips_and_a_missing_required_one_fails() -> None:
+    probe = type(
+        "ProbeFixtures",
+        (ConformanceTests, unittest.TestCase),
+        {"adapter": Fake, "fixtures": {}, "frame_timeout": PROBE_FRAME_TIMEOUT},
+    )
+    result = unittest.TestResult()
+    unittest.TestSuite(
+        [
+            probe("test_large_output_arrives_complete_then_one_exit"),
+            probe("test_exec_collects_output_with_zero_exit"),
+        ]
+    ).run(result)
+    assert [reason for _, reason in result.skipped] == [
+        "the optional fixture 'spawn_bulk' is not provided"
+    ]
+    assert len(result.failures) == 1
+    assert "the required fixture 'exec_ok' is missing" in result.failures[0][1]
+
+
+def test_a_misspelt_fixture_name_fails_the_class() -> None:
+    fixtures = {**FAKE_FIXTURES, "spawn_drops": ("emit", ["drop"])}
+    probe = type(
+        "ProbeTypo", (ConformanceTests, unittest.TestCase), {"adapter": Fake, "fixtures": fixtures}
+    )
+    result = unittest.TestResult()
+    unittest.TestSuite([probe("test_build_handle_is_pure_and_provider_tagged")]).run(result)
+    assert len(result.errors) == 1 and "spawn_drops" in result.errors[0][1]
