@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import unittest
+from typing import Any, ClassVar
 
 from managoat_sandbox import config
 from managoat_sandbox.adapters.local import Local
@@ -16,15 +17,18 @@ BULK = 3_000_000
 class LocalConformanceTest(ConformanceTests, unittest.TestCase):
     adapter = Local
     frame_timeout = 10.0
-    fixtures = {
+    fixtures: ClassVar[dict[str, tuple[Any, ...]]] = {
         "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
         "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
         "spawn_ok": ("bash", ["-lc", "echo hello"]),
         "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
         # The supervisor is the parent and runs in the session directory: wait until it
         # has journaled the output, then kill it so the stream ends without an exit.
-        "spawn_drop": ("bash", ["-c", "echo partial; until grep -q partial /proc/$PPID/cwd/journal; "
-                                      "do sleep 0.01; done; kill -KILL $PPID"]),
+        "spawn_drop": (
+            "bash",
+            ["-c", "echo partial; until grep -q partial /proc/$PPID/cwd/journal; "
+             "do sleep 0.01; done; kill -KILL $PPID"],
+        ),
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done"]),
         "exec_mixed": ("bash", ["-c", "echo OUT; echo ERR >&2"], "OUT", "ERR"),
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
