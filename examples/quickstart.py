@@ -1,7 +1,8 @@
 """Quickstart: create a sandbox, run a command, stream another, reattach, clean up.
 
-Runs on an embedded provider that needs no account or network. Pass another
-provider name as the first argument to try it there.
+Runs on the embedded ``local`` provider (real processes on this machine, no
+account, no network). Pass another provider name as the first argument to try
+it there, e.g. ``python examples/quickstart.py fake``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import uuid
 import managoat_sandbox as sandbox
 from managoat_sandbox import Exit, Stderr, Stdout
 
-PROVIDER = sys.argv[1] if len(sys.argv) > 1 else "fake"
+PROVIDER = sys.argv[1] if len(sys.argv) > 1 else "local"
 SCRIPTS = {
     "fake": {
         "exec": ("emit", ["out:hello from the sandbox\n", "exit:0"]),
