@@ -256,3 +256,16 @@ def test_new_output_reaches_both_the_original_owner_and_the_attacher(fake: Fake)
     fake.close_stdin(command)
     original.expect(is_exit(command.ref, 0), 2)
     attacher.expect(is_exit(attached.ref, 0), 2)
+
+
+def test_wrong_argument_types_are_type_errors(fake: Fake) -> None:
+    handle = fake.create("types")
+    with pytest.raises(TypeError):
+        fake.attach(42, "s")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        fake.terminate_session(42, "s")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        fake.write_file(handle, 123, b"x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        fake.destroy("types")  # type: ignore[arg-type]
+    assert fake.file("types", 123) is None  # type: ignore[arg-type]

@@ -174,10 +174,14 @@ class Fake(Adapter):
     def build_handle(self, name: str) -> Handle:
         return Handle(self.provider, _args.sandbox_name(name))
 
-    def _sandbox(self, handle: Handle) -> _Sandbox:
+    @staticmethod
+    def _check_handle(handle: object) -> Handle:
         if not isinstance(handle, Handle):
             raise TypeError(f"expected a Handle, got {type(handle).__name__}")
-        sandbox = self._sandboxes.get(handle.name)
+        return handle
+
+    def _sandbox(self, handle: Handle) -> _Sandbox:
+        sandbox = self._sandboxes.get(self._check_handle(handle).name)
         if sandbox is None:
             raise NotFound(("sandbox", handle.name))
         return sandbox
@@ -214,9 +218,8 @@ class Fake(Adapter):
     def destroy(self, handle: Handle) -> None:
         """Remove the sandbox; its running sessions end as if the machine vanished."""
         self._inject("destroy")
+        self._check_handle(handle)
         with self._lock:
-            if not isinstance(handle, Handle):
-                raise TypeError(f"expected a Handle, got {type(handle).__name__}")
             sandbox = self._sandboxes.pop(handle.name, None)
             if sandbox is None:
                 return
@@ -242,6 +245,8 @@ class Fake(Adapter):
 
     def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
         """Store the flattened bytes at ``path`` verbatim (``mode`` is ignored)."""
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a str, got {type(path).__name__}")
         payload = _args.flatten_bytes(data)
         self._inject("write_file")
         with self._lock:
@@ -489,6 +494,7 @@ class Fake(Adapter):
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
     ) -> Command:
         """Replay the session's output and verdict, or replay then tail, atomically."""
+        self._check_handle(handle)
         session_id = _args.session_id(session_id)
         self._inject("attach")
         sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
@@ -514,6 +520,7 @@ class Fake(Adapter):
         A missing session is confirmed absence in graceful mode and
         ``Unavailable("termination_unconfirmed")`` in force mode.
         """
+        self._check_handle(handle)
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         self._inject("terminate_session")
         with self._lock:
