@@ -1,0 +1,218 @@
+"""HTTP shared by every HTTP adapter: pooled sessions, bounded bodies, status → taxonomy.
+
+One place decides how an HTTP answer becomes an error (SPEC §2.3):
+
+* 404 → ``NotFound``; 401/403 → ``Denied``; 429 → ``RateLimited``;
+  >= 500 → ``Unavailable``; any other non-2xx (3xx included: redirects are
+  never followed) → ``Invalid``;
+* connection errors, read timeouts and resets → ``Unavailable``;
+* the detail is ``("http", status, body)``, the body parsed as JSON when it
+  is JSON, else text, bounded to 64 KiB;
+* ``RateLimited.retry_after`` comes from the provider's body field when it has
+  one, else the ``Retry-After`` header (delta-seconds or HTTP-date).
+
+Adapters refine the map only where their provider needs it. Requests carry
+explicit connect/read timeouts and bodies are read with a cap, so a broken or
+hostile server can neither hang a caller forever nor make it allocate without
+limit. Credentials live in headers, which are never logged or put in errors.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+import requests
+
+from .errors import Denied, Invalid, NotFound, RateLimited, SandboxError, Unavailable
+
+__all__ = [
+    "BODY_LIMIT",
+    "HttpClient",
+    "Response",
+    "error_for",
+    "parse_body",
+    "retry_after_from",
+    "transport_error",
+]
+
+#: The largest response body read into memory (and kept in an error detail).
+BODY_LIMIT = 64 * 1024
+_CHUNK = 16 * 1024
+
+
+@attrs.frozen
+class Response:
+    """A fully read, size-bounded HTTP response."""
+
+    status: int
+    headers: Mapping[str, str] = attrs.field(repr=False)
+    body: bytes = attrs.field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True for a 2xx status."""
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        """The body parsed as JSON; ``ProviderError``-worthy garbage is ``Unavailable``."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise Unavailable(("malformed_json", self.status)) from None
+
+
+def parse_body(body: bytes, content_type: str | None = None) -> Any:
+    """The body as JSON if it parses, else as text (both bounded to 64 KiB)."""
+    body = body[:BODY_LIMIT]
+    if body[:1] in (b"{", b"[") or (content_type or "").startswith("application/json"):
+        try:
+            return json.loads(body)
+        except ValueError:
+            pass
+    return body.decode("utf-8", errors="replace")
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        return None
+    return float(value)
+
+
+def retry_after_from(
+    headers: Mapping[str, str], body: Any = None, field: str | None = None
+) -> float | None:
+    """Seconds to wait: the body's ``field`` if valid, else ``Retry-After``; else None."""
+    if field is not None and isinstance(body, Mapping):
+        found = _seconds(body.get(field))
+        if found is not None:
+            return found
+    header = headers.get("Retry-After") or headers.get("retry-after")
+    if header is None:
+        return None
+    header = header.strip()
+    try:
+        return _seconds(float(header))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def error_for(
+    status: int,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    retry_after_field: str | None = None,
+) -> SandboxError:
+    """The taxonomy error for a non-2xx answer (see the module docstring)."""
+    parsed = parse_body(body, headers.get("Content-Type") or headers.get("content-type"))
+    detail = ("http", status, parsed)
+    if status == 404:
+        return NotFound(detail)
+    if status in (401, 403):
+        return Denied(detail)
+    if status == 429:
+        return RateLimited(retry_after_from(headers, parsed, retry_after_field))
+    if status >= 500:
+        return Unavailable(detail)
+    return Invalid(detail)
+
+
+def transport_error(error: BaseException) -> Unavailable:
+    """A transport failure as ``Unavailable``, naming its kind but never a URL or header."""
+    if isinstance(error, requests.Timeout):
+        return Unavailable("timeout")
+    return Unavailable(("transport", type(error).__name__))
+
+
+class HttpClient:
+    """Pooled HTTP for one adapter instance: one ``requests.Session`` per thread.
+
+    ``timeout`` is ``(connect, read)`` seconds unless a call gives its own.
+    Redirects are never followed. Bodies over ``limit`` bytes are refused as
+    ``Unavailable(("response_too_large", limit))``.
+    """
+
+    def __init__(self, *, user_agent: str = "managoat_sandbox") -> None:
+        self._local = threading.local()
+        self._user_agent = user_agent
+
+    def session(self) -> requests.Session:
+        """This thread's pooled session."""
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers["User-Agent"] = self._user_agent
+            session.trust_env = False
+            self._local.session = session
+        return session
+
+    @contextmanager
+    def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: tuple[float, float],
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[requests.Response]:
+        """An open streaming response (the caller reads it); closed on exit.
+
+        Transport failures while connecting are ``Unavailable``.
+        """
+        try:
+            response = self.session().request(
+                method, url, headers=dict(headers or {}), timeout=timeout, stream=True,
+                allow_redirects=False, **kwargs,
+            )
+        except requests.RequestException as error:
+            raise transport_error(error) from None
+        try:
+            yield response
+        finally:
+            response.close()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: tuple[float, float],
+        headers: Mapping[str, str] | None = None,
+        limit: int = BODY_LIMIT,
+        **kwargs: Any,
+    ) -> Response:
+        """One request, its body read up to ``limit`` bytes. Never raises for a status."""
+        with self.stream(method, url, timeout=timeout, headers=headers, **kwargs) as response:
+            body = read_bounded(response, limit)
+            return Response(response.status_code, dict(response.headers), body)
+
+
+def read_bounded(response: requests.Response, limit: int) -> bytes:
+    """Read a streaming response's body, refusing more than ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_content(_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise Unavailable(("response_too_large", limit))
+            chunks.append(chunk)
+    except requests.RequestException as error:
+        raise transport_error(error) from None
+    return b"".join(chunks)

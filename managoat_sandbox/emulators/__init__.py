@@ -1,0 +1,19 @@
+"""Local, protocol-faithful emulators of the hosted providers (Sprites, E2B, Daytona).
+
+Each emulator serves one provider's wire protocol on 127.0.0.1, runs the
+requested commands as real processes through the shared process engine, keeps
+a request log, and takes injected faults. They are written from the protocol
+references, never from our adapters (they must not import them), so that an
+adapter's misunderstanding shows up as a failing test instead of being
+mirrored. From Python, each is a context manager::
+
+    with SpritesEmulator() as emulator:
+        config.configure("sprites", base_url=emulator.base_url, token="t")
+
+From a shell: ``python -m managoat_sandbox.emulators sprites --port 8080``.
+Needs the ``emulators`` extra (aiohttp).
+"""
+
+from ._server import Emulator, Fault, Faults, LoggedRequest
+
+__all__ = ["Emulator", "Fault", "Faults", "LoggedRequest"]
