@@ -1,0 +1,12 @@
+"""The Sprites emulator (``python -m managoat_sandbox.emulators sprites``).
+
+Modules: :mod:`.emulator` (the server class and its fault API), :mod:`.rest`
+(sprites, listing, policy, files, checkpoints), :mod:`.exec_ws` (exec and
+attach over WebSocket, sessions, kill), :mod:`.state` (what is remembered),
+:mod:`.aio` (bridging to the process engine), :mod:`.wire` (shared shapes),
+:mod:`.behaviour` (switches between documented variants).
+"""
+
+from .emulator import SpritesEmulator
+
+__all__ = ["SpritesEmulator"]

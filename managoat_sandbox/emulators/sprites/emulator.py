@@ -1,0 +1,225 @@
+"""The Sprites emulator: the provider side of the Sprites API on 127.0.0.1."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from aiohttp import web
+
+from .._server import Emulator, Fault
+from . import wire
+from .behaviour import Behaviour
+from .exec_ws import Exec
+from .rest import Rest
+from .state import VERSION, State, stop_sessions
+
+KILL_PATH = r"/exec/[^/]+/kill$"
+CHECKPOINT_PATH = r"/checkpoint$"
+RESTORE_PATH = r"/restore$"
+EXEC_PATH = r"/exec(/[^/]+)?$"
+LIST_PATH = r"^/v1/sprites$"
+MALFORMED = ('{"type":"signal","signal":"SIGTERM"', "not json at all")
+
+
+class SpritesEmulator(Emulator):
+    """A protocol-faithful Sprites server (reference sprites.md §2-§6, §8, errata).
+
+    Routes live under ``/v1`` and need ``Authorization: Bearer <token>`` (a
+    wrong or missing token gets 401 ``{"error":"unauthorized",…}``). Every
+    answer carries ``Sprite-Version``. Commands run as real processes (bash
+    and friends) through the shared process engine, one directory per sprite
+    under :attr:`workdir`; the sprite's ``/`` is that directory's ``fs/``
+    (absolute paths of the filesystem endpoints and of ``dir`` resolve inside
+    it; the commands themselves see host paths, so scripts should use relative
+    ones — the commands' cwd and HOME are the sprite's root). Network policies
+    are validated and stored, not enforced.
+
+    Python-side control (thread-safe; tests call these directly):
+
+    * :attr:`behaviour` — switches between documented variants (see
+      :class:`~.behaviour.Behaviour`: 409 vs 400 on conflict, page size,
+      booting refusals, in-band vs 404 restore failures, …);
+    * :meth:`set_status` / :meth:`status_of` — ``running``/``warm``/``cold``,
+      deterministic; :meth:`remove_url` — a sprite whose objects lack ``url``;
+      :meth:`sprite_root` — where a sprite's files live on this machine.
+
+    Fault injection (each queued for ``times`` matching requests, then gone;
+    ``path`` is a regular expression searched in the request path):
+
+    * :meth:`rate_limit` — 429 with ``Retry-After`` and/or ``retry_after_seconds``;
+    * :meth:`fail` — any status (a 5xx, 401, a 302 …) with a JSON or text body;
+    * :meth:`refuse_fresh_execs` — a newly created sprite answers its first N
+      exec upgrades with 503 (count-based boot window);
+    * :meth:`refuse_upgrade` — a WebSocket upgrade (exec or attach) refused with a status;
+    * :meth:`drop_exec` — the socket goes after N output frames, before the exit
+      frame: a TCP abort, or a normal 1000 close without the exit;
+    * :meth:`endless_listing` — the listing always says ``has_more`` with a fresh token;
+      :meth:`truncate` — a body whose Content-Length exceeds what is sent;
+    * :meth:`stall` — the request waits ``seconds`` before it is handled;
+    * :meth:`script_ndjson` / :meth:`malformed_ndjson` — a kill, checkpoint or
+      restore stream replaced by the given lines (nothing is done);
+    * :meth:`oversize` — an oversized body instead of the answer;
+    * :meth:`drop_connection` — the TCP connection closed without an answer.
+
+    The base's generic faults (``self.faults.add(...)``), request log
+    (:attr:`requests`) and HTTP control API remain available.
+    """
+
+    provider: ClassVar[str] = "sprites"
+    credential_env: ClassVar[str] = "SPRITES_TOKEN"
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, credential: str | None = None,
+                 workdir: str | Path | None = None) -> None:
+        super().__init__(host=host, port=port, credential=credential, workdir=workdir)
+        self.behaviour = Behaviour()
+        self.state = State(self.workdir)
+        self._rest = Rest(self.state, self.faults, self.behaviour)
+        self._exec = Exec(self.state, self.faults, self.behaviour)
+
+    # -- the base's hooks ---------------------------------------------------------------------
+
+    def add_routes(self, app: web.Application) -> None:
+        """The ``/v1`` routes, ``Sprite-Version`` on every answer, JSON 404 elsewhere."""
+        app.on_response_prepare.append(_version_header)
+        self._rest.add_routes(app)
+        self._exec.add_routes(app)
+        app.router.add_route("*", "/{tail:.*}", _unknown_route)
+
+    def unauthorized(self, request: web.Request) -> web.StreamResponse:
+        """Sprites' 401."""
+        return wire.error(401, "unauthorized", "missing or invalid bearer token")
+
+    def close(self) -> None:
+        """Kill every command still running."""
+        for name in self.state.names():
+            sprite = self.state.get(name)
+            if sprite is not None:
+                stop_sessions(sprite, signal.SIGKILL)
+
+    # -- state control ------------------------------------------------------------------------
+
+    def set_status(self, name: str, status: str) -> None:
+        """Force ``running``, ``warm`` (commands frozen until the next exec) or ``cold``
+        (commands killed, files kept). KeyError for an unknown sprite."""
+        self.state.set_status(name, status)
+
+    def status_of(self, name: str) -> str:
+        """The sprite's status as ``GET`` reports it; KeyError if unknown."""
+        sprite = self.state.get(name)
+        if sprite is None:
+            raise KeyError(name)
+        return sprite.status()
+
+    def remove_url(self, name: str) -> None:
+        """Leave ``url`` out of the sprite's objects from now on."""
+        sprite = self.state.get(name)
+        if sprite is None:
+            raise KeyError(name)
+        sprite.has_url = False
+
+    def sprite_root(self, name: str) -> Path:
+        """The host directory holding the sprite's ``/``."""
+        sprite = self.state.get(name)
+        if sprite is None:
+            raise KeyError(name)
+        return sprite.root
+
+    # -- faults ---------------------------------------------------------------------------------
+
+    def rate_limit(self, *, retry_after: int = 17, header: bool = True, in_body: bool = True,
+                   method: str | None = None, path: str | None = None, times: int = 1) -> Fault:
+        """429 ``{"error":"sprite_creation_rate_limited",…}``, the delay in the
+        ``Retry-After`` header and/or the body's ``retry_after_seconds``."""
+        body: dict[str, Any] = {"error": "sprite_creation_rate_limited",
+                                "message": "rate limit exceeded", "limit": 10,
+                                "window_seconds": 60}
+        headers = {"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0"}
+        if in_body:
+            body["retry_after_seconds"] = retry_after
+        if header:
+            headers["Retry-After"] = str(retry_after)
+        return self.faults.add("status", method=method, path=path, times=times, status=429,
+                               headers=headers, body=body)
+
+    def fail(self, status: int = 500, *, body: Any = None, headers: Mapping[str, str] | None = None,
+             method: str | None = None, path: str | None = None, times: int = 1) -> Fault:
+        """Answer ``status`` (default body ``{"error": "internal_error", …}``)."""
+        if body is None:
+            body = {"error": "internal_error" if status >= 500 else "error",
+                    "message": f"injected {status}"}
+        return self.faults.add("status", method=method, path=path, times=times, status=status,
+                               headers=dict(headers or {}), body=body)
+
+    def refuse_fresh_execs(self, count: int, *, sprite: str | None = None) -> None:
+        """Sprites created from now on (or the named one) refuse their first ``count``
+        exec upgrades with 503, as a booting sprite does."""
+        if sprite is None:
+            self.behaviour.boot_refusals = count
+            return
+        found = self.state.get(sprite)
+        if found is None:
+            raise KeyError(sprite)
+        found.boot_refusals = count
+
+    def refuse_upgrade(self, status: int = 503, *, body: Any = None,
+                       headers: Mapping[str, str] | None = None, path: str = EXEC_PATH,
+                       times: int = 1) -> Fault:
+        """Refuse matching exec/attach WebSocket upgrades with ``status``."""
+        return self.faults.add("ws_reject", method="GET", path=path, times=times, status=status,
+                               headers=dict(headers or {}), body=body)
+
+    def drop_exec(self, after_frames: int = 1, *, close_frame: bool = False,
+                  path: str = EXEC_PATH, times: int = 1) -> Fault:
+        """End matching exec/attach sockets after ``after_frames`` output frames, before
+        the exit frame: a TCP abort, or (``close_frame``) a normal 1000 close. The
+        process keeps running."""
+        return self.faults.add("ws_drop", method="GET", path=path, times=times,
+                               size=after_frames, body="close" if close_frame else "abort")
+
+    def endless_listing(self, *, times: int = 1000) -> Fault:
+        """``GET /v1/sprites`` always answers ``has_more`` with a fresh token."""
+        return self.faults.add("listing", method="GET", path=LIST_PATH, times=times)
+
+    def truncate(self, *, method: str | None = None, path: str | None = LIST_PATH,
+                 times: int = 1) -> Fault:
+        """A 200 whose Content-Length promises more than is sent before the close."""
+        return self.faults.add("truncate", method=method, path=path, times=times, status=200)
+
+    def stall(self, seconds: float, *, method: str | None = None, path: str | None = None,
+              times: int = 1) -> Fault:
+        """Hold matching requests for ``seconds`` before handling them."""
+        return self.faults.add("stall", method=method, path=path, times=times, seconds=seconds)
+
+    def oversize(self, size: int, *, method: str | None = None, path: str | None = None,
+                 times: int = 1) -> Fault:
+        """Answer matching requests with ``size`` bytes instead."""
+        return self.faults.add("oversize", method=method, path=path, times=times, size=size)
+
+    def drop_connection(self, *, method: str | None = None, path: str | None = None,
+                        times: int = 1) -> Fault:
+        """Close the TCP connection without answering."""
+        return self.faults.add("drop", method=method, path=path, times=times)
+
+    def script_ndjson(self, lines: Sequence[Any], *, path: str, times: int = 1) -> Fault:
+        """Answer a matching kill/checkpoint/restore POST with exactly ``lines`` (objects,
+        or raw strings sent as they are) instead of doing anything."""
+        return self.faults.add("ndjson", method="POST", path=path, times=times, body=list(lines))
+
+    def malformed_ndjson(self, stream: str = "kill", lines: Sequence[Any] | None = None,
+                         *, times: int = 1) -> Fault:
+        """A malformed ``kill``, ``checkpoint`` or ``restore`` stream (default: a torn
+        JSON line and a non-JSON line, no ``complete``)."""
+        paths = {"kill": KILL_PATH, "checkpoint": CHECKPOINT_PATH, "restore": RESTORE_PATH}
+        return self.script_ndjson(MALFORMED if lines is None else lines, path=paths[stream],
+                                  times=times)
+
+
+async def _version_header(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Sprite-Version"] = VERSION
+
+
+async def _unknown_route(request: web.Request) -> web.StreamResponse:
+    return wire.not_found("route")

@@ -1,0 +1,426 @@
+"""Exec over WebSocket, attach, the session listing and the kill endpoint (reference §3, §4).
+
+Each new command is an engine session (a real process) under the sprite's
+directory. A socket first gets a text ``session_info`` (always with ``tty``,
+errata 3), then the session's output from byte zero — so output written while
+nobody listened is replayed — then live output, then the exit: binary
+``03 <code & 0xFF>`` without a tty, text ``{"type":"exit","exit_code":N}``
+with one; then a normal close. Without a tty the client sends ``00 <bytes>``
+for stdin and ``04`` for end of input; with one, raw bytes. Text ``resize`` is
+accepted and ignored; text ``signal`` (advertised in ``X-Sprite-Capabilities``)
+signals the process group. Closing a socket never ends the process: after the
+last socket goes, it keeps running for ``max_run_after_disconnect`` (non-tty
+10 s, tty and ``detachable=true`` forever; ``0`` means forever) and is then
+killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from ... import _engine as engine
+from .._server import Fault, Faults
+from . import wire
+from .aio import in_thread, tail
+from .behaviour import Behaviour
+from .state import ExecSession, Sprite, State, now, wake
+
+DEFAULT_DETACHED_RUN = 10.0
+KILL_SETTLE = 5.0
+_POLL = 0.01
+_SIGNALS = {name: getattr(signal, name) for name in (
+    "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT",
+    "SIGSTOP")}
+
+
+def signal_number(name: str) -> int | None:
+    """``SIGTERM``/``TERM``/``15`` → 15; None if unknown."""
+    name = name.strip().upper()
+    if name.isdigit():
+        return int(name)
+    return _SIGNALS.get(name if name.startswith("SIG") else f"SIG{name}")
+
+
+def is_upgrade(request: web.Request) -> bool:
+    """Whether the request asks for a WebSocket."""
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+class Exec:
+    """Handlers of ``/exec`` (listing, new command, attach) and ``…/kill``."""
+
+    def __init__(self, state: State, faults: Faults, behaviour: Behaviour) -> None:
+        self.state = state
+        self.faults = faults
+        self.behaviour = behaviour
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register the routes."""
+        app.router.add_get("/v1/sprites/{name}/exec", self.exec_root)
+        app.router.add_get("/v1/sprites/{name}/exec/{session}", self.attach_path)
+        app.router.add_post("/v1/sprites/{name}/exec/{session}/kill", self.kill)
+
+    # -- listing, new command, attach ------------------------------------------------------
+
+    async def exec_root(self, request: web.Request) -> web.StreamResponse:
+        """``GET /exec``: the session listing, or (upgrade) a new command or legacy attach."""
+        sprite = self.state.get(request.match_info["name"])
+        if sprite is None:
+            return wire.not_found("sprite")
+        if not is_upgrade(request):
+            return self._listing(sprite)
+        legacy = request.query.get("id") or request.query.get("session_id")
+        if legacy:
+            return await self._attach(request, sprite, legacy)
+        return await self._new_command(request, sprite)
+
+    async def attach_path(self, request: web.Request) -> web.StreamResponse:
+        """``GET /exec/{session}`` (upgrade): attach."""
+        sprite = self.state.get(request.match_info["name"])
+        if sprite is None:
+            return wire.not_found("sprite")
+        if not is_upgrade(request):
+            return wire.invalid("attach needs a WebSocket upgrade")
+        return await self._attach(request, sprite, request.match_info["session"])
+
+    def _listing(self, sprite: Sprite) -> web.Response:
+        sessions = sorted(sprite.sessions.values(), key=lambda s: s.id)
+        if not self.behaviour.list_finished_sessions:
+            sessions = [s for s in sessions if not s.ended()]
+        return web.json_response({"sessions": [s.listing() for s in sessions]})
+
+    async def _new_command(self, request: web.Request, sprite: Sprite) -> web.StreamResponse:
+        query = request.query
+        argv = query.getall("cmd", [])
+        if not argv:
+            return wire.invalid("cmd is required")
+        tty = wire.flag(query.get("tty"), False)
+        detachable = wire.flag(query.get("detachable"), False)
+        wants_stdin = wire.flag(query.get("stdin"), tty)
+        cwd = sprite.resolve(query.get("dir") or "/")
+        if cwd is None or not cwd.is_dir():
+            return wire.invalid("dir does not exist in the sprite")
+        try:
+            run_after = _run_after_disconnect(query.get("max_run_after_disconnect"), tty,
+                                              detachable)
+        except ValueError:
+            return wire.invalid("bad max_run_after_disconnect")
+        refusal = self._refusal(request, sprite)
+        if refusal is not None:
+            return refusal
+        if query.get("path"):
+            argv = [query["path"], *argv[1:]]
+        env = {"HOME": str(sprite.root), "USER": "sprite", "SPRITE_NAME": sprite.name}
+        for item in query.getall("env", []):
+            key, _, value = item.partition("=")
+            if key:
+                env[key] = value
+        session_id = self.state.next_session_id()
+        directory = sprite.directory / "sessions" / str(session_id)
+        try:
+            await in_thread(lambda: engine.start(directory, argv, env=env, cwd=cwd,
+                                                 stdin=wants_stdin, tty=tty, inherit_env=False))
+        except (OSError, engine.EngineError):
+            return wire.error(500, "internal_error", "the command could not be started")
+        wake(sprite)
+        session = ExecSession(session_id, directory, tuple(argv), query.get("dir") or "/",
+                              tty, wants_stdin, now(), run_after)
+        sprite.sessions[session_id] = session
+        return await Connection(request, sprite, session, self.behaviour, owner=True,
+                                drop=self.faults.take("ws_drop", "GET", request.path)).serve()
+
+    async def _attach(self, request: web.Request, sprite: Sprite,
+                      raw_id: str) -> web.StreamResponse:
+        session = sprite.sessions.get(int(raw_id)) if raw_id.isdigit() else None
+        if session is None:
+            return wire.not_found("session")
+        if session.ended() and self.behaviour.attach_finished_status is not None:
+            return wire.error(self.behaviour.attach_finished_status, "not_found",
+                              "session has exited")
+        rejected = self.faults.take("ws_reject", "GET", request.path)
+        if rejected is not None:
+            return _rejection(rejected)
+        wake(sprite)
+        return await Connection(request, sprite, session, self.behaviour, owner=False,
+                                drop=self.faults.take("ws_drop", "GET", request.path)).serve()
+
+    def _refusal(self, request: web.Request, sprite: Sprite) -> web.StreamResponse | None:
+        rejected = self.faults.take("ws_reject", "GET", request.path)
+        if rejected is not None:
+            return _rejection(rejected)
+        if sprite.boot_refusals > 0:
+            sprite.boot_refusals -= 1
+            return wire.error(503, "unavailable", "sprite is starting, try again")
+        return None
+
+    # -- kill -----------------------------------------------------------------------------
+
+    async def kill(self, request: web.Request) -> web.StreamResponse:
+        """``POST /exec/{session}/kill``: NDJSON ``signal``, [``timeout``], ``exited``/``killed``,
+        ``complete``. Parameters from the query (``signal=SIGTERM&timeout=1000ms``) or a JSON
+        body (``{"signal": "SIGTERM", "timeout": 10}``, seconds)."""
+        sprite = self.state.get(request.match_info["name"])
+        if sprite is None:
+            return wire.not_found("sprite")
+        raw_id = request.match_info["session"]
+        session = sprite.sessions.get(int(raw_id)) if raw_id.isdigit() else None
+        if session is None:
+            return wire.not_found("session")
+        parsed = await _kill_parameters(request)
+        if isinstance(parsed, web.Response):
+            return parsed
+        signame, signum, grace = parsed
+        script = self.faults.take("ndjson", request.method, request.path)
+        if script is not None:
+            return await wire.scripted(request, script.body or [])
+        if session.ended():
+            return wire.error(self.behaviour.kill_gone_status, "not_found", "session has exited")
+        return await _kill_stream(request, session, signame, signum, grace)
+
+
+class Connection:
+    """One WebSocket following one session (the owner's or an attacher's)."""
+
+    def __init__(self, request: web.Request, sprite: Sprite, session: ExecSession,
+                 behaviour: Behaviour, *, owner: bool, drop: Fault | None) -> None:
+        self.request = request
+        self.sprite = sprite
+        self.session = session
+        self.behaviour = behaviour
+        self.owner = owner
+        self.drop = drop
+        self.ws = web.WebSocketResponse(max_msg_size=16 * 1024 * 1024)
+
+    async def serve(self) -> web.StreamResponse:
+        """Upgrade, then relay both ways until the exit is sent or the client goes."""
+        self.ws.headers["X-Sprite-Capabilities"] = "signal"
+        await self.ws.prepare(self.request)
+        session = self.session
+        loop = asyncio.get_running_loop()
+
+        def abort() -> None:
+            loop.call_soon_threadsafe(self._abort)
+
+        session.connections.add(abort)
+        session.subscribers += 1
+        if session.timer is not None:
+            session.timer.cancel()
+            session.timer = None
+        try:
+            await self.ws.send_str(json.dumps(self._session_info()))
+            pump = asyncio.ensure_future(self._pump())
+            reader = asyncio.ensure_future(self._read())
+            _, pending = await asyncio.wait({pump, reader},
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            for task in (pump, reader):
+                with contextlib.suppress(asyncio.CancelledError, ConnectionError, RuntimeError):
+                    await task
+        except (ConnectionError, RuntimeError):
+            pass
+        finally:
+            session.connections.discard(abort)
+            session.subscribers -= 1
+            self._arm_timer()
+        return self.ws
+
+    def _session_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "type": "session_info",
+            "session_id": self.session.id,
+            "command": self.session.command,
+            "created": int(self.session.created.timestamp()),
+            "is_owner": self.owner,
+            "tty": self.session.tty,
+        }
+        if self.session.tty:
+            query = self.request.query
+            info["cols"] = int(query.get("cols", "80")) if query.get("cols", "").isdigit() else 80
+            info["rows"] = int(query.get("rows", "24")) if query.get("rows", "").isdigit() else 24
+        return info
+
+    async def _pump(self) -> None:
+        """Journal → frames, ending in the exit frame and a normal close."""
+        sent = 0
+        limit = max(1, self.behaviour.max_output_frame)
+        if await self._dropped(sent):
+            return
+        async for event in tail(self.session.directory):
+            if isinstance(event, engine.Output):
+                for start in range(0, len(event.data), limit):
+                    payload = event.data[start:start + limit]
+                    prefix = b"" if self.session.tty else bytes([event.stream])
+                    await self.ws.send_bytes(prefix + payload)
+                    sent += 1
+                    if await self._dropped(sent):
+                        return
+            elif isinstance(event, engine.Exited):
+                if self.session.tty:
+                    await self.ws.send_str(json.dumps({"type": "exit", "exit_code": event.code}))
+                else:
+                    await self.ws.send_bytes(bytes([3, event.code & 0xFF]))
+                await self.ws.close()
+                return
+            else:
+                await self.ws.close(code=1011, message=b"session lost")
+                return
+
+    async def _dropped(self, sent: int) -> bool:
+        """Apply a ``ws_drop`` fault once ``sent`` output frames went out."""
+        if self.drop is None or sent < self.drop.size:
+            return False
+        if self.drop.body == "close":
+            await self.ws.close()
+        else:
+            self._abort()
+        return True
+
+    async def _read(self) -> None:
+        """Client frames → the process (stdin, end of input, signals)."""
+        async for message in self.ws:
+            if message.type == WSMsgType.BINARY:
+                await self._client_bytes(message.data)
+            elif message.type == WSMsgType.TEXT:
+                self._client_text(message.data)
+
+    async def _client_bytes(self, data: bytes) -> None:
+        session = self.session
+        if session.tty:
+            await _feed(session, data)
+        elif data[:1] == b"\x00":
+            await _feed(session, data[1:])
+        elif data[:1] == b"\x04":
+            await _feed(session, None)
+
+    def _client_text(self, text: str) -> None:
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return
+        if isinstance(message, dict) and message.get("type") == "signal":
+            signum = signal_number(str(message.get("signal", "")))
+            if signum is not None:
+                self.session.signal(signum)
+
+    def _abort(self) -> None:
+        transport = self.request.transport
+        if transport is not None:
+            transport.abort()
+
+    def _arm_timer(self) -> None:
+        session = self.session
+        if session.subscribers > 0 or session.max_run_after_disconnect is None:
+            return
+        if session.timer is None and not session.ended():
+            loop = asyncio.get_running_loop()
+            session.timer = loop.call_later(session.max_run_after_disconnect,
+                                            session.signal, signal.SIGKILL)
+
+
+async def _feed(session: ExecSession, data: bytes | None) -> None:
+    """Write stdin (None: end of input) in order; ignored once stdin or the process ended."""
+    if not session.stdin:
+        return
+    directory = session.directory
+    async with session.stdin_lock:
+        with contextlib.suppress(OSError, engine.EngineError):
+            if data is None:
+                await in_thread(lambda: engine.close_stdin(directory, timeout=30))
+            elif data:
+                await in_thread(lambda: engine.write_stdin(directory, data, timeout=30))
+
+
+def _rejection(fault: Fault) -> web.Response:
+    body = fault.body if fault.body is not None else {"error": "unavailable",
+                                                     "message": "service unavailable"}
+    if isinstance(body, (dict, list)):
+        return web.json_response(body, status=fault.status, headers=dict(fault.headers))
+    return web.Response(text=str(body), status=fault.status, headers=dict(fault.headers))
+
+
+def _run_after_disconnect(raw: str | None, tty: bool, detachable: bool) -> float | None:
+    """Seconds the process may outlive its last socket; None forever; ValueError if bad."""
+    if raw is None or raw == "":
+        return None if tty or detachable else DEFAULT_DETACHED_RUN
+    seconds = wire.duration(raw)
+    if seconds is None:
+        raise ValueError(raw)
+    return None if seconds == 0 else seconds
+
+
+async def _kill_parameters(request: web.Request) -> tuple[str, int, float] | web.Response:
+    signame = request.query.get("signal")
+    timeout_text = request.query.get("timeout")
+    grace: float | None = 10.0
+    raw = await request.read()
+    if raw.strip():
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return wire.invalid("the body must be JSON")
+        if not isinstance(body, dict):
+            return wire.invalid("the body must be a JSON object")
+        signame = body.get("signal", signame)
+        if body.get("timeout") is not None:
+            timeout_text = str(body["timeout"])
+    if timeout_text is not None:
+        grace = wire.duration(timeout_text)
+    signame = str(signame or "SIGTERM")
+    signum = signal_number(signame)
+    if signum is None or grace is None or grace < 0:
+        return wire.invalid("bad signal or timeout")
+    try:
+        canonical = signal.Signals(signum).name
+    except ValueError:
+        canonical = signame
+    return canonical, signum, grace
+
+
+async def _wait_end(session: ExecSession, seconds: float) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not session.ended():
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(_POLL)
+    return True
+
+
+async def _kill_stream(request: web.Request, session: ExecSession, signame: str, signum: int,
+                       grace: float) -> web.StreamResponse:
+    stream = await wire.NdjsonStream(request).open()
+    pgid = session.pgid() or 0
+    session.signal(signum)
+    if signum != signal.SIGKILL:
+        session.signal(signal.SIGCONT)
+    await stream.line({"type": "signal", "message": f"Signaling {signame} to process group {pgid}",
+                       "signal": signame, "pid": pgid})
+    if signum == signal.SIGKILL:
+        ended, forced = await _wait_end(session, KILL_SETTLE), True
+    elif await _wait_end(session, grace):
+        ended, forced = True, False
+    else:
+        await stream.line({"type": "timeout",
+                           "message": f"Timeout after {_format(grace)}, sending SIGKILL"})
+        session.signal(signal.SIGKILL)
+        ended, forced = await _wait_end(session, KILL_SETTLE), True
+    if not ended:
+        await stream.line({"type": "error", "message": "Warning: process may not have terminated"})
+        return await stream.finish()
+    await stream.line({"type": "killed", "message": "Process killed"} if forced
+                      else {"type": "exited", "message": "Process exited"})
+    end = engine.status(session.directory)
+    code = end.code if isinstance(end, engine.Exited) else 137
+    await stream.line({"type": "complete", "exit_code": code})
+    return await stream.finish()
+
+
+def _format(seconds: float) -> str:
+    return f"{seconds:g}s" if seconds >= 1 else f"{seconds * 1000:g}ms"

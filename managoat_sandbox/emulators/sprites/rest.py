@@ -1,0 +1,399 @@
+"""The Sprites REST routes: sprites, listing, network policy, files, checkpoints.
+
+Behaviour follows reference §2, §5 and §8.3 (errata win): create answers 201
+(409 for a taken name), delete 204, the policy POST 204, checkpoint and
+restore answer 200 NDJSON streams; a listing never says ``has_more`` without
+a continuation token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from .._server import Faults
+from . import wire
+from .aio import in_thread
+from .behaviour import Behaviour
+from .state import Checkpoint, Sprite, State, now, remove_tree, rfc3339, stop_sessions
+
+URL_AUTH = ("sprite", "public")
+POLICY_ACTIONS = ("allow", "deny")
+ENDLESS = "endless"
+
+
+class Rest:
+    """Handlers of the REST routes over one emulator's state."""
+
+    def __init__(self, state: State, faults: Faults, behaviour: Behaviour) -> None:
+        self.state = state
+        self.faults = faults
+        self.behaviour = behaviour
+        self._endless = 0
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register the routes."""
+        router = app.router
+        router.add_post("/v1/sprites", self.create)
+        router.add_get("/v1/sprites", self.list)
+        router.add_get("/v1/sprites/{name}", self.get)
+        router.add_put("/v1/sprites/{name}", self.update)
+        router.add_delete("/v1/sprites/{name}", self.delete)
+        router.add_get("/v1/sprites/{name}/policy/network", self.get_policy)
+        router.add_post("/v1/sprites/{name}/policy/network", self.set_policy)
+        router.add_put("/v1/sprites/{name}/fs/write", self.write_file)
+        router.add_get("/v1/sprites/{name}/fs/read", self.read_file)
+        router.add_post("/v1/sprites/{name}/checkpoint", self.create_checkpoint)
+        router.add_get("/v1/sprites/{name}/checkpoints", self.list_checkpoints)
+        router.add_get("/v1/sprites/{name}/checkpoints/{checkpoint}", self.get_checkpoint)
+        router.add_post("/v1/sprites/{name}/checkpoints/{checkpoint}/restore", self.restore)
+
+    def sprite(self, request: web.Request) -> Sprite | None:
+        """The sprite the request's path names."""
+        return self.state.get(request.match_info["name"])
+
+    # -- sprites ---------------------------------------------------------------------
+
+    async def create(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/sprites`` → 201 with the sprite; 409 for a taken name."""
+        body = await _json_object(request)
+        if body is None:
+            return wire.invalid("the body must be a JSON object")
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            return wire.invalid("name is required")
+        settings = body.get("url_settings")
+        problem = _check_url_settings(settings) or _check_labels(body.get("labels"))
+        if problem is not None:
+            return wire.invalid(problem)
+        sprite = await in_thread(lambda: self.state.create(name))
+        if sprite is None:
+            if self.behaviour.conflict_status == 409:
+                return wire.error(409, "already_exists", f"sprite {name!r} already exists")
+            return wire.error(self.behaviour.conflict_status, "invalid_request",
+                              "invalid request body or name already exists")
+        _apply_settings(sprite, settings, body.get("labels"), clear=False)
+        sprite.boot_refusals = self.behaviour.boot_refusals
+        return web.json_response(sprite.to_json(), status=201)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        """``GET /v1/sprites/{name}``."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        return web.json_response(sprite.to_json())
+
+    async def update(self, request: web.Request) -> web.StreamResponse:
+        """``PUT /v1/sprites/{name}``: a partial update of URL settings and labels."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        body = await _json_object(request)
+        if body is None:
+            return wire.invalid("the body must be a JSON object")
+        settings = body.get("url_settings")
+        problem = _check_url_settings(settings) or _check_labels(body.get("labels"))
+        if problem is not None:
+            return wire.invalid(problem)
+        clear = body.get("clear_labels") is True
+        _apply_settings(sprite, settings, body.get("labels"), clear=clear)
+        sprite.updated_at = now()
+        return web.json_response(sprite.to_json())
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE /v1/sprites/{name}`` → 204: commands killed, files and checkpoints gone."""
+        sprite = self.state.remove(request.match_info["name"])
+        if sprite is None:
+            return wire.not_found("sprite")
+        stop_sessions(sprite, signal.SIGKILL)
+        sessions = list(sprite.sessions.values())
+        await in_thread(lambda: remove_tree(sprite.directory, sessions))
+        return web.Response(status=204)
+
+    async def list(self, request: web.Request) -> web.StreamResponse:
+        """``GET /v1/sprites``: name-sorted pages behind opaque continuation tokens."""
+        query = request.query
+        try:
+            wanted = int(query.get("max_results") or self.behaviour.page_size)
+        except ValueError:
+            return wire.invalid("max_results must be an integer")
+        size = max(1, min(wanted, self.behaviour.page_size))
+        names = [n for n in self.state.names() if n.startswith(query.get("prefix", ""))]
+        token = query.get("continuation_token")
+        if token:
+            after = _decode_token(token)
+            if after is None:
+                return wire.invalid("bad continuation_token")
+            names = [n for n in names if n > after]
+        page, more = names[:size], len(names) > size
+        next_token = _encode_token(page[-1]) if more and page else None
+        if self.faults.take("listing", request.method, request.path) is not None:
+            self._endless += 1
+            next_token = _encode_token(f"\0{ENDLESS}{self._endless}")
+        sprites = [s for s in (self.state.get(n) for n in page) if s is not None]
+        counts = {status: 0 for status in ("running", "warm", "cold")}
+        for name in self.state.names():
+            other = self.state.get(name)
+            if other is not None:
+                counts[other.status()] += 1
+        return web.json_response({
+            "sprites": [s.to_json() for s in sprites],
+            "has_more": next_token is not None,
+            "next_continuation_token": next_token,
+            **counts,
+        })
+
+    # -- network policy ----------------------------------------------------------------
+
+    async def get_policy(self, request: web.Request) -> web.StreamResponse:
+        """``GET …/policy/network`` → ``{"rules": [...]}`` (``[]`` when none)."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        return web.json_response({"rules": sprite.policy})
+
+    async def set_policy(self, request: web.Request) -> web.StreamResponse:
+        """``POST …/policy/network`` → 204; 400 ``invalid_policy`` for a bad rule."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        body = await _json_object(request)
+        rules = None if body is None else body.get("rules")
+        problem = _check_rules(rules)
+        if problem is not None:
+            return wire.error(400, "invalid_policy", problem)
+        if self.behaviour.policy_delay > 0 and sprite.status() == "cold":
+            await asyncio.sleep(self.behaviour.policy_delay)
+        assert isinstance(rules, list)
+        sprite.policy = [dict(rule) for rule in rules]
+        return web.Response(status=204)
+
+    # -- files -------------------------------------------------------------------------------
+
+    async def write_file(self, request: web.Request) -> web.StreamResponse:
+        """``PUT …/fs/write?path=&workingDir=&mode=&mkdirParents=`` with the raw body."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        query = request.query
+        if not query.get("path") or not query.get("workingDir"):
+            return wire.invalid("path and workingDir are required")
+        target = sprite.resolve(query["path"], query["workingDir"])
+        if target is None or target == sprite.root:
+            return wire.invalid("path is outside the sprite's filesystem")
+        try:
+            mode = int(query.get("mode") or "0644", 8)
+        except ValueError:
+            return wire.invalid("mode must be octal")
+        data = await request.read()
+        parents = wire.flag(query.get("mkdirParents"), False)
+        return await in_thread(lambda: _write(target, data, mode, parents))
+
+    async def read_file(self, request: web.Request) -> web.StreamResponse:
+        """``GET …/fs/read?path=&workingDir=`` → the raw bytes; 404 if absent."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        target = sprite.resolve(request.query.get("path", ""),
+                                request.query.get("workingDir") or "/")
+        if target is None:
+            return wire.invalid("path is outside the sprite's filesystem")
+        if target.is_dir():
+            return wire.error(400, "is a directory", "is a directory", code="EISDIR")
+        try:
+            data = await in_thread(target.read_bytes)
+        except OSError:
+            return wire.error(404, "file not found", "file not found", code="ENOENT")
+        return web.Response(body=data, content_type="application/octet-stream")
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    async def create_checkpoint(self, request: web.Request) -> web.StreamResponse:
+        """``POST …/checkpoint`` → NDJSON ``info``…, ``complete`` once the snapshot exists."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        body = await _json_object(request, empty_ok=True)
+        comment = None if body is None else body.get("comment", "")
+        if not isinstance(comment, str):
+            return wire.invalid("comment must be a string")
+        script = self.faults.take("ndjson", request.method, request.path)
+        if script is not None:
+            return await wire.scripted(request, script.body or [])
+        stream = await wire.NdjsonStream(request).open()
+        await stream.line(wire.event("info", data="Creating checkpoint..."))
+        sprite.checkpoint_counter += 1
+        checkpoint_id = f"v{sprite.checkpoint_counter}"
+        target = sprite.directory / "checkpoints" / checkpoint_id
+        try:
+            await in_thread(lambda: shutil.copytree(sprite.root, target, symlinks=True))
+        except OSError as failure:
+            await stream.line(wire.event("error", error=f"Checkpoint failed: {failure.strerror}"))
+            return await stream.finish()
+        sprite.checkpoints.append(
+            Checkpoint(checkpoint_id, comment, now(), target, [dict(r) for r in sprite.policy])
+        )
+        await stream.line(wire.event("info", data="Filesystem snapshot saved"))
+        await stream.line(wire.event("complete", data=f"Checkpoint {checkpoint_id} created"))
+        return await stream.finish()
+
+    async def list_checkpoints(self, request: web.Request) -> web.StreamResponse:
+        """``GET …/checkpoints``: newest first, after the synthetic ``Current`` entry."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        saved = [c.listing() for c in reversed(sprite.checkpoints)]
+        return web.json_response([_current(), *saved])
+
+    async def get_checkpoint(self, request: web.Request) -> web.StreamResponse:
+        """``GET …/checkpoints/{id}``."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        wanted = request.match_info["checkpoint"]
+        if wanted == "Current":
+            return web.json_response(_current())
+        found = _find(sprite, wanted)
+        return wire.not_found("checkpoint") if found is None else web.json_response(found.listing())
+
+    async def restore(self, request: web.Request) -> web.StreamResponse:
+        """``POST …/checkpoints/{id}/restore`` → NDJSON; failures are reported in-band."""
+        sprite = self.sprite(request)
+        if sprite is None:
+            return wire.not_found("sprite")
+        wanted = request.match_info["checkpoint"]
+        found = _find(sprite, wanted)
+        if found is None and self.behaviour.restore_unknown_status is not None:
+            return wire.error(self.behaviour.restore_unknown_status, "not_found",
+                              "checkpoint not found")
+        script = self.faults.take("ndjson", request.method, request.path)
+        if script is not None:
+            return await wire.scripted(request, script.body or [])
+        stream = await wire.NdjsonStream(request).open()
+        await stream.line(wire.event("info", data=f"Restoring checkpoint {wanted}..."))
+        if found is None:
+            await stream.line(wire.event("error", error="checkpoint not found"))
+            return await stream.finish()
+        checkpoint = found
+        try:
+            await in_thread(lambda: _replace_contents(sprite.root, checkpoint.directory))
+        except OSError as failure:
+            await stream.line(wire.event("error", error=f"Restore failed: {failure.strerror}"))
+            return await stream.finish()
+        sprite.policy = [dict(rule) for rule in checkpoint.policy]
+        await stream.line(wire.event("complete", data=f"Restored checkpoint {wanted}"))
+        return await stream.finish()
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+async def _json_object(request: web.Request, *, empty_ok: bool = False) -> dict[str, Any] | None:
+    raw = await request.read()
+    if not raw.strip():
+        return {} if empty_ok else None
+    try:
+        body = await request.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _check_url_settings(settings: object) -> str | None:
+    if settings is None:
+        return None
+    if not isinstance(settings, dict):
+        return "url_settings must be an object"
+    if settings.get("auth") is not None and settings.get("auth") not in URL_AUTH:
+        return "url_settings.auth must be 'sprite' or 'public'"
+    access = settings.get("private_access")
+    if access is not None and not isinstance(access, str):
+        return "url_settings.private_access must be a string"
+    return None
+
+
+def _check_labels(labels: object) -> str | None:
+    if labels is None or (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
+        return None
+    return "labels must be a list of strings"
+
+
+def _apply_settings(sprite: Sprite, settings: Any, labels: Any, *, clear: bool) -> None:
+    if isinstance(settings, dict):
+        if settings.get("auth") is not None:
+            sprite.url_auth = settings["auth"]
+        if settings.get("private_access") is not None:
+            sprite.private_access = settings["private_access"]
+    if clear:
+        sprite.labels = []
+    if isinstance(labels, list):
+        sprite.labels = list(labels)
+
+
+def _check_rules(rules: object) -> str | None:
+    if not isinstance(rules, list):
+        return "rules must be a list"
+    for rule in rules:
+        if not isinstance(rule, dict):
+            return "each rule must be an object"
+        include, domain, action = rule.get("include"), rule.get("domain"), rule.get("action")
+        if include is not None:
+            if not isinstance(include, str) or not include:
+                return "include must be a preset name"
+            if domain is None and action is None:
+                continue
+        if not isinstance(domain, str) or not domain:
+            return "each rule needs a domain (or an include)"
+        if action not in POLICY_ACTIONS:
+            return "action must be 'allow' or 'deny'"
+    return None
+
+
+def _encode_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> str | None:
+    try:
+        name = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return "" if name.startswith(f"\0{ENDLESS}") else name
+
+
+def _write(target: Path, data: bytes, mode: int, parents: bool) -> web.Response:
+    if parents:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.is_dir():
+        return wire.error(404, "no such file or directory", "no such file or directory",
+                          code="ENOENT")
+    if target.is_dir():
+        return wire.error(400, "is a directory", "is a directory", code="EISDIR")
+    target.write_bytes(data)
+    target.chmod(mode)
+    return web.json_response({})
+
+
+def _current() -> dict[str, Any]:
+    return {"id": "Current", "create_time": rfc3339(now()), "comment": ""}
+
+
+def _find(sprite: Sprite, checkpoint_id: str) -> Checkpoint | None:
+    return next((c for c in sprite.checkpoints if c.id == checkpoint_id), None)
+
+
+def _replace_contents(root: Path, snapshot: Path) -> None:
+    """Make ``root`` hold exactly the snapshot's files, keeping ``root`` itself."""
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.copytree(snapshot, root, symlinks=True, dirs_exist_ok=True)
