@@ -1,0 +1,469 @@
+"""The ``sprites`` adapter: Sprites (sprites.dev) over REST and WebSocket.
+
+Settings come from config scope ``sprites`` at call time (see
+:mod:`.settings`); a missing token is ``Denied`` before any request, and an
+invalid sprite name is ``Invalid`` before any request. One pooled HTTP client
+serves every thread of the adapter instance.
+
+Behaviour worth knowing:
+
+* ``create`` adopts an existing sprite on 409 (only 409: the provider also
+  uses 400 for bad input). When ``public_urls`` is on (the default) a fresh
+  sprite's URL is then made public, best effort.
+* ``get`` maps ``running`` → running, ``warm``/``cold`` (parked, disk kept) →
+  suspended, anything else → unknown, and keeps the provider's answer as
+  ``raw``.
+* Sprites park themselves when idle (scale to zero), so ``suspend`` is a
+  no-op and ``resume`` a probe (``get``); the next exec wakes the sprite.
+* Commands run over one WebSocket each. ``stop_command`` closes only this
+  socket: the remote process keeps running (for ``max_run_after_disconnect``,
+  10 s by default for non-TTY commands) and stays attachable. ``exec``
+  abandons the remote process in the same way when its deadline passes.
+  ``env``, when given, replaces the sprite's default environment (provider
+  behaviour). A 503 while a fresh sprite boots is ``Unavailable`` (transient).
+* ``apply_network_policy(NetworkPolicy(allow=[]))`` sends one explicit rule
+  denying ``*`` — an empty rule list would mean "no enforcement" to Sprites.
+* Checkpoints (and ``create_checkpoint_once``) exist only while
+  ``checkpoint_creation_enabled`` is on; otherwise they are ``NotSupported``
+  without a request and the capabilities are not advertised.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ... import _args
+from ..._deadline import Deadline, collect_exec
+from ..._http import HttpClient
+from ..._streaming import Stream, new_ref
+from ...contract import Adapter, Capability, Owner
+from ...errors import Invalid, NotSupported, SandboxError
+from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session, Status
+from . import checkpoints, once
+from .api import SpritesApi, sprite_path
+from .errors import http_error
+from .exec import SpritesCommand, open_socket
+from .settings import Settings, check_name, checkpoints_enabled, load
+
+__all__ = ["Sprites"]
+
+log = logging.getLogger("managoat_sandbox.adapters.sprites")
+
+_STATUS: dict[str, Status] = {"running": "running", "warm": "suspended", "cold": "suspended"}
+_OPERATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_FRACTION = re.compile(r"(\.\d{1,6})\d*")
+_BOUNDED_LIMIT = 120.0
+_DEFAULT_MODE = 0o644
+
+
+class Sprites(Adapter):
+    """Sprites (sprites.dev); see the module docstring.
+
+    ``keepalive`` is the WebSocket ping interval in seconds (a connection
+    silent for three intervals is dead); ``page_cap`` the most listing pages
+    ``list_all_names`` walks before refusing with ``Truncated``.
+    """
+
+    provider = "sprites"
+
+    _ALWAYS = frozenset(
+        {
+            Capability.SUSPEND,
+            Capability.NETWORK_POLICY,
+            Capability.ATTACH,
+            Capability.TTY,
+            Capability.PUBLIC_URL,
+            Capability.TERMINATE_SESSION,
+            Capability.FORCE_TERMINATE_SESSION,
+            Capability.CREATE_NEW,
+            Capability.DESTROY_ONCE,
+        }
+    )
+    _CHECKPOINTING = frozenset({Capability.CHECKPOINT, Capability.CREATE_CHECKPOINT_ONCE})
+
+    def __init__(self, *, keepalive: float = 15.0, page_cap: int = 40) -> None:
+        if _args.seconds(keepalive, "keepalive") <= 0:
+            raise ValueError("keepalive must be positive")
+        if isinstance(page_cap, bool) or not isinstance(page_cap, int) or page_cap < 1:
+            raise ValueError("page_cap must be a positive int")
+        self._keepalive = float(keepalive)
+        self._page_cap = page_cap
+        self._http = HttpClient(user_agent="managoat_sandbox-sprites")
+
+    def capabilities(self) -> frozenset[str]:
+        if checkpoints_enabled():
+            return self._ALWAYS | self._CHECKPOINTING
+        return self._ALWAYS
+
+    def _api(self) -> SpritesApi:
+        return SpritesApi(self._http, load())
+
+    @staticmethod
+    def _name(handle: Handle) -> str:
+        if not isinstance(handle, Handle):
+            raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+        return check_name(handle.name)
+
+    # -- lifecycle --------------------------------------------------------
+
+    def build_handle(self, name: str) -> Handle:
+        return Handle(self.provider, check_name(name))
+
+    def create(self, name: str, **opts: Any) -> Handle:
+        """Create ``name``; an existing sprite (409) is adopted with no further request."""
+        if opts:
+            raise TypeError(f"unknown create options: {sorted(opts)}")
+        name = check_name(name)
+        api = self._api()
+        response = api.create({"name": name})
+        if response.status == 409:
+            return self.build_handle(name)
+        if not response.ok:
+            raise http_error(response)
+        if api.settings.public_urls:
+            try:
+                api.make_public(name)
+            except SandboxError as error:
+                log.warning("sprites: making the URL of a new sprite public failed (%s); "
+                            "the sprite was created", type(error).__name__)
+        body = _json_or_none(response)
+        instance_id = body.get("id") if isinstance(body, dict) else None
+        return Handle(self.provider, name,
+                      instance_id=instance_id if isinstance(instance_id, str) else None)
+
+    def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
+        """One POST that never adopts: 409 is ``AlreadyExists`` (original contract §10.2).
+
+        Only option: ``wait_for_capacity`` (bool). ``0 < timeout <= 120``
+        seconds bounds the whole call.
+        """
+        unknown = set(opts) - {"wait_for_capacity"}
+        if unknown:
+            raise TypeError(f"unknown create_new options: {sorted(unknown)}")
+        wait = opts.get("wait_for_capacity", False)
+        if not isinstance(wait, bool):
+            raise Invalid("create_options")
+        seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "create_timeout")
+        name = check_name(name)
+        instance_id = once.create_new(load(), name, timeout=seconds, wait_for_capacity=wait)
+        return Handle(self.provider, name, instance_id=instance_id)
+
+    def get(self, handle: Handle) -> Info:
+        name = self._name(handle)
+        raw = self._api().get(name)
+        status = raw.get("status")
+        return Info(status=_STATUS.get(status, "unknown") if isinstance(status, str)
+                    else "unknown", raw=raw)
+
+    def destroy(self, handle: Handle) -> None:
+        """Delete the sprite; an already-gone sprite (404) is fine."""
+        name = self._name(handle)
+        response = self._api().delete(name)
+        if not response.ok and response.status != 404:
+            raise http_error(response)
+
+    def destroy_once(self, handle: Handle, *, timeout: float = 120.0) -> None:
+        """One DELETE, confirmed by exactly one GET answering 404 (original contract §10.3)."""
+        seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "delete_timeout")
+        name = self._name(handle)
+        once.destroy_once(load(), name, timeout=seconds)
+
+    def list_all_names(self) -> frozenset[str]:
+        return self._api().list_names(self._page_cap)
+
+    def suspend(self, handle: Handle) -> None:
+        """A no-op: sprites park themselves when idle, keeping their disk."""
+        self._name(handle)
+        load()
+
+    def resume(self, handle: Handle) -> Handle:
+        """A probe (``get``); the next command wakes the sprite."""
+        self.get(handle)
+        return handle
+
+    # -- files ------------------------------------------------------------
+
+    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+        """Write through the filesystem endpoint, creating parent directories."""
+        name = self._name(handle)
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a str, got {type(path).__name__}")
+        if not path or "\x00" in path:
+            raise Invalid(("path", "must be a non-empty path without NUL"))
+        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
+            raise TypeError("mode must be an int such as 0o600")
+        if mode is not None and not 0 <= mode <= 0o7777:
+            raise Invalid(("mode", "must be a permission between 0 and 0o7777"))
+        payload = _args.flatten_bytes(data)
+        self._api().write_file(name, path, payload, _DEFAULT_MODE if mode is None else mode)
+
+    # -- commands ---------------------------------------------------------
+
+    def exec(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        timeout: float | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> ExecResult:
+        """Run to exit over a WebSocket; on expiry the local end is abandoned."""
+        argv = _args.str_args(args)
+        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline.check()
+
+        def start(owner: Any) -> Command:
+            return self._open(handle, cmd, argv, owner=owner, env=env, dir=dir, stdin=False,
+                              tty=False, detachable=False, deadline=deadline)
+
+        return collect_exec(start, self.stop_command, deadline=deadline,
+                            stderr_to_stdout=stderr_to_stdout)
+
+    def spawn(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        owner: Owner | None = None,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        stdin: bool = False,
+        tty: bool = False,
+        detachable: bool = False,
+    ) -> Command:
+        return self._open(handle, cmd, _args.str_args(args), owner=owner, env=env, dir=dir,
+                          stdin=stdin, tty=tty, detachable=detachable, deadline=None)
+
+    def _open(
+        self,
+        handle: Handle,
+        cmd: str,
+        argv: tuple[str, ...],
+        *,
+        owner: Owner | None,
+        env: dict[str, str] | None,
+        dir: str | None,
+        stdin: bool,
+        tty: bool,
+        detachable: bool,
+        deadline: Deadline | None,
+    ) -> Command:
+        name = self._name(handle)
+        cmd = _args.command_name(cmd)
+        env = _args.env_map(env)
+        dir = _args.optional_str(dir, "dir")
+        for value, what in ((stdin, "stdin"), (tty, "tty"), (detachable, "detachable")):
+            _args.flag(value, what)
+        settings = load()
+        params = [("cmd", cmd), *(("cmd", arg) for arg in argv), ("path", cmd)]
+        params += [("env", f"{key}={value}") for key, value in (env or {}).items()]
+        if dir is not None:
+            params.append(("dir", dir))
+        params += [("tty", _bool(tty)), ("stdin", _bool(stdin))]
+        if detachable:
+            params.append(("detachable", "true"))
+        stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
+        return self._connect(settings, stream, sprite_path(name, "exec"), params, tty=tty,
+                             attached=False, deadline=deadline)
+
+    def _connect(
+        self,
+        settings: Settings,
+        stream: Stream,
+        path: str,
+        params: list[tuple[str, str]],
+        *,
+        tty: bool,
+        attached: bool,
+        deadline: Deadline | None = None,
+    ) -> Command:
+        timeout = settings.timeout
+        if deadline is not None:
+            remaining = deadline.remaining()
+            if remaining is not None:
+                if remaining <= 0:
+                    raise deadline.error()
+                timeout = min(timeout, remaining)
+        try:
+            ws = open_socket(settings, path, params, timeout=timeout)
+        except SandboxError:
+            if deadline is not None:
+                deadline.check()
+            raise
+        state = SpritesCommand(stream, ws, tty=tty, attached=attached, keepalive=self._keepalive)
+        state.start()
+        return Command(self.provider, stream.ref, frames=stream.frames, private=state)
+
+    @staticmethod
+    def _state(command: Command) -> SpritesCommand:
+        if not isinstance(command, Command):
+            raise TypeError(f"expected a Command, got {type(command).__name__}")
+        if not isinstance(command.private, SpritesCommand):
+            raise Invalid("not a command of the sprites adapter")
+        return command.private
+
+    def write_stdin(self, command: Command, data: Any) -> None:
+        state = self._state(command)
+        state.write(_args.flatten_bytes(data))
+
+    def close_stdin(self, command: Command) -> None:
+        self._state(command).close_stdin()
+
+    def stop_command(self, command: Command) -> None:
+        """Close this socket only; the remote process keeps running. Never raises."""
+        if isinstance(command, Command) and isinstance(command.private, SpritesCommand):
+            command.private.stop()
+
+    # -- sessions ---------------------------------------------------------
+
+    def list_sessions(self, handle: Handle) -> list[Session]:
+        """Every session the sprite lists (ids stringified; no is_active filtering)."""
+        name = self._name(handle)
+        return [
+            session
+            for session in (_session(entry) for entry in self._api().sessions(name))
+            if session is not None
+        ]
+
+    def attach(
+        self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
+    ) -> Command:
+        """Rejoin a session (``/exec/<id>``): its output from byte zero, then the live tail."""
+        name = self._name(handle)
+        session_id = _args.session_id(session_id)
+        _args.flag(stdin, "stdin")
+        settings = load()
+        stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
+        return self._connect(settings, stream, sprite_path(name, "exec", session_id),
+                             [("stdin", _bool(stdin))], tty=False, attached=True)
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        """Kill the session's process group with confirmation (original contract §10.1).
+
+        Graceful sends SIGTERM with ``timeout`` as the grace period before
+        SIGKILL; force sends SIGKILL. A missing session is done in graceful
+        mode and ``Unavailable("termination_unconfirmed")`` in force mode.
+        """
+        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        name = self._name(handle)
+        once.terminate_session(load(), name, session_id, timeout_ms=timeout_ms,
+                               force=mode == "force")
+
+    # -- policy and URLs --------------------------------------------------
+
+    def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
+        """Send the allowlist as allow rules; ``allow=[]`` as one rule denying ``*``."""
+        name = self._name(handle)
+        if not isinstance(policy, NetworkPolicy):
+            raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
+        self._api().set_policy(name, compile_rules(policy))
+
+    def public_url(self, handle: Handle) -> str | None:
+        """The sprite's ``url``; ``None`` when the sprite reports none."""
+        url = self._api().get(self._name(handle)).get("url")
+        return url if isinstance(url, str) and url.startswith("http") else None
+
+    # -- checkpoints ------------------------------------------------------
+
+    def _checkpointing(self, operation: str) -> None:
+        if not checkpoints_enabled():
+            raise NotSupported(operation)
+
+    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
+        self._checkpointing("checkpoint")
+        name = self._name(handle)
+        comment = _args.optional_str(comment, "comment")
+        return checkpoints.create(self._api(), name, comment or "")
+
+    def create_checkpoint_once(
+        self, handle: Handle, *, operation_id: str, timeout: float = 120.0
+    ) -> str:
+        """Exactly one checkpoint correlated to ``operation_id`` (original contract §10.4)."""
+        self._checkpointing("create_checkpoint_once")
+        if not isinstance(operation_id, str) or _OPERATION_ID.fullmatch(operation_id) is None:
+            raise Invalid("checkpoint_operation_id")
+        seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "checkpoint_timeout")
+        name = self._name(handle)
+        return once.create_checkpoint_once(load(), name, operation_id=operation_id,
+                                           timeout=seconds)
+
+    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
+        self._checkpointing("checkpoint")
+        name = self._name(handle)
+        if not isinstance(checkpoint_id, str):
+            raise TypeError(f"checkpoint_id must be a str, got {type(checkpoint_id).__name__}")
+        if not checkpoint_id or len(checkpoint_id) > 256:
+            raise Invalid(("checkpoint_id", "must be 1-256 characters"))
+        checkpoints.restore(self._api(), name, checkpoint_id)
+
+
+def compile_rules(policy: NetworkPolicy) -> list[dict[str, str]]:
+    """The Sprites rules for an allowlist: ordered allow rules, or one deny-all rule."""
+    for host in policy.allow:
+        if not host or any(ch.isspace() for ch in host):
+            raise Invalid(("network_policy", "hosts must be non-empty without whitespace"))
+    if not policy.allow:
+        return [{"domain": "*", "action": "deny"}]
+    return [{"domain": host, "action": "allow"} for host in policy.allow]
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _json_or_none(response: Any) -> Any:
+    try:
+        return response.json()
+    except SandboxError:
+        return None
+
+
+def _timestamp(value: object) -> datetime | None:
+    """An RFC 3339 string or unix seconds as an aware datetime; None if neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        try:
+            return datetime.fromtimestamp(value, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        text = _FRACTION.sub(lambda match: match.group(1).ljust(7, "0"), text, count=1)
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            return None
+    return None
+
+
+def _session(entry: Any) -> Session | None:
+    """A listed session as a ``Session``; an entry without a usable id is skipped."""
+    if not isinstance(entry, dict):
+        return None
+    raw_id = entry.get("id")
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+        return None
+    command = entry.get("command")
+    return Session(
+        id=str(raw_id),
+        command=command if isinstance(command, str) else None,
+        created_at=_timestamp(entry.get("created")),
+        last_activity_at=_timestamp(entry.get("last_activity")),
+        tty=entry.get("tty") is True,
+    )

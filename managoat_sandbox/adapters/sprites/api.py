@@ -1,0 +1,164 @@
+"""The Sprites REST API as the adapter uses it: one method per call, errors mapped once.
+
+Every call goes through the adapter's one pooled :class:`~.._http.HttpClient`
+with explicit connect/read timeouts (``timeout_ms``; the policy POST uses
+``policy_timeout_ms``, because a cold sprite answers it only once booted),
+never follows a redirect, and reads at most 64 KiB of body. A non-2xx answer
+becomes a taxonomy error through :func:`.errors.http_error`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..._http import HttpClient, Response
+from ...errors import ProviderError, Truncated
+from .errors import http_error
+from .settings import Settings, segment
+
+__all__ = ["PAGE_SIZE", "SpritesApi", "sprite_path"]
+
+log = logging.getLogger("managoat_sandbox.adapters.sprites")
+
+#: Entries asked for per listing page (the documented maximum).
+PAGE_SIZE = 50
+
+
+def sprite_path(name: str, *rest: str) -> str:
+    """``/v1/sprites/<name>[/<rest>...]`` with every segment percent-encoded."""
+    return "/".join(["/v1/sprites", segment(name), *rest])
+
+
+class SpritesApi:
+    """REST calls against one settings snapshot; thread-safe (state lives in ``http``)."""
+
+    def __init__(self, http: HttpClient, settings: Settings) -> None:
+        self._http = http
+        self.settings = settings
+
+    # -- plumbing -------------------------------------------------------
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Response:
+        """One request; the answer whatever its status (transport failures raise)."""
+        seconds = self.settings.timeout if timeout is None else timeout
+        headers = {**self.settings.headers, **(extra_headers or {})}
+        return self._http.request(
+            method, self.settings.url(path), timeout=(seconds, seconds), headers=headers,
+            **kwargs,
+        )
+
+    def ok(self, method: str, path: str, **kwargs: Any) -> Response:
+        """One request that must answer 2xx; anything else raises its taxonomy error."""
+        response = self.call(method, path, **kwargs)
+        if not response.ok:
+            raise http_error(response)
+        return response
+
+    # -- sprites --------------------------------------------------------
+
+    def create(self, body: Mapping[str, Any]) -> Response:
+        """``POST /v1/sprites``; the caller decides what 409 means."""
+        return self.call("POST", "/v1/sprites", json=dict(body))
+
+    def make_public(self, name: str) -> None:
+        """``PUT /v1/sprites/<name>`` with ``url_settings.auth = "public"``."""
+        self.ok("PUT", sprite_path(name), json={"url_settings": {"auth": "public"}})
+
+    def get(self, name: str) -> Any:
+        """``GET /v1/sprites/<name>``: the sprite object (404 → ``NotFound``)."""
+        body = self.ok("GET", sprite_path(name)).json()
+        if not isinstance(body, dict):
+            raise ProviderError("sprites", ("unexpected_sprite", type(body).__name__))
+        return body
+
+    def delete(self, name: str) -> Response:
+        """``DELETE /v1/sprites/<name>``; the caller decides what 404 means."""
+        return self.call("DELETE", sprite_path(name))
+
+    def list_names(self, page_cap: int) -> frozenset[str]:
+        """Every sprite name, walking ``continuation_token`` pages.
+
+        Complete when a page says ``has_more: false``. More than ``page_cap``
+        pages, or ``has_more: true`` without a token to continue with, is
+        ``Truncated``: the whole view cannot be shown, and a part is never
+        passed off as the whole.
+        """
+        names: set[str] = set()
+        token: str | None = None
+        for _ in range(page_cap):
+            params: dict[str, Any] = {"max_results": PAGE_SIZE}
+            if token is not None:
+                params["continuation_token"] = token
+            page = self.ok("GET", "/v1/sprites", params=params).json()
+            names.update(_page_names(page))
+            if page.get("has_more") is not True:
+                return frozenset(names)
+            token = page.get("next_continuation_token")
+            if not isinstance(token, str) or not token:
+                raise Truncated(("has_more_without_token", len(names)))
+        raise Truncated(("page_cap", page_cap))
+
+    # -- sessions, policy, files ----------------------------------------
+
+    def sessions(self, name: str) -> list[Any]:
+        """``GET /v1/sprites/<name>/exec``: the raw session entries (missing → ``[]``)."""
+        body = self.ok("GET", sprite_path(name, "exec")).json()
+        found = body.get("sessions") if isinstance(body, dict) else None
+        return found if isinstance(found, list) else []
+
+    def set_policy(self, name: str, rules: list[dict[str, str]]) -> None:
+        """``POST /v1/sprites/<name>/policy/network`` with ``policy_timeout_ms``; any 2xx."""
+        self.ok(
+            "POST", sprite_path(name, "policy", "network"), json={"rules": rules},
+            timeout=self.settings.policy_timeout,
+        )
+
+    def write_file(self, name: str, path: str, data: bytes, mode: int) -> None:
+        """``PUT /v1/sprites/<name>/fs/write`` (parents created, ``workingDir=/``)."""
+        params = {"path": path, "workingDir": "/", "mode": f"{mode:04o}", "mkdirParents": "true"}
+        self.ok(
+            "PUT", sprite_path(name, "fs", "write"), params=params, data=data,
+            extra_headers={"Content-Type": "application/octet-stream"},
+        )
+
+    # -- checkpoints ----------------------------------------------------
+
+    def checkpoint(self, name: str, comment: str) -> bytes:
+        """``POST /v1/sprites/<name>/checkpoint``: the NDJSON progress stream."""
+        body: dict[str, str] = {"comment": comment} if comment else {}
+        return self.ok("POST", sprite_path(name, "checkpoint"), json=body).body
+
+    def checkpoints(self, name: str) -> list[Any]:
+        """``GET /v1/sprites/<name>/checkpoints``: the raw listing (a JSON array)."""
+        body = self.ok("GET", sprite_path(name, "checkpoints")).json()
+        if not isinstance(body, list):
+            raise ProviderError("sprites", ("unexpected_checkpoints", type(body).__name__))
+        return body
+
+    def restore(self, name: str, checkpoint_id: str) -> bytes:
+        """``POST /v1/sprites/<name>/checkpoints/<id>/restore``: the NDJSON stream."""
+        return self.ok("POST", sprite_path(name, "checkpoints", checkpoint_id, "restore")).body
+
+
+def _page_names(page: Any) -> list[str]:
+    """The names of one listing page; a page of another shape is a ``ProviderError``."""
+    entries = page.get("sprites") if isinstance(page, dict) else None
+    if not isinstance(entries, list):
+        raise ProviderError("sprites", "malformed_listing")
+    names = []
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            raise ProviderError("sprites", "malformed_listing")
+        names.append(name)
+    return names

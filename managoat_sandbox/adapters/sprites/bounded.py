@@ -1,0 +1,140 @@
+"""One bounded HTTP exchange for the "once" operations.
+
+:func:`exchange` makes exactly one request on a fresh connection (no pool, so
+a late answer to an abandoned request can never be read as another request's
+answer), follows no redirect, never retries, reads at most ``limit`` bytes and
+finishes by a monotonic deadline. The request runs in a short-lived worker
+thread whose connect and read timeouts are the remaining budget, so the
+caller returns at the deadline and the worker ends about then too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import requests
+
+from ..._deadline import Deadline
+
+__all__ = ["Answer", "Cut", "Expired", "Failed", "TooLarge", "exchange"]
+
+_CHUNK = 4096
+
+
+class Expired(Exception):
+    """The deadline passed before the exchange finished."""
+
+
+class Failed(Exception):
+    """The transport failed (connection refused, reset, truncated body …)."""
+
+
+class Cut(Exception):
+    """The body ended before its declared length: an answer that cannot count."""
+
+
+class TooLarge(Exception):
+    """The body was longer than the limit."""
+
+
+@attrs.frozen
+class Answer:
+    """A complete answer: status and body (headers are not needed by the callers)."""
+
+    status: int
+    body: bytes = attrs.field(repr=False)
+
+
+@attrs.define
+class _Outcome:
+    answer: Answer | None = None
+    error: Exception | None = None
+    response: requests.Response | None = None
+    done: threading.Event = attrs.field(factory=threading.Event)
+
+
+def exchange(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    deadline: Deadline,
+    limit: int,
+    **kwargs: Any,
+) -> Answer:
+    """One request's complete answer.
+
+    Raises ``Expired`` (deadline), ``Failed`` (transport), ``Cut`` (a body
+    shorter than declared) or ``TooLarge`` (over ``limit``).
+    """
+    remaining = deadline.remaining()
+    if remaining is None or remaining <= 0:
+        raise Expired()
+    outcome = _Outcome()
+    worker = threading.Thread(
+        target=_run,
+        args=(outcome,),
+        kwargs={"method": method, "url": url, "headers": dict(headers), "deadline": deadline,
+                "limit": limit, "extra": kwargs},
+        name="sprites-bounded-request",
+        daemon=True,
+    )
+    worker.start()
+    if not outcome.done.wait(remaining):
+        if outcome.response is not None:
+            with contextlib.suppress(Exception):
+                outcome.response.close()
+        raise Expired()
+    if outcome.answer is None:
+        raise outcome.error or Failed()
+    return outcome.answer
+
+
+def _run(
+    outcome: _Outcome,
+    *,
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    deadline: Deadline,
+    limit: int,
+    extra: dict[str, Any],
+) -> None:
+    timeout = deadline.remaining() or 0.001
+    session = requests.Session()
+    session.trust_env = False
+    try:
+        response = session.request(
+            method, url, headers=headers, timeout=(timeout, timeout), stream=True,
+            allow_redirects=False, **extra,
+        )
+        outcome.response = response
+        try:
+            outcome.answer = Answer(response.status_code, _read(response, limit))
+        finally:
+            response.close()
+    except TooLarge as error:
+        outcome.error = error
+    except requests.exceptions.ChunkedEncodingError:
+        outcome.error = Cut()
+    except Exception as error:
+        expired = isinstance(error, requests.Timeout) or deadline.remaining() == 0
+        outcome.error = Expired() if expired else Failed()
+    finally:
+        session.close()
+        outcome.done.set()
+
+
+def _read(response: requests.Response, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,62 @@
+"""Sprites' special cases on top of the shared status → taxonomy map (:mod:`.._http`).
+
+* ``retry_after`` comes from the body's ``retry_after_seconds``, else the
+  ``Retry-After`` header (errata 9: body first, then header);
+* a refused WebSocket upgrade is mapped like any HTTP answer (a 503 while a
+  fresh sprite boots is therefore ``Unavailable``, which is transient);
+* the bounded "once" operations drop the provider's body (``sanitised``), so
+  provider prose never reaches a caller or a log;
+* transport failures name their kind only, never a URL or a header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import requests
+import websocket
+
+from ..._http import Response, error_for, transport_error
+from ...errors import SandboxError, Unavailable
+
+__all__ = ["RETRY_AFTER_FIELD", "http_error", "sanitised", "transport", "upgrade_error"]
+
+RETRY_AFTER_FIELD = "retry_after_seconds"
+
+
+def http_error(response: Response) -> SandboxError:
+    """The taxonomy error for a non-2xx REST answer."""
+    return error_for(
+        response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
+    )
+
+
+def sanitised(status: int) -> SandboxError:
+    """The taxonomy error for a status with the body dropped (``{}``) and no advice.
+
+    401 → ``Denied(("http", 401, {}))``, 429 → ``RateLimited(None)``,
+    503 → ``Unavailable(("http", 503, {}))``, 302 → ``Invalid(("http", 302, {}))``.
+    """
+    return error_for(status, b"{}", {})
+
+
+def upgrade_error(error: Any) -> SandboxError:
+    """A refused upgrade (``WebSocketBadStatusException``) as a taxonomy error."""
+    headers: Mapping[str, str] = getattr(error, "resp_headers", None) or {}
+    body = getattr(error, "resp_body", None) or b""
+    if isinstance(body, str):
+        body = body.encode("utf-8", errors="replace")
+    status = getattr(error, "status_code", None)
+    if not isinstance(status, int):
+        return Unavailable(("transport", type(error).__name__))
+    return error_for(status, body, headers, retry_after_field=RETRY_AFTER_FIELD)
+
+
+def transport(error: BaseException) -> Unavailable:
+    """A transport failure (requests, websocket or socket) as ``Unavailable``."""
+    if isinstance(error, requests.RequestException):
+        return transport_error(error)
+    if isinstance(error, websocket.WebSocketTimeoutException):
+        return Unavailable("timeout")
+    return Unavailable(("transport", type(error).__name__))

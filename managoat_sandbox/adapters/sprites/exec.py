@@ -1,0 +1,249 @@
+"""Exec and attach over the Sprites WebSocket (``/v1/sprites/<name>/exec``).
+
+Wire facts (reference §3): every binary message is one stream-id byte plus a
+payload — ``0x00`` stdin and ``0x04`` stdin EOF from the client; ``0x01``
+stdout, ``0x02`` stderr and ``0x03`` exit from the server. The exit payload is
+**one byte**, the code 0-255; trailing bytes are ignored and an empty payload
+reads as 0. Text messages are JSON: ``session_info`` (whose ``tty`` says how
+to decode binary frames, on new and attached connections alike) and, in TTY
+mode, ``{"type": "exit", "exit_code": N}``. In TTY mode binary frames are raw
+terminal bytes (all stdout) and stdin is raw keystrokes with no EOF frame.
+
+The reader thread reports the exit as soon as the exit frame arrives (it does
+not wait for the server's close, errata 8) and then closes its side. A close
+or a drop without an exit frame ends the stream through the shared
+:class:`~..._streaming.Stream`, which turns it into
+``Error(ref, Unavailable("closed_before_exit"))``; frames are read in order, so
+an exit frame that arrived before the close always wins. A quiet connection is
+pinged every ``keepalive`` seconds and declared dead (``Unavailable("timeout")``)
+after three intervals without any message from the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import attrs
+import websocket
+
+from ..._streaming import Stream
+from ...errors import CommandExited, ProviderError, Unavailable, WriteFailed
+from .errors import transport, upgrade_error
+from .settings import Settings
+
+__all__ = ["STDIN", "STDIN_EOF", "SpritesCommand", "decode_exit", "open_socket"]
+
+log = logging.getLogger("managoat_sandbox.adapters.sprites")
+
+STDIN = b"\x00"
+STDOUT = 0x01
+STDERR = 0x02
+EXIT = 0x03
+STDIN_EOF = b"\x04"
+
+#: How long a failed stdin send waits for the reader to see the command's end.
+_SETTLE = 1.0
+#: How long stop_command waits for the reader thread to finish.
+_JOIN = 2.0
+#: Missed keepalive intervals after which a silent connection is dead.
+_DEAD_AFTER = 3
+
+
+def open_socket(
+    settings: Settings, path: str, params: Sequence[tuple[str, str]], *, timeout: float
+) -> Any:
+    """Open the WebSocket at ``path`` with ``params``; a refused upgrade is mapped like HTTP.
+
+    Returns a connected ``websocket.WebSocket`` (typed ``Any``: websocket-client
+    ships no annotations for these methods).
+    """
+    url = settings.ws_url(path)
+    if params:
+        url += "?" + urlencode(list(params), quote_via=quote)
+    ws: Any = websocket.WebSocket(enable_multithread=True, skip_utf8_validation=True)
+    try:
+        ws.connect(
+            url,
+            header=[f"{key}: {value}" for key, value in settings.headers.items()],
+            timeout=timeout,
+            suppress_origin=True,
+        )
+    except websocket.WebSocketBadStatusException as error:
+        ws.shutdown()
+        raise upgrade_error(error) from None
+    except (websocket.WebSocketException, OSError) as error:
+        ws.shutdown()
+        raise transport(error) from None
+    return ws
+
+
+def decode_exit(payload: bytes) -> int:
+    """The exit code of an ``0x03`` frame's payload: its first byte, or 0 when empty."""
+    return payload[0] if payload else 0
+
+
+def _text_exit_code(message: dict[str, Any]) -> int:
+    """The code of a text ``exit`` message: ``exit_code``, else ``code``, else 0."""
+    for key in ("exit_code", "code"):
+        if key in message:
+            value = message[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+                raise ProviderError("sprites", ("malformed_exit", key))
+            return value
+    return 0
+
+
+@attrs.define(eq=False)
+class SpritesCommand:
+    """What a Sprites ``Command.private`` holds: the stream, its socket and the mode.
+
+    ``attached`` commands rejoined a session; once their socket has closed they
+    are not connected (``close_stdin`` raises ``CommandExited``), while a
+    spawned command whose process exited keeps accepting ``close_stdin`` as a
+    no-op.
+    """
+
+    stream: Stream
+    ws: Any = attrs.field(repr=False)
+    tty: bool
+    attached: bool
+    keepalive: float
+    exited: bool = False
+    session_id: str | None = None
+
+    def start(self) -> None:
+        """Start the reader thread; stop_command aborts the socket to interrupt it."""
+        self.stream.start(self._pump, on_stop=self.ws.abort)
+
+    # -- reader -----------------------------------------------------------
+
+    def _pump(self, stream: Stream) -> None:
+        ws = self.ws
+        try:
+            ws.settimeout(self.keepalive)
+            heard = time.monotonic()
+            while not stream.stopped.is_set():
+                try:
+                    opcode, data = ws.recv_data(control_frame=True)
+                except websocket.WebSocketTimeoutException:
+                    if time.monotonic() - heard >= _DEAD_AFTER * self.keepalive:
+                        stream.fail(Unavailable("timeout"))
+                        return
+                    try:
+                        ws.ping()
+                    except (websocket.WebSocketException, OSError):
+                        return
+                    continue
+                except (websocket.WebSocketException, OSError, ValueError):
+                    return
+                heard = time.monotonic()
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    return
+                if opcode == websocket.ABNF.OPCODE_BINARY and self._binary(stream, data):
+                    return
+                if opcode == websocket.ABNF.OPCODE_TEXT and self._text(stream, data):
+                    return
+        finally:
+            self._close_quietly()
+
+    def _binary(self, stream: Stream, data: bytes) -> bool:
+        """Handle one binary message; ``True`` once the command has exited."""
+        if self.tty:
+            stream.stdout(data)
+            return False
+        if not data:
+            return False
+        kind, payload = data[0], data[1:]
+        if kind == STDOUT:
+            stream.stdout(payload)
+        elif kind == STDERR:
+            stream.stderr(payload)
+        elif kind == EXIT:
+            self._exit(stream, decode_exit(payload))
+            return True
+        return False
+
+    def _text(self, stream: Stream, data: bytes | str) -> bool:
+        """Handle one JSON text message; ``True`` once the command has exited."""
+        try:
+            message = json.loads(data)
+        except ValueError:
+            log.debug("sprites: ignoring a text frame that is not JSON")
+            return False
+        if not isinstance(message, dict):
+            return False
+        kind = message.get("type")
+        if kind == "session_info":
+            if isinstance(message.get("tty"), bool):
+                self.tty = message["tty"]
+            session = message.get("session_id")
+            if isinstance(session, (str, int)) and not isinstance(session, bool):
+                self.session_id = str(session)
+        elif kind == "exit":
+            self._exit(stream, _text_exit_code(message))
+            return True
+        return False
+
+    def _exit(self, stream: Stream, code: int) -> None:
+        self.exited = True
+        stream.exit(code)
+
+    def _close_quietly(self) -> None:
+        """Say goodbye if still connected, then drop the socket; never raises."""
+        try:
+            if self.ws.connected:
+                self.ws.send_close()
+        except (websocket.WebSocketException, OSError):
+            pass
+        self.ws.shutdown()
+
+    # -- the local end ----------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Send stdin bytes (``0x00`` + data; raw in TTY mode). Total, as the contract says."""
+        self.stream.check_writable()
+        if not data:
+            return
+        self._send(data if self.tty else STDIN + data)
+
+    def close_stdin(self) -> None:
+        """Send EOF (``0x04``; the EOF keystroke in TTY mode).
+
+        Idempotent while connected, also after the process exited; an attached
+        command whose session has ended is not connected (``CommandExited``).
+        """
+        self.stream.check_stdin()
+        if self._exited_while_spawned():
+            return
+        if self.stream.finished.is_set():
+            raise CommandExited("not connected")
+        try:
+            self._send(STDIN_EOF)
+        except CommandExited:
+            if self._exited_while_spawned():
+                return
+            raise
+
+    def _exited_while_spawned(self) -> bool:
+        """Whether this is a spawned command whose exit frame has arrived."""
+        return self.exited and not self.attached
+
+    def _send(self, frame: bytes) -> None:
+        try:
+            self.ws.send_bytes(frame)
+        except (websocket.WebSocketException, OSError) as error:
+            if self.stream.stopped.is_set():
+                raise CommandExited("detached") from None
+            if self.stream.finished.wait(_SETTLE):
+                raise CommandExited("exited") from None
+            raise WriteFailed(("transport", type(error).__name__)) from None
+
+    def stop(self) -> None:
+        """Detach this end (the remote process keeps running); idempotent, never raises."""
+        self.stream.stop()
+        self.stream.join(_JOIN)

@@ -1,0 +1,104 @@
+"""The Sprites adapter's settings, read from config scope ``sprites`` at call time.
+
+Keys (SPEC §8): ``token`` (``$SPRITES_TOKEN``), ``base_url``
+(``$SPRITES_BASE_URL``, else ``https://api.sprites.dev``), ``timeout_ms``,
+``policy_timeout_ms``, ``public_urls``, ``checkpoint_creation_enabled``. A
+missing token is ``Denied`` naming the setting and its environment variable,
+raised before any request. The token never appears in a ``repr``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from urllib.parse import quote
+
+import attrs
+
+from ... import config
+from ...errors import Denied, Invalid
+
+__all__ = ["SCOPE", "Settings", "check_name", "checkpoints_enabled", "load", "segment"]
+
+SCOPE = "sprites"
+
+#: Sprite names appear in the public hostname ``<name>-<org>.sprites.app``, so
+#: they must be DNS-label safe: lowercase letters, digits and inner hyphens.
+_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def check_name(name: object) -> str:
+    """A sprite name: 1-63 of ``[a-z0-9-]``, starting and ending alphanumeric; else ``Invalid``."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise Invalid(
+            ("sprite_name", "must be 1-63 lowercase letters, digits or inner hyphens")
+        )
+    return name
+
+
+def segment(value: str) -> str:
+    """``value`` percent-encoded as one URL path segment (RFC 3986 unreserved kept)."""
+    return quote(value, safe="")
+
+
+def _milliseconds(key: str) -> float:
+    value = config.get(SCOPE, key)
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise Invalid(("config", SCOPE, key)) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid(("config", SCOPE, key))
+    if math.isnan(value) or value <= 0:
+        raise Invalid(("config", SCOPE, key))
+    return float(value) / 1000
+
+
+def checkpoints_enabled() -> bool:
+    """Config ``checkpoint_creation_enabled`` (default off); read without touching the token."""
+    return config.get(SCOPE, "checkpoint_creation_enabled") is True
+
+
+@attrs.frozen
+class Settings:
+    """One call's view of the configuration; ``token`` is kept out of ``repr``."""
+
+    token: str = attrs.field(repr=False)
+    base_url: str
+    timeout: float
+    policy_timeout: float
+    public_urls: bool
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The request headers carrying the credential."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def url(self, path: str) -> str:
+        """The HTTP URL of an API path such as ``/v1/sprites``."""
+        return self.base_url + path
+
+    def ws_url(self, path: str) -> str:
+        """The WebSocket URL of an API path (``http`` → ``ws``, ``https`` → ``wss``)."""
+        return "ws" + self.url(path)[len("http"):]
+
+
+def load() -> Settings:
+    """The current settings; ``Denied`` when no token is configured, before any request."""
+    token = config.get(SCOPE, "token")
+    if not isinstance(token, str) or not token:
+        raise Denied(
+            "no Sprites credential: configure the 'sprites' setting 'token' "
+            "or set the SPRITES_TOKEN environment variable"
+        )
+    base_url = config.get(SCOPE, "base_url")
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise Invalid(("config", SCOPE, "base_url"))
+    return Settings(
+        token=token,
+        base_url=base_url.rstrip("/"),
+        timeout=_milliseconds("timeout_ms"),
+        policy_timeout=_milliseconds("policy_timeout_ms"),
+        public_urls=config.get(SCOPE, "public_urls") is not False,
+    )
