@@ -30,7 +30,7 @@ ENTRY_POINT_GROUP = "managoat_sandbox.adapters"
 #: Built-in providers, imported only when first used.
 BUILTINS: dict[str, str] = {
     "fake": "managoat_sandbox.testing.fake:Fake",
-    "local": "managoat_sandbox.adapters.local:Local",
+    "local": "managoat_sandbox.providers.local:Local",
 }
 
 _lock = threading.RLock()

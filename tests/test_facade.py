@@ -386,3 +386,16 @@ def test_iter_frames_rules(fake: Fake) -> None:
         list(sandbox.iter_frames(frames, timeout=0.05))
     sandbox.close_stdin(stay)
     assert list(sandbox.iter_frames(stay, timeout=2)) == [Exit(stay.ref, 0)]
+
+
+def test_no_submodule_shadows_a_facade_function() -> None:
+    """Importing a submodule sets it as an attribute of the package; none may share a
+    name with a facade function (``managoat_sandbox.adapters`` once did)."""
+    from pathlib import Path
+
+    import managoat_sandbox.providers.local  # noqa: F401
+
+    package = Path(sandbox.__file__).parent
+    for name in sandbox.facade.__all__:
+        assert not (package / name).exists() and not (package / f"{name}.py").exists(), name
+        assert callable(getattr(sandbox, name)), name

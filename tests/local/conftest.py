@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.local import Local
+from managoat_sandbox.providers.local import Local
 
 
 @pytest.fixture

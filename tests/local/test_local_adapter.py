@@ -15,7 +15,7 @@ import pytest
 
 from managoat_sandbox import _engine as engine
 from managoat_sandbox import config
-from managoat_sandbox.adapters.local import Local
+from managoat_sandbox.providers.local import Local
 from managoat_sandbox.errors import (
     AlreadyExists,
     CommandExited,
@@ -124,7 +124,7 @@ def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path
     script = textwrap.dedent(
         f"""
         from managoat_sandbox import config
-        from managoat_sandbox.adapters.local import Local
+        from managoat_sandbox.providers.local import Local
         config.configure("local", root={str(root)!r})
         adapter = Local()
         handle = adapter.build_handle("shared")

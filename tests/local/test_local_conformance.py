@@ -8,7 +8,7 @@ import unittest
 from typing import Any, ClassVar
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.local import Local
+from managoat_sandbox.providers.local import Local
 from managoat_sandbox.testing import ConformanceTests
 
 BULK = 3_000_000
