@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import queue
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -391,10 +393,7 @@ def test_iter_frames_rules(fake: Fake) -> None:
 def test_no_submodule_shadows_a_facade_function() -> None:
     """Importing a submodule sets it as an attribute of the package; none may share a
     name with a facade function (``managoat_sandbox.adapters`` once did)."""
-    from pathlib import Path
-
-    import managoat_sandbox.providers.local  # noqa: F401
-
+    importlib.import_module("managoat_sandbox.providers.local")
     package = Path(sandbox.__file__).parent
     for name in sandbox.facade.__all__:
         assert not (package / name).exists() and not (package / f"{name}.py").exists(), name

@@ -15,7 +15,6 @@ import pytest
 
 from managoat_sandbox import _engine as engine
 from managoat_sandbox import config
-from managoat_sandbox.providers.local import Local
 from managoat_sandbox.errors import (
     AlreadyExists,
     CommandExited,
@@ -26,6 +25,7 @@ from managoat_sandbox.errors import (
     Unavailable,
 )
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
+from managoat_sandbox.providers.local import Local
 from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
 from managoat_sandbox.types import NetworkPolicy
 
