@@ -1,0 +1,90 @@
+"""Where the command line reads and writes: the one object that touches the std streams."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+__all__ = ["PROG", "Console"]
+
+PROG = "managoat-sandbox"
+
+
+class Console:
+    """The CLI's standard streams and the only code that writes to them.
+
+    The streams are ``sys.stdin``/``sys.stdout``/``sys.stderr`` as they are
+    when the console is made, so tests replace those (pytest's capture, or
+    ``monkeypatch``); stdin must have a binary ``.buffer``, as ``sys.stdin``
+    does. Bytes go to a stream's binary layer (``.buffer``) after its text
+    layer is flushed, so text and bytes keep their order and no byte is
+    re-encoded; a stream without a binary layer (an ``io.StringIO``) gets the
+    bytes decoded as UTF-8 with replacement. Every write is flushed: streamed
+    output appears as it arrives.
+    """
+
+    def __init__(self, *, json_mode: bool = False) -> None:
+        self.json_mode = json_mode
+        self._stdin = sys.stdin
+        self._stdout = sys.stdout
+        self._stderr = sys.stderr
+
+    # -- writing --------------------------------------------------------------
+
+    def out(self, data: bytes) -> None:
+        """Write raw bytes to stdout."""
+        _write(self._stdout, data)
+
+    def err(self, data: bytes) -> None:
+        """Write raw bytes to stderr."""
+        _write(self._stderr, data)
+
+    def line(self, text: str) -> None:
+        """Write one line of text to stdout."""
+        self.out(f"{text}\n".encode())
+
+    def note(self, text: str) -> None:
+        """Write one ``managoat-sandbox: <text>`` line to stderr."""
+        self.err(f"{PROG}: {text}\n".encode())
+
+    def document(self, value: Any) -> None:
+        """Write ``value`` as one line of JSON to stdout (non-ASCII kept as UTF-8)."""
+        self.line(json.dumps(value, ensure_ascii=False))
+
+    # -- reading --------------------------------------------------------------
+
+    def stdin_reader(self) -> Callable[[int], bytes]:
+        """A function reading up to ``n`` bytes of stdin, returning ``b""`` at EOF.
+
+        It returns as soon as *some* input is there, so a terminal's lines are
+        forwarded as they are typed. It reads the file descriptor itself when
+        there is one: a read blocked in a daemon thread must not hold the lock
+        of ``sys.stdin.buffer``, which the interpreter takes at exit (a fatal
+        error otherwise). An in-memory stdin is read through its binary
+        ``.buffer`` with ``read1``.
+        """
+        try:
+            return functools.partial(os.read, self._stdin.fileno())
+        except (OSError, ValueError):  # no descriptor: an in-memory stream
+            source: Any = self._stdin.buffer
+            reader: Callable[[int], bytes] = source.read1
+            return reader
+
+    def read_all(self) -> bytes:
+        """All of stdin (its binary ``.buffer``), as bytes."""
+        return self._stdin.buffer.read()
+
+
+def _write(stream: TextIO, data: bytes) -> None:
+    binary: Any = getattr(stream, "buffer", None)
+    if binary is None:
+        stream.write(data.decode("utf-8", errors="replace"))
+        stream.flush()
+    else:
+        stream.flush()
+        binary.write(data)
+        binary.flush()

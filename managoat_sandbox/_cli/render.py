@@ -1,0 +1,108 @@
+"""How results look: the one-line error, session lines, and the ``--json`` documents.
+
+JSON encoding of output frames (one object per line)::
+
+    {"type": "stdout", "data_b64": "aGk=", "text": "hi"}
+    {"type": "stderr", "data_b64": "/w=="}
+    {"type": "exit", "code": 3}
+    {"type": "error", "error": "Unavailable", "detail": "closed_before_exit", "transient": true}
+
+``data_b64`` (standard base64) is always there and is the exact bytes of the
+chunk; ``text`` is a convenience, present only when the chunk is valid UTF-8
+(a chunk may split a multi-byte character, so concatenate ``data_b64``, never
+``text``, to rebuild the stream).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from datetime import datetime
+from typing import Any
+
+from ..errors import ProviderError, SandboxError, UnknownProvider
+from ..frames import Exit, Stderr, Stdout
+from ..types import Session
+
+__all__ = [
+    "error_document",
+    "error_line",
+    "frame_document",
+    "session_document",
+    "session_line",
+]
+
+#: Longest detail an error line shows (an HTTP body can be 64 KiB).
+MAX_DETAIL = 1000
+
+
+def error_line(error: SandboxError | UnknownProvider) -> str:
+    """``<ClassName>: <detail>`` on one bounded line (just the class when no detail).
+
+    An :class:`UnknownProvider` is its own message, which names the
+    configured providers. Details never hold credentials (a library promise).
+    """
+    if isinstance(error, UnknownProvider):
+        return str(error)
+    text = " ".join(str(error).splitlines())
+    if len(text) > MAX_DETAIL:
+        text = text[:MAX_DETAIL] + "…"
+    name = type(error).__name__
+    return f"{name}: {text}" if text else name
+
+
+def error_document(error: SandboxError | UnknownProvider) -> dict[str, Any]:
+    """The ``{"type": "error", ...}`` document for a failure."""
+    doc: dict[str, Any] = {"type": "error", "error": type(error).__name__}
+    if isinstance(error, UnknownProvider):
+        doc["detail"] = str(error)
+        doc["configured"] = list(error.configured)
+        return doc
+    doc["detail"] = _plain(error.detail)
+    doc["transient"] = error.transient
+    if isinstance(error, ProviderError):
+        doc["provider"] = error.provider
+    return doc
+
+
+def frame_document(frame: Stdout | Stderr | Exit) -> dict[str, Any]:
+    """The JSON document of an output or exit frame (see the module docstring)."""
+    if isinstance(frame, Exit):
+        return {"type": "exit", "code": frame.code}
+    doc: dict[str, Any] = {
+        "type": "stdout" if isinstance(frame, Stdout) else "stderr",
+        "data_b64": base64.b64encode(frame.data).decode("ascii"),
+    }
+    with contextlib.suppress(UnicodeDecodeError):
+        doc["text"] = frame.data.decode("utf-8")
+    return doc
+
+
+def session_document(session: Session) -> dict[str, Any]:
+    """A session as JSON; timestamps in ISO 8601, absent values ``null``."""
+    return {
+        "id": session.id,
+        "command": session.command,
+        "created_at": _iso(session.created_at),
+        "last_activity_at": _iso(session.last_activity_at),
+        "tty": session.tty,
+    }
+
+
+def session_line(session: Session) -> str:
+    """``ID<TAB>CREATED<TAB>COMMAND``, ``-`` for what the provider did not say."""
+    created = _iso(session.created_at) or "-"
+    return f"{session.id}\t{created}\t{session.command or '-'}"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON data (tuples become lists, the unknown its ``repr``)."""
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,65 @@
+"""The ``managoat-sandbox`` command line (also ``python -m managoat_sandbox``).
+
+Every subcommand calls the facade with the provider named by ``--provider``
+(else ``$MANAGOAT_SANDBOX_PROVIDER``, else ``local``); ``managoat-sandbox
+--help`` documents the commands, the ``--json`` format and the exit statuses.
+Expected failures never print a traceback: a ``SandboxError`` is one line
+``managoat-sandbox: error: <ErrorClass>: <detail>`` on stderr and status 1;
+an unknown provider is one line naming the configured ones and status 2, as
+are bad arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ._cli import exits
+from ._cli.console import Console
+from ._cli.parser import PROVIDER_ENV, Handler, build_parser, default_provider
+from ._cli.render import error_document, error_line
+from .errors import SandboxError, UnknownProvider
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser(default_provider())
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help and --version (0), or a usage error (2)
+        return stop.code if isinstance(stop.code, int) else exits.USAGE
+    console = Console(json_mode=args.json)
+    handler: Handler = args.handler
+    try:
+        return handler(args, console)
+    except UnknownProvider as error:
+        _fail(console, error, f" (choose one with --provider or ${PROVIDER_ENV})")
+        return exits.USAGE
+    except SandboxError as error:
+        _fail(console, error)
+        return exits.ERROR
+    except KeyboardInterrupt:
+        console.note("interrupted")
+        return exits.INTERRUPTED
+    except BrokenPipeError:
+        _discard_stdout()
+        return exits.BROKEN_PIPE
+
+
+def _fail(console: Console, error: SandboxError | UnknownProvider, hint: str = "") -> None:
+    if console.json_mode:
+        console.document(error_document(error))
+    console.note(f"error: {error_line(error)}{hint}")
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError):  # no descriptor (captured): nothing to do
+        target = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, target)
+        os.close(devnull)

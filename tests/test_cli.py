@@ -1,0 +1,546 @@
+"""The command line, in-process on a registered Fake (and twice as a real process)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import managoat_sandbox as sandbox
+from managoat_sandbox import config
+from managoat_sandbox._cli.render import frame_document
+from managoat_sandbox._cli.streaming import exit_status
+from managoat_sandbox.cli import main
+from managoat_sandbox.errors import WriteFailed
+from managoat_sandbox.frames import Stderr, Stdout
+from managoat_sandbox.testing import Fake
+from managoat_sandbox.types import Handle, Info, NetworkPolicy
+
+from .conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+Feed = Callable[[bytes], None]
+
+
+@pytest.fixture
+def fake() -> Iterator[Fake]:
+    instance = Fake()
+    config.configure(adapters={"fake": instance})
+    yield instance
+    instance.reset()
+
+
+@pytest.fixture
+def feed(monkeypatch: pytest.MonkeyPatch) -> Feed:
+    """Replace stdin with the given bytes (then EOF)."""
+
+    def set_stdin(data: bytes) -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+    return set_stdin
+
+
+def cli(*argv: str) -> int:
+    return main(["-p", "fake", *argv])
+
+
+def lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def only_session(handle: Handle) -> str:
+    [session] = sandbox.list_sessions(handle)
+    return session.id
+
+
+# -- lifecycle ----------------------------------------------------------------
+
+
+def test_create_get_list_destroy(fake: Fake, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("create", "box") == 0
+    assert cli("create", "app") == 0
+    assert cli("get", "box") == 0
+    assert cli("list") == 0
+    assert cli("destroy", "box") == 0
+    assert capsys.readouterr().out == "box\napp\nrunning\napp\nbox\n"
+    assert cli("get", "box") == 1
+    assert capsys.readouterr().err == "managoat-sandbox: error: NotFound: ('sandbox', 'box')\n"
+    assert cli("destroy", "box") == 0  # already gone is fine
+
+
+def test_create_new_prints_the_instance_id_and_never_adopts(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("create", "--new", "job") == 0
+    instance_id = capsys.readouterr().out.strip()
+    assert instance_id.startswith("fake-")
+    assert cli("create", "--new", "job") == 1
+    assert "error: AlreadyExists: ('sandbox', 'job')" in capsys.readouterr().err
+
+
+def test_suspend_and_resume(fake: Fake, capsys: pytest.CaptureFixture[str]) -> None:
+    cli("create", "box")
+    assert cli("suspend", "box") == 0
+    cli("get", "box")
+    assert cli("resume", "box") == 0
+    cli("get", "box")
+    assert lines(capsys.readouterr().out) == ["box", "suspended", "running"]
+
+
+def test_get_never_prints_the_providers_raw_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    class Leaky(Fake):
+        def get(self, handle: Handle) -> Info:
+            return Info(status="running", raw={"envdAccessToken": "s3cret-token"})
+
+    config.configure(adapters={"fake": Leaky()})
+    assert cli("get", "box") == 0
+    assert cli("--json", "get", "box") == 0
+    captured = capsys.readouterr()
+    assert "s3cret" not in captured.out + captured.err
+    assert json.loads(lines(captured.out)[1]) == {
+        "provider": "fake", "name": "box", "status": "running"
+    }
+
+
+def test_policy_needs_allow_or_an_explicit_deny_all(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    assert cli("policy", "--allow", "pypi.org", "--allow", "a.test", "box") == 0
+    assert fake.policy("box") == NetworkPolicy(allow=["pypi.org", "a.test"])
+    assert cli("policy", "box") == 2
+    assert "one of the arguments --allow --deny-all is required" in capsys.readouterr().err
+    assert fake.policy("box") == NetworkPolicy(allow=["pypi.org", "a.test"])
+    assert cli("policy", "box", "--allow", "x.test", "--deny-all") == 2
+    assert cli("policy", "box", "--deny-all") == 0
+    assert fake.policy("box") == NetworkPolicy.deny_all()
+
+
+def test_url_prints_it_or_says_there_is_none(capsys: pytest.CaptureFixture[str]) -> None:
+    class NoUrl(Fake):
+        def public_url(self, handle: Handle) -> str | None:
+            return None
+
+    config.configure(adapters={"fake": Fake(), "nourl": NoUrl()})
+    cli("create", "box")
+    capsys.readouterr()
+    assert cli("url", "box") == 0
+    assert capsys.readouterr().out == "https://box.fake.test\n"
+    main(["-p", "nourl", "create", "box"])
+    capsys.readouterr()
+    assert main(["-p", "nourl", "url", "box"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "managoat-sandbox: box has no public URL at provider nourl\n"
+    assert main(["-p", "nourl", "url", "box", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["url"] is None
+
+
+def test_write_stores_stdin_bytes_verbatim(
+    fake: Fake, feed: Feed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    feed(b"A=1\n\x00\xff")
+    assert cli("write", "box", "/app/.env", "--mode", "0o600", "--json") == 0
+    assert fake.file("box", "/app/.env") == b"A=1\n\x00\xff"
+    assert json.loads(lines(capsys.readouterr().out)[-1]) == {
+        "ok": True, "action": "write", "provider": "fake", "name": "box", "path": "/app/.env",
+        "bytes": 6,
+    }
+
+
+def test_checkpoints_on_the_fake_are_one_line_not_supported_errors(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    capsys.readouterr()
+    assert cli("checkpoint", "box", "--comment", "before") == 1
+    assert cli("restore", "box", "ckpt-1") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "managoat-sandbox: error: NotSupported: 'checkpoint'\n" * 2
+
+
+# -- exec -----------------------------------------------------------------------
+
+
+def test_exec_shows_stdout_and_stderr_apart_and_exits_with_the_real_code(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    cli("create", "box")
+    capsysbinary.readouterr()
+    assert cli("exec", "box", "--", "emit", "out:hello", "err:oops", "exit:3") == 3
+    captured = capsysbinary.readouterr()
+    assert (captured.out, captured.err) == (b"hello", b"oops")
+
+
+def test_exec_merge_stderr_sends_both_to_stdout(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    cli("create", "box")
+    capsysbinary.readouterr()
+    argv = ("exec", "box", "--merge-stderr", "--env", "A=1", "--dir", "/app", "--")
+    assert cli(*argv, "emit", "out:one,", "err:two", "exit:0") == 0
+    captured = capsysbinary.readouterr()
+    assert (captured.out, captured.err) == (b"one,two", b"")
+
+
+def test_exec_timeout_fails_fast_with_exec_timeout(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    cli("create", "box")
+    capsysbinary.readouterr()
+    started = time.monotonic()
+    assert cli("exec", "box", "--timeout", "0.3", "--", "emit", "out:early", "sleep:5") == 1
+    assert time.monotonic() - started < 2
+    captured = capsysbinary.readouterr()
+    assert captured.out == b"early"
+    assert captured.err == b"managoat-sandbox: error: Unavailable: ('exec_timeout', 0.3)\n"
+
+
+def test_exec_timeout_zero_starts_nothing(fake: Fake) -> None:
+    handle = sandbox.create("fake", "box")
+    assert cli("exec", "box", "--timeout", "0", "--", "emit", "out:x") == 1
+    assert sandbox.list_sessions(handle) == []
+
+
+def test_a_stream_closed_before_exit_is_a_one_line_error(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    cli("create", "box")
+    capsysbinary.readouterr()
+    assert cli("exec", "box", "--", "emit", "out:partial", "drop") == 1
+    captured = capsysbinary.readouterr()
+    assert captured.out == b"partial"
+    assert captured.err == b"managoat-sandbox: error: Unavailable: 'closed_before_exit'\n"
+
+
+def test_exec_of_a_missing_sandbox_is_not_found(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("exec", "nowhere", "--", "emit", "out:x") == 1
+    assert capsys.readouterr().err == "managoat-sandbox: error: NotFound: ('sandbox', 'nowhere')\n"
+
+
+# -- spawn, attach, sessions ----------------------------------------------------
+
+
+def test_spawn_forwards_stdin_and_eof_ends_it_with_zero(
+    fake: Fake, feed: Feed, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    feed(b"ping\n")
+    assert cli("spawn", "--stdin", "box", "--", "emit", "out:ready\n", "stay") == 0
+    captured = capsysbinary.readouterr()
+    assert captured.out == b"ready\necho:ping\n"
+    assert captured.err == f"managoat-sandbox: session {only_session(handle)}\n".encode()
+    assert wait_until(lambda: not [t for t in threading.enumerate()
+                                   if t.name.startswith("managoat-sandbox-stdin")])
+
+
+def test_a_failed_stdin_write_is_a_one_line_error(
+    fake: Fake, feed: Feed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandbox.create("fake", "box")
+    fake.fail_next("write_stdin", WriteFailed("boom"))
+    feed(b"ping\n")
+    assert cli("spawn", "--stdin", "box", "--", "emit", "stay") == 1
+    assert lines(capsys.readouterr().err)[-1] == "managoat-sandbox: error: WriteFailed: 'boom'"
+
+
+def test_spawn_detach_prints_the_session_id_and_attach_rejoins_it(
+    fake: Fake, feed: Feed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    assert cli("spawn", "--detach", "box", "--", "emit", "out:ready\n", "stay") == 0
+    session_id = capsys.readouterr().out.strip()
+    assert session_id == only_session(handle)
+    feed(b"more\n")
+    assert cli("attach", "--stdin", "box", session_id) == 0
+    assert capsys.readouterr().out == "ready\necho:more\n"
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+def test_ctrl_c_detaches_without_killing_and_says_how_to_reattach(
+    fake: Fake, feed: Feed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+
+    def interrupt_once_streaming() -> None:
+        wait_until(lambda: bool(sandbox.list_sessions(handle)))
+        time.sleep(0.3)  # the CLI is in its frame loop long before this
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_streaming)
+    interrupter.start()
+    try:
+        assert cli("spawn", "box", "--", "emit", "out:ready\n", "stay") == 130
+    finally:
+        interrupter.join()
+    session_id = only_session(handle)
+    captured = capsys.readouterr()
+    assert captured.out == "ready\n"
+    assert lines(captured.err) == [
+        f"managoat-sandbox: session {session_id}",
+        f"managoat-sandbox: detached; session {session_id} keeps running",
+        f"managoat-sandbox: re-attach: managoat-sandbox -p fake attach box {session_id}",
+        f"managoat-sandbox: end it:    managoat-sandbox -p fake terminate box {session_id}",
+    ]
+    feed(b"still here\n")
+    assert cli("attach", "--stdin", "box", session_id) == 0
+    assert capsys.readouterr().out == "ready\necho:still here\n"
+
+
+def test_attach_replays_a_finished_session_and_exits_with_its_code(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    command = sandbox.spawn(handle, "emit", ["out:a", "err:b", "exit:4"])
+    list(sandbox.iter_frames(command, timeout=5))
+    assert cli("attach", "box", only_session(handle)) == 4
+    captured = capsysbinary.readouterr()
+    assert (captured.out, captured.err) == (b"a", b"b")
+
+
+def test_attach_to_an_unknown_session_is_not_found(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    assert cli("attach", "box", "nope") == 1
+    assert capsys.readouterr().err == "managoat-sandbox: error: NotFound: ('session', 'nope')\n"
+
+
+def test_sessions_lists_id_created_and_command(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.stop_command(sandbox.spawn(handle, "emit", ["stay"]))
+    assert cli("sessions", "box") == 0
+    session_id, created, command = capsys.readouterr().out.rstrip("\n").split("\t")
+    assert (session_id, command) == (only_session(handle), "emit stay")
+    assert created.endswith("+00:00")
+    assert cli("sessions", "box", "--json") == 0
+    [document] = json.loads(capsys.readouterr().out)
+    assert document == {"id": session_id, "command": "emit stay", "created_at": created,
+                        "last_activity_at": None, "tty": False}
+
+
+@pytest.mark.parametrize("flags", [(), ("--force", "--timeout", "5")])
+def test_terminate_ends_a_running_session(
+    fake: Fake, flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.stop_command(sandbox.spawn(handle, "emit", ["stay"]))
+    session_id = only_session(handle)
+    assert cli("terminate", "box", session_id, *flags) == 0
+    assert cli("attach", "box", session_id) == 137
+
+
+def test_terminate_rejects_an_out_of_range_timeout(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    assert cli("terminate", "box", "sess-1", "--timeout", "99") == 1
+    assert "error: Invalid: 'termination_request'" in capsys.readouterr().err
+
+
+def test_tty_on_the_fake_is_not_supported(fake: Fake, capsys: pytest.CaptureFixture[str]) -> None:
+    cli("create", "box")
+    assert cli("spawn", "--tty", "box", "--", "emit", "out:x") == 1
+    assert capsys.readouterr().err == "managoat-sandbox: error: NotSupported: 'tty'\n"
+
+
+# -- --json -----------------------------------------------------------------------
+
+
+def test_json_documents_for_one_shot_commands(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("--json", "create", "box") == 0
+    assert cli("get", "box", "--json") == 0
+    assert cli("list", "--json") == 0
+    assert cli("destroy", "box", "--json") == 0
+    documents = [json.loads(line) for line in lines(capsys.readouterr().out)]
+    assert documents == [
+        {"provider": "fake", "name": "box", "instance_id": None},
+        {"provider": "fake", "name": "box", "status": "running"},
+        ["box"],
+        {"ok": True, "action": "destroy", "provider": "fake", "name": "box"},
+    ]
+
+
+def test_json_exec_emits_one_object_per_frame_and_round_trips_bytes(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    cli("create", "box")
+    capsysbinary.readouterr()
+    assert cli("--json", "exec", "box", "--", "emit", "out:h\u00e9", "err:\u2603", "exit:2") == 2
+    captured = capsysbinary.readouterr()
+    assert captured.err == b""
+    documents = [json.loads(line) for line in captured.out.splitlines()]
+    assert [d["type"] for d in documents] == ["stdout", "stderr", "exit"]
+    assert base64.b64decode(documents[0]["data_b64"]) == "h\u00e9".encode()
+    assert documents[0]["text"] == "h\u00e9"
+    assert base64.b64decode(documents[1]["data_b64"]) == "\u2603".encode()
+    assert documents[2] == {"type": "exit", "code": 2}
+
+
+def test_json_spawn_starts_with_the_session(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    assert cli("--json", "spawn", "box", "--", "emit", "out:x") == 0
+    documents = [json.loads(line) for line in lines(capsys.readouterr().out)]
+    assert documents[0] == {"type": "session", "provider": "fake", "name": "box",
+                            "session_id": only_session(handle)}
+    assert [d["type"] for d in documents[1:]] == ["stdout", "exit"]
+
+
+def test_frames_that_are_not_utf8_keep_every_byte() -> None:
+    for frame in (Stdout("r", b"\xff\xfe\x00ok"), Stderr("r", b"\xe2\x98")):
+        document = json.loads(json.dumps(frame_document(frame)))
+        assert "text" not in document
+        assert base64.b64decode(document["data_b64"]) == frame.data
+
+
+def test_json_errors_are_a_document_and_a_line(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("--json", "get", "missing") == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {
+        "type": "error", "error": "NotFound", "detail": ["sandbox", "missing"], "transient": False
+    }
+    assert captured.err == "managoat-sandbox: error: NotFound: ('sandbox', 'missing')\n"
+
+
+# -- providers, usage, exit statuses ----------------------------------------------
+
+
+def test_an_unknown_provider_is_one_line_naming_the_configured_ones(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["-p", "modal", "list"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = lines(captured.err)
+    assert line.startswith("managoat-sandbox: error: unknown sandbox provider 'modal'")
+    assert "'fake'" in line
+    assert "Traceback" not in captured.err
+
+
+def test_the_provider_defaults_to_the_environment(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MANAGOAT_SANDBOX_PROVIDER", "fake")
+    sandbox.create("fake", "box")
+    assert main(["list"]) == 0
+    assert capsys.readouterr().out == "box\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["bogus"],
+        ["list", "extra"],
+        ["exec", "box"],
+        ["exec", "box", "--timeout", "nan", "--", "emit"],
+        ["exec", "box", "--timeout", "-1", "--", "emit"],
+        ["exec", "box", "--env", "NOEQUALS", "--", "emit"],
+        ["spawn", "--stdin", "--detach", "box", "--", "emit"],
+        ["write", "box", "/f", "--mode", "9"],
+        ["policy", "box", "--allow", ""],
+    ],
+)
+def test_bad_arguments_exit_2_with_usage(
+    fake: Fake, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(*argv) == 2
+    assert "usage: managoat-sandbox" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "subcommand",
+    ["create", "get", "list", "destroy", "exec", "spawn", "attach", "sessions", "terminate",
+     "suspend", "resume", "policy", "checkpoint", "restore", "url", "write"],
+)
+def test_every_subcommand_has_help_with_examples(
+    subcommand: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([subcommand, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: managoat-sandbox {subcommand}")
+    assert f"examples:\n  managoat-sandbox {subcommand}" in out
+
+
+def test_a_closed_stdout_is_status_141_without_a_traceback(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+    sandbox.create("fake", "box")
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert cli("list") == 141
+
+
+def test_a_signal_death_maps_to_128_plus_the_signal() -> None:
+    assert exit_status(-9) == 137
+    assert exit_status(0) == 0
+    assert exit_status(3) == 3
+
+
+# -- as a real process --------------------------------------------------------------
+
+
+def run_module(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "managoat_sandbox", *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def test_python_dash_m_help_exits_zero() -> None:
+    result = run_module("--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: managoat-sandbox")
+
+
+def test_python_dash_m_lists_the_builtin_fake_as_json() -> None:
+    result = run_module("-p", "fake", "list", "--json")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == []
+
+
+def test_a_stdin_read_still_blocked_at_exit_does_not_abort_the_process() -> None:
+    script = (
+        "import sys\n"
+        "import managoat_sandbox as sandbox\n"
+        "from managoat_sandbox.cli import main\n"
+        "sandbox.create('fake', 'box')\n"
+        "argv = ['-p', 'fake', 'spawn', '--stdin', 'box', '--', 'emit', 'out:hi', 'exit:5']\n"
+        "sys.exit(main(argv))\n"
+    )
+    read_end, write_end = os.pipe()  # stdin stays open and silent: the reader stays blocked
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", script], stdin=read_end, cwd=ROOT, capture_output=True,
+            text=True, timeout=60, check=False,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert (result.returncode, result.stdout) == (5, "hi")
+    assert "Fatal" not in result.stderr
