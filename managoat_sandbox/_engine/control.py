@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
-import site
 import subprocess
 import sys
 import time
@@ -32,7 +31,6 @@ from .session import (
 )
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _POLL = 0.01
 
 
@@ -46,18 +44,15 @@ def _child_env(env: Mapping[str, str] | None, *, inherit_env: bool, tty: bool) -
     return merged
 
 
-def _supervisor_env() -> dict[str, str]:
-    """This environment, plus the package's root on PYTHONPATH unless it is a site dir.
-
-    (A site dir is on the supervisor's path anyway, and putting one on
-    PYTHONPATH would rank it before the standard library.)
-    """
-    launcher_env = dict(os.environ)
-    site_dirs = {*site.getsitepackages(), site.getusersitepackages()}
-    if not any(os.path.realpath(d) == str(_PACKAGE_ROOT) for d in site_dirs):
-        paths = [str(_PACKAGE_ROOT), *filter(None, [launcher_env.get("PYTHONPATH")])]
-        launcher_env["PYTHONPATH"] = os.pathsep.join(paths)
-    return launcher_env
+#: Runs the supervisor with the engine as a top-level package: the engine imports
+#: nothing outside itself, so the interpreter starts isolated (-I) and without
+#: site-packages (-S), and the package root (with its dependencies) is never
+#: imported. That keeps the cost of every command's start-up low.
+_BOOTSTRAP = (
+    "import sys, runpy; sys.path.insert(0, sys.argv.pop(1)); "
+    "runpy.run_module('_engine.supervisor', run_name='__main__', alter_sys=True)"
+)
+_ENGINE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
 def _take_lock(path: Path, deadline: float) -> int:
@@ -141,8 +136,11 @@ def start(
             launcher = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    "managoat_sandbox._engine.supervisor",
+                    "-I",
+                    "-S",
+                    "-c",
+                    _BOOTSTRAP,
+                    _ENGINE_PARENT,
                     str(session_dir),
                     "--lock-fd",
                     str(lock_fd),
@@ -151,7 +149,6 @@ def start(
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 cwd=session_dir,
-                env=_supervisor_env(),
                 start_new_session=True,
                 close_fds=True,
                 pass_fds=(lock_fd,),
