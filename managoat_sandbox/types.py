@@ -44,13 +44,17 @@ class Command:
 
     ``ref`` is unique process-wide and is carried by every frame of the
     command. ``frames`` is the queue frames go to whenever they go to a queue.
-    ``private`` and ``frames`` are excluded from ``repr``, equality and hash.
+    ``session_id`` names the remote session a detachable spawn (or an attach)
+    is bound to, where the adapter knows it — what ``attach`` and
+    ``terminate_session`` take — else ``None``. ``private``, ``frames`` and
+    ``session_id`` are excluded from ``repr``, equality and hash.
     """
 
     provider: str = attrs.field(validator=_require_str("provider"))
     ref: Hashable
     frames: queue.Queue[Any] | None = attrs.field(default=None, eq=False, repr=False)
     private: Any = attrs.field(default=None, eq=False, repr=False)
+    session_id: str | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen

@@ -269,3 +269,11 @@ def test_wrong_argument_types_are_type_errors(fake: Fake) -> None:
     with pytest.raises(TypeError):
         fake.destroy("types")  # type: ignore[arg-type]
     assert fake.file("types", 123) is None  # type: ignore[arg-type]
+
+
+def test_spawn_and_attach_report_their_session_id(fake: Fake) -> None:
+    handle = fake.create("sid")
+    command = fake.spawn(handle, "emit", ["out:x"])
+    [session] = fake.list_sessions(handle)
+    assert command.session_id == session.id
+    assert fake.attach(handle, session.id).session_id == session.id

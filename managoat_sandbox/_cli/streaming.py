@@ -68,8 +68,9 @@ def run_spawn(args: argparse.Namespace, console: Console) -> int:
 
     The command is detachable whenever the provider advertises ``attach``,
     so Ctrl-C leaves it running and prints how to re-attach. Its session id
-    is found by listing the sandbox's sessions before and after the spawn; it
-    is reported only when exactly one new session appeared.
+    is ``command.session_id`` where the adapter reports it; otherwise it is
+    found by listing the sandbox's sessions before and after the spawn, and
+    reported only when exactly one new session appeared.
     """
     handle = sandbox.build_handle(args.provider, args.name)
     detachable: bool = args.detach or sandbox.supports(args.provider, Capability.ATTACH)
@@ -81,7 +82,7 @@ def run_spawn(args: argparse.Namespace, console: Console) -> int:
         tty=args.tty, detachable=detachable,
     )
     try:
-        session_id = _new_session(handle, before)
+        session_id = command.session_id or _new_session(handle, before)
         _announce(console, handle, session_id, detached=args.detach)
         if args.detach:
             return exits.OK

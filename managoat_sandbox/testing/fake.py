@@ -358,7 +358,7 @@ class Fake(Adapter):
     def _command(self, sub: _Subscription, session: _Session) -> Command:
         return Command(
             self.provider, sub.stream.ref, frames=sub.stream.frames,
-            private=_CommandState(sub, session),
+            private=_CommandState(sub, session), session_id=session.id,
         )
 
     @staticmethod

@@ -123,6 +123,7 @@ def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path
     handle = local.create("shared")
     script = textwrap.dedent(
         f"""
+        import json
         from managoat_sandbox import config
         from managoat_sandbox.providers.local import Local
         config.configure("local", root={str(root)!r})
@@ -131,6 +132,7 @@ def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path
         command = adapter.spawn(handle, "bash", ["-c", "echo first; read x; echo got $x; exit 5"],
                                 stdin=True)
         print(command.frames.get(timeout=10).data.decode(), end="")
+        print(json.dumps(command.session_id))
         adapter.stop_command(command)
         """
     )
@@ -138,9 +140,10 @@ def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path
         [sys.executable, "-c", script], capture_output=True, timeout=60, check=False
     )
     assert started.returncode == 0, started.stderr
-    assert started.stdout == b"first\n"
+    assert started.stdout.startswith(b"first\n")
     [session] = local.list_sessions(handle)
     assert session.command == "bash -c echo first; read x; echo got $x; exit 5"
+    assert json.loads(started.stdout.splitlines()[-1]) == session.id
     box = Mailbox()
     attached = local.attach(handle, session.id, owner=box, stdin=True)
     assert box.expect(is_stdout(attached.ref), 10).data == b"first\n"

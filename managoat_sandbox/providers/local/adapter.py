@@ -236,7 +236,7 @@ class Local(Adapter):
             raise Unavailable(("spawn_failed", type(error).__name__)) from None
         follow_into(stream, session_dir)
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommand(stream, session_dir))
+                       private=LocalCommand(stream, session_dir), session_id=session_dir.name)
 
     def exec(
         self,
@@ -346,7 +346,8 @@ class Local(Adapter):
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
         follow_into(stream, session_dir)
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommand(stream, session_dir, live=live))
+                       private=LocalCommand(stream, session_dir, live=live),
+                       session_id=session_id)
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
