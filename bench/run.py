@@ -5,7 +5,8 @@ Timing lives here, never in pass/fail tests. Measured:
 - exec round trip through the facade vs the adapter called directly (the
   facade's overhead: resolution, argument checks, tagging);
 - spawn-to-first-frame latency on the Fake;
-- fan-out: N concurrent streaming commands, counting lost or duplicated frames.
+- fan-out: N concurrent streaming commands, counting lost or duplicated frames;
+- exec round trip and spawn-to-first-frame on the ``local`` provider (real processes).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +65,22 @@ def fan_out(fake: Fake, commands: int, chunks: int) -> tuple[int, int]:
     return len(refs), lost
 
 
+def local_latencies() -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as root, config.override("local", root=root):
+        handle = sandbox.create("local", "bench")
+
+        def first_frame() -> None:
+            command = sandbox.spawn(handle, "echo", ["x"])
+            assert command.frames is not None
+            command.frames.get(timeout=10)
+            sandbox.stop_command(command)
+
+        exec_time = median_seconds(lambda: sandbox.exec(handle, "true"), 20)
+        first = median_seconds(first_frame, 20)
+        sandbox.destroy(handle)
+    return exec_time, first
+
+
 def main() -> None:
     fake = Fake()
     config.configure(adapters={"fake": fake})
@@ -78,6 +96,7 @@ def main() -> None:
         sandbox.stop_command(command)
 
     spawn = median_seconds(first_frame, 300)
+    local_exec, local_first = local_latencies()
     commands, lost = fan_out(fake, 500, 20)
     rows = [
         ("import managoat_sandbox", f"{import_time() * 1000:.1f} ms", "target < 150 ms"),
@@ -85,6 +104,8 @@ def main() -> None:
         ("exec via facade (Fake)", f"{facade * 1e6:.1f} us", f"{facade / direct:.2f}x adapter"),
         ("spawn -> first frame (Fake)", f"{spawn * 1e6:.1f} us", ""),
         (f"fan-out {commands} commands", f"{lost} lost/duplicated", "must be 0"),
+        ("exec round trip (local)", f"{local_exec * 1000:.1f} ms", "a real process each"),
+        ("spawn -> first frame (local)", f"{local_first * 1000:.1f} ms", ""),
     ]
     width = max(len(r[0]) for r in rows)
     for name, value, note in rows:
