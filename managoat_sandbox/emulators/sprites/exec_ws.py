@@ -104,7 +104,7 @@ class Exec:
         detachable = wire.flag(query.get("detachable"), False)
         wants_stdin = wire.flag(query.get("stdin"), tty)
         cwd = sprite.resolve(query.get("dir") or "/")
-        if cwd is None or not cwd.is_dir():
+        if not cwd.is_dir():
             return wire.invalid("dir does not exist in the sprite")
         try:
             run_after = _run_after_disconnect(query.get("max_run_after_disconnect"), tty,

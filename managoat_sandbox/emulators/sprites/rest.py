@@ -186,8 +186,8 @@ class Rest:
         if not query.get("path") or not query.get("workingDir"):
             return wire.invalid("path and workingDir are required")
         target = sprite.resolve(query["path"], query["workingDir"])
-        if target is None or target == sprite.root:
-            return wire.invalid("path is outside the sprite's filesystem")
+        if target == sprite.root:
+            return wire.error(400, "is a directory", "is a directory", code="EISDIR")
         try:
             mode = int(query.get("mode") or "0644", 8)
         except ValueError:
@@ -203,8 +203,6 @@ class Rest:
             return wire.not_found("sprite")
         target = sprite.resolve(request.query.get("path", ""),
                                 request.query.get("workingDir") or "/")
-        if target is None:
-            return wire.invalid("path is outside the sprite's filesystem")
         if target.is_dir():
             return wire.error(400, "is a directory", "is a directory", code="EISDIR")
         try:
@@ -362,7 +360,8 @@ def _encode_token(name: str) -> str:
 
 def _decode_token(token: str) -> str | None:
     try:
-        name = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        padded = token + "=" * (-len(token) % 4)
+        name = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     return "" if name.startswith(f"\0{ENDLESS}") else name

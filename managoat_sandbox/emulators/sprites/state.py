@@ -179,14 +179,12 @@ class Sprite:
             return "running"
         return self.resting
 
-    def resolve(self, path: str, working_dir: str = "/") -> Path | None:
-        """The host path of sprite path ``path``; None if it leaves the sprite's root."""
-        joined = posixpath.normpath(posixpath.join("/", working_dir, path))
-        if joined.startswith("//"):
-            joined = joined[1:]
-        relative = joined.lstrip("/")
-        if relative.split("/")[0] == "..":
-            return None
+    def resolve(self, path: str, working_dir: str = "/") -> Path:
+        """The host path of sprite path ``path`` (relative to ``working_dir``).
+
+        Like a chroot, ``..`` stops at the sprite's ``/``: nothing resolves outside it.
+        """
+        relative = posixpath.normpath(posixpath.join("/", working_dir, path)).lstrip("/")
         return self.root / relative if relative else self.root
 
     def to_json(self) -> dict[str, Any]:
