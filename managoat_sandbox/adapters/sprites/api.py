@@ -28,7 +28,7 @@ PAGE_SIZE = 50
 
 def sprite_path(name: str, *rest: str) -> str:
     """``/v1/sprites/<name>[/<rest>...]`` with every segment percent-encoded."""
-    return "/".join(["/v1/sprites", segment(name), *rest])
+    return "/".join(["/v1/sprites", *(segment(part) for part in (name, *rest))])
 
 
 class SpritesApi:

@@ -1,0 +1,69 @@
+"""The Sprites adapter passes ConformanceTests against the Sprites emulator, real bash inside."""
+
+from __future__ import annotations
+
+import unittest
+from typing import Any, ClassVar
+
+from managoat_sandbox import config
+from managoat_sandbox.adapters.sprites import Sprites
+from managoat_sandbox.emulators.sprites import SpritesEmulator
+from managoat_sandbox.testing import ConformanceTests
+
+from .conftest import TOKEN
+
+
+class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
+    """Every gate the adapter advertises, on real processes behind the emulator.
+
+    ``spawn_drop`` is the emulator's drop-before-exit fault: the two tests
+    that use it queue a TCP abort after the first output frame, then run
+    unchanged.
+    """
+
+    adapter = Sprites(keepalive=1.0)
+    frame_timeout = 3.0
+    fixtures: ClassVar[dict[str, Any]] = {
+        "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
+        "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
+        "spawn_ok": ("bash", ["-lc", "echo hello"]),
+        "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
+        "spawn_drop": ("bash", ["-c", "echo partial; sleep 30; echo never"]),
+        "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]),
+        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part",
+                       "err-part"),
+        "spawn_bulk": ("bash", ["-c", "head -c 300000 /dev/zero | tr '\\0' x"], 300000),
+    }
+    emulator: ClassVar[SpritesEmulator]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.emulator = SpritesEmulator(credential=TOKEN)
+        cls.emulator.start()
+        cls.emulator.behaviour.list_finished_sessions = True
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.emulator.stop()
+        super().tearDownClass()
+
+    def setUp(self) -> None:
+        config.configure("sprites", base_url=self.emulator.base_url, token=TOKEN)
+        self.emulator.faults.clear()
+
+    def test_stream_closed_without_exit_is_an_error_frame_never_an_exit(self) -> None:
+        self.emulator.drop_exec(after_frames=1)
+        super().test_stream_closed_without_exit_is_an_error_frame_never_an_exit()
+
+    def test_error_frame_carries_a_taxonomy_error(self) -> None:
+        self.emulator.drop_exec(after_frames=1)
+        super().test_error_frame_carries_a_taxonomy_error()
+
+
+class SpritesCheckpointingConformanceTest(SpritesConformanceTest):
+    """The same suite with ``checkpoint_creation_enabled`` on (checkpoint gates open)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        config.configure("sprites", checkpoint_creation_enabled=True)
