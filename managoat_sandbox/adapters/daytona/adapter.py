@@ -1,0 +1,561 @@
+"""The ``daytona`` adapter: Daytona sandboxes over the REST API and the toolbox daemon.
+
+Works against daytona.io and a self-hosted Daytona alike: the control plane is
+``api_url`` (``…/api``) and each sandbox's toolbox is reached through the
+``toolboxProxyUrl`` its own answer carries (config: :mod:`.api`).
+
+* ``create`` is name-keyed: a 400 or 409 from ``POST /sandbox`` followed by a
+  successful ``GET`` of the name adopts that sandbox (a 400 "failed to start"
+  sandbox exists too); if the probe fails, the create error is raised.
+* ``get`` maps ``started``/``starting``/``resuming`` to ``running``,
+  ``stopped``/``stopping``/``archived``/``archiving``/``paused``/``pausing`` to
+  ``suspended`` and every other state to ``unknown``.
+* ``suspend`` stops the sandbox (the disk is kept; a long stop auto-archives),
+  ``resume`` starts it and waits until it is ``started``. A 409 on a lifecycle
+  call means a transition is in progress: ``Unavailable`` (transient).
+* ``list_all_names`` walks ``GET /sandbox`` by cursor, sorted by the immutable
+  creation time so that activity during the walk cannot hide a sandbox, drops
+  soft-deleted rows, and refuses with ``Truncated`` past ``max_pages`` pages.
+  It lists the sandboxes this library created (label ``managoat=1``), so a
+  host reconciling against it never sees, and never garbage-collects, others.
+* Commands (``exec`` and ``spawn``) run in their own toolbox session through a
+  shim (:mod:`.shim`) that lets the daemon record the real exit code; output is
+  followed by polling the command's log with stdout and stderr kept apart, and
+  de-duplicated per stream by bytes delivered (:mod:`.logs`). A command whose
+  session vanishes without an exit ends in ``Unavailable("closed_before_exit")``.
+  Every spawn is a detachable session; ``attach`` replays from byte zero, then
+  tails. Sessions live in the daemon's memory: a stop wipes them (disk kept),
+  so a suspended sandbox lists none.
+* Stdin goes through the command-input endpoint; ``close_stdin`` really closes
+  it (the shim's relay feeding the command ends) and returns normally even if
+  that fails.
+* ``apply_network_policy`` sets ``networkBlockAll: true`` with the allowlist as
+  ``domainAllowList`` (``""`` for ``allow=[]``: deny all egress).
+* ``public_url`` is ``None``: Daytona's preview URLs need a per-start token
+  and a port nothing here opens, so no URL a browser can open exists to report.
+  Checkpoints are not supported (snapshots create *new* sandboxes).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ... import _args
+from ..._deadline import Deadline, collect_exec
+from ..._http import HttpClient
+from ..._streaming import Stream, new_ref
+from ...contract import Adapter, Capability, Owner
+from ...errors import (
+    Invalid,
+    NotFound,
+    NotSupported,
+    ProviderError,
+    RateLimited,
+    SandboxError,
+    Truncated,
+    Unavailable,
+)
+from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session, Status
+from . import shim
+from .api import PROVIDER, Api, Timeouts
+from .commands import DaytonaCommand
+from .errors import conflict_is_transient, is_status
+from .logs import FollowPolicy, LogFollower
+from .toolbox import Toolbox
+
+__all__ = ["Daytona"]
+
+log = logging.getLogger("managoat_sandbox.daytona")
+
+RUNNING_STATES = frozenset({"started", "starting", "resuming"})
+SUSPENDED_STATES = frozenset(
+    {"stopped", "stopping", "archived", "archiving", "paused", "pausing"}
+)
+#: States ``suspend`` leaves alone: already stopped or on the way.
+_PARKED = frozenset({"stopped", "stopping", "archived", "archiving"})
+#: States a toolbox call must start the sandbox from.
+_WAKE_FROM = frozenset({"stopped", "stopping", "archived", "archiving", "paused", "pausing"})
+#: States that become ``started`` on their own.
+_BOOTING = frozenset(
+    {"creating", "starting", "restoring", "resuming", "pulling_snapshot", "pending_build",
+     "building_snapshot"}
+)
+_BROKEN = frozenset({"error", "build_failed"})
+_GONE = frozenset({"destroying", "destroyed"})
+#: Session-id prefixes: spawned (listed, attachable) and private exec sessions.
+SPAWN_PREFIX = "mgs-"
+EXEC_PREFIX = "mgx-"
+_DESTROYED_PREFIX = "DESTROYED_"
+
+
+def status_of(state: object) -> Status:
+    """The contract status of a Daytona state; never the raw string."""
+    if state in RUNNING_STATES:
+        return "running"
+    if state in SUSPENDED_STATES:
+        return "suspended"
+    return "unknown"
+
+
+def _name(handle: object) -> str:
+    if not isinstance(handle, Handle):
+        raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+    return handle.name
+
+
+def _state(sandbox: Mapping[str, Any]) -> str | None:
+    state = sandbox.get("state")
+    return state if isinstance(state, str) else None
+
+
+def _deleted(item: Mapping[str, Any]) -> bool:
+    name = item.get("name")
+    return (isinstance(name, str) and name.startswith(_DESTROYED_PREFIX)) or item.get(
+        "desiredState"
+    ) == "destroyed"
+
+
+def _allow_entry(entry: str) -> str:
+    """An allowlist entry as a Daytona domain (comma-separated on the wire)."""
+    value = entry.strip()
+    if not value or "," in value or any(ch.isspace() for ch in value):
+        raise Invalid(("network_policy", f"{entry!r} is not a domain"))
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return value
+    raise Invalid(("network_policy", f"{entry!r}: only domains can be allowed on Daytona"))
+
+
+def _sanitised(error: SandboxError) -> SandboxError:
+    """A terminate_session failure without provider prose (bodies as ``{}``)."""
+    if isinstance(error, RateLimited):
+        return RateLimited(None)
+    detail = error.detail
+    if isinstance(detail, tuple) and len(detail) == 3 and detail[0] == "http":
+        return type(error)(("http", detail[1], {}))
+    return Unavailable("termination_unconfirmed")
+
+
+class Daytona(Adapter):
+    """Daytona sandboxes (see the module docstring for the rules it keeps).
+
+    Keyword arguments tune what config does not: ``follow`` (log polling
+    pace and budgets), ``timeouts`` (HTTP), ``start_timeout`` (how long a
+    toolbox call waits for a sandbox to reach ``started``), ``page_size`` and
+    ``max_pages`` (the listing's page size and cap).
+    """
+
+    provider = PROVIDER
+
+    _CAPABILITIES = frozenset(
+        {
+            Capability.SUSPEND,
+            Capability.NETWORK_POLICY,
+            Capability.ATTACH,
+            Capability.TERMINATE_SESSION,
+        }
+    )
+
+    def __init__(
+        self,
+        *,
+        follow: FollowPolicy | None = None,
+        timeouts: Timeouts | None = None,
+        start_timeout: float = 120.0,
+        page_size: int = 100,
+        max_pages: int = 40,
+    ) -> None:
+        self.follow = follow or FollowPolicy()
+        self.api = Api(HttpClient(user_agent="managoat_sandbox-daytona"), timeouts or Timeouts())
+        self.start_timeout = start_timeout
+        self.page_size = page_size
+        self.max_pages = max_pages
+
+    def capabilities(self) -> frozenset[str]:
+        return self._CAPABILITIES
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def build_handle(self, name: str) -> Handle:
+        return Handle(self.provider, _args.sandbox_name(name))
+
+    def create(self, name: str, **opts: Any) -> Handle:
+        """Create ``name``, adopting it when it exists (a 400/409 confirmed by a GET)."""
+        if opts:
+            raise TypeError(f"unknown create options: {sorted(opts)}")
+        handle = self.build_handle(name)
+        try:
+            self.api.create(name)
+        except Invalid as error:
+            if not (is_status(error, 400) or is_status(error, 409)):
+                raise
+            try:
+                self.api.get(name)
+            except SandboxError:
+                raise error from None
+        return handle
+
+    def get(self, handle: Handle) -> Info:
+        sandbox = self.api.get(_name(handle))
+        return Info(status=status_of(sandbox.get("state")), raw=dict(sandbox))
+
+    def destroy(self, handle: Handle) -> None:
+        """Delete the sandbox; already gone is fine. Its name is free at once."""
+        try:
+            self.api.delete(_name(handle))
+        except NotFound:
+            return
+        except SandboxError as error:
+            raise conflict_is_transient(error) from None
+
+    def list_all_names(self) -> frozenset[str]:
+        names: set[str] = set()
+        cursor: str | None = None
+        for _ in range(self.max_pages):
+            page = self.api.list_page(cursor, self.page_size)
+            items: Any
+            following: Any
+            if isinstance(page, list):
+                items, following = page, None
+            elif isinstance(page, Mapping):
+                items = page.get("items")
+                following = page.get("nextCursor", page.get("cursor"))
+            else:
+                raise ProviderError(PROVIDER, ("not_a_listing", page))
+            if not isinstance(items, list) or not (following is None or isinstance(following, str)):
+                raise ProviderError(PROVIDER, ("not_a_listing", page))
+            for item in items:
+                usable = isinstance(item, Mapping) and isinstance(item.get("name"), str)
+                if usable and not _deleted(item):
+                    names.add(item["name"])
+            if not following:
+                return frozenset(names)
+            cursor = following
+        raise Truncated(("pages", self.max_pages))
+
+    def suspend(self, handle: Handle) -> None:
+        """Stop the sandbox (disk kept); a no-op when it is stopped or stopping."""
+        name = _name(handle)
+        if _state(self.api.get(name)) in _PARKED:
+            return
+        try:
+            self.api.stop(name)
+        except SandboxError as error:
+            raise conflict_is_transient(error) from None
+
+    def resume(self, handle: Handle) -> Handle:
+        """Start the sandbox and wait until it is started; the handle is then usable."""
+        self._toolbox(handle)
+        return self.build_handle(_name(handle))
+
+    # -- the toolbox --------------------------------------------------------------
+
+    def _toolbox(self, handle: Handle, *, wake: bool = True, limit: float | None = None
+                 ) -> Toolbox:
+        """The sandbox's toolbox once it is started (starting it if it is parked).
+
+        With ``wake=False`` a parked sandbox is ``NotFound`` instead (its
+        sessions did not survive the stop). ``limit`` caps the wait.
+        """
+        name = _name(handle)
+        sandbox = self.api.get(name)
+        state = _state(sandbox)
+        waiting = state in _BOOTING
+        if state in _WAKE_FROM:
+            if not wake:
+                raise NotFound(("sandbox_not_running", state))
+            try:
+                sandbox = self.api.start(name)
+            except SandboxError as error:
+                raise conflict_is_transient(error) from None
+            state, waiting = _state(sandbox), True
+        budget = self.start_timeout if limit is None else min(limit, self.start_timeout)
+        expires = time.monotonic() + budget
+        pause = 0.25
+        while waiting and state != "started" and state not in _BROKEN | _GONE:
+            if time.monotonic() >= expires:
+                raise Unavailable(("sandbox_not_started", state))
+            threading.Event().wait(min(pause, max(expires - time.monotonic(), 0.0)))
+            pause = min(pause * 1.5, 2.0)
+            sandbox = self.api.get(name)
+            state = _state(sandbox)
+        if state in _GONE:
+            raise NotFound(("sandbox", name, state))
+        if state in _BROKEN:
+            raise Unavailable(("sandbox_state", state))
+        return Toolbox(self.api, self.api.toolbox_of(sandbox))
+
+    def _sandbox_gone(self, name: str) -> bool:
+        """Whether the sandbox is gone or no longer running (so its sessions are gone)."""
+        try:
+            state = _state(self.api.get(name))
+        except NotFound:
+            return True
+        except SandboxError:
+            return False
+        return state in _WAKE_FROM or state in _GONE
+
+    # -- files --------------------------------------------------------------------
+
+    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+        """Upload ``data`` to ``path`` (parent directories created), then apply ``mode``."""
+        payload = _args.flatten_bytes(data)
+        if not isinstance(path, str) or not path:
+            raise TypeError("path must be a non-empty str")
+        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
+            raise TypeError(f"mode must be an int, got {type(mode).__name__}")
+        toolbox = self._toolbox(handle)
+        toolbox.upload(path, payload)
+        if mode is not None:
+            code, output = toolbox.execute(shim.chmod(path, mode))
+            if code != 0:
+                raise Invalid(("chmod_failed", code, output.decode("utf-8", "replace")))
+
+    # -- commands -------------------------------------------------------------------
+
+    def _launch(
+        self,
+        handle: Handle,
+        toolbox: Toolbox,
+        stream: Stream,
+        *,
+        prefix: str,
+        cmd: str,
+        args: Sequence[str],
+        env: Mapping[str, str] | None,
+        dir: str | None,
+    ) -> Command:
+        """Run the command in a new session and start following it into ``stream``."""
+        session_id = prefix + secrets.token_hex(12)
+        text = shim.script(session_id, cmd, args, env=env, cwd=dir, stdin=stream.stdin)
+        try:
+            toolbox.create_session(session_id)
+        except Invalid as error:
+            if not is_status(error, 409):
+                raise
+        try:
+            command_id = toolbox.exec_async(session_id, text)
+        except SandboxError:
+            self._drop_session(toolbox, session_id)
+            raise
+        name = handle.name
+        follower = LogFollower(
+            toolbox, session_id, command_id, self.follow,
+            sandbox_gone=lambda: self._sandbox_gone(name),
+        )
+        stream.start(follower)
+        return Command(
+            self.provider, stream.ref, frames=stream.frames,
+            private=DaytonaCommand(stream, toolbox, session_id, command_id),
+        )
+
+    @staticmethod
+    def _drop_session(toolbox: Toolbox, session_id: str) -> None:
+        try:
+            toolbox.delete_session(session_id)
+        except SandboxError as error:
+            log.debug("daytona: deleting session %s failed: %r", session_id, error)
+
+    def exec(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        timeout: float | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> ExecResult:
+        """Run to exit in a private session (deleted afterwards, which kills what is left)."""
+        cmd = _args.command_name(cmd)
+        argv = _args.str_args(args)
+        env_vars = _args.env_map(env)
+        cwd = _args.optional_str(dir, "dir")
+        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline.check()
+        toolbox = self._toolbox(handle, limit=deadline.remaining())
+
+        def start(owner: Any) -> Command:
+            stream = Stream(new_ref("daytona"), owner, label="daytona")
+            return self._launch(handle, toolbox, stream, prefix=EXEC_PREFIX, cmd=cmd,
+                                args=argv, env=env_vars, dir=cwd)
+
+        def stop(command: Command) -> None:
+            state: DaytonaCommand = command.private
+            state.stop()
+            self._drop_session(state.toolbox, state.session_id)
+
+        return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
+
+    def spawn(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        owner: Owner | None = None,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        stdin: bool = False,
+        tty: bool = False,
+        detachable: bool = False,
+    ) -> Command:
+        """Start a detachable session (every Daytona spawn is one); no tty."""
+        cmd = _args.command_name(cmd)
+        argv = _args.str_args(args)
+        env_vars = _args.env_map(env)
+        cwd = _args.optional_str(dir, "dir")
+        if _args.flag(tty, "tty"):
+            raise NotSupported("tty")
+        _args.flag(detachable, "detachable")
+        stream = Stream(
+            new_ref("daytona"), owner, label="daytona", stdin=_args.flag(stdin, "stdin")
+        )
+        toolbox = self._toolbox(handle)
+        return self._launch(handle, toolbox, stream, prefix=SPAWN_PREFIX, cmd=cmd,
+                            args=argv, env=env_vars, dir=cwd)
+
+    @staticmethod
+    def _command_state(command: Command) -> DaytonaCommand:
+        if not isinstance(command, Command):
+            raise TypeError(f"expected a Command, got {type(command).__name__}")
+        if not isinstance(command.private, DaytonaCommand):
+            raise Invalid("not a command of the daytona adapter")
+        return command.private
+
+    def write_stdin(self, command: Command, data: Any) -> None:
+        self._command_state(command).write(_args.flatten_bytes(data))
+
+    def close_stdin(self, command: Command) -> None:
+        self._command_state(command).close_stdin()
+
+    def stop_command(self, command: Command) -> None:
+        """Stop following locally; the remote command keeps running (attach rejoins it)."""
+        self._command_state(command).stop()
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def list_sessions(self, handle: Handle) -> list[Session]:
+        """The sandbox's spawned sessions, finished ones included; none while it is parked."""
+        try:
+            toolbox = self._toolbox(handle, wake=False)
+        except NotFound as error:
+            if isinstance(error.detail, tuple) and error.detail[:1] == ("sandbox_not_running",):
+                return []
+            raise
+        found = []
+        for entry in toolbox.sessions():
+            if not isinstance(entry, Mapping):
+                continue
+            session_id = entry.get("sessionId")
+            if not isinstance(session_id, str) or not session_id.startswith(SPAWN_PREFIX):
+                continue
+            last = _last_command(entry)
+            found.append(Session(id=session_id, command=shim.command_line_of(
+                last.get("command") if last is not None else None)))
+        return sorted(found, key=lambda session: session.id)
+
+    def attach(
+        self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
+    ) -> Command:
+        """Replay the session's command from byte zero, then tail it to its real exit."""
+        session_id = _args.session_id(session_id)
+        stream = Stream(
+            new_ref("daytona"), owner, label="daytona", stdin=_args.flag(stdin, "stdin")
+        )
+        toolbox = self._toolbox(handle, wake=False)
+        last = _last_command(toolbox.session(session_id))
+        command_id = _command_id(last)
+        if command_id is None:
+            raise NotFound(("session_without_command", session_id))
+        code = toolbox.command(session_id, command_id).get("exitCode")
+        live = isinstance(code, bool) or not isinstance(code, int)
+        name = handle.name
+        follower = LogFollower(
+            toolbox, session_id, command_id, self.follow,
+            sandbox_gone=lambda: self._sandbox_gone(name),
+        )
+        stream.start(follower)
+        return Command(
+            self.provider, stream.ref, frames=stream.frames,
+            private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live),
+        )
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        """Delete the session: the daemon kills its process group (TERM, grace, KILL) and
+        confirms with 204. A missing session (or a parked or deleted sandbox, whose
+        sessions are gone) is confirmed absence. Force mode is not supported."""
+        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        if mode == "force":
+            raise NotSupported("force_terminate_session")
+        try:
+            toolbox = self._toolbox(handle, wake=False, limit=timeout_ms / 1000)
+            toolbox.api.call(
+                "DELETE",
+                toolbox.base + "/process/session/" + session_id,
+                read_timeout=timeout_ms / 1000 + 5.0,
+            )
+        except NotFound:
+            return
+        except Unavailable as error:
+            if error.detail == "timeout":
+                raise Unavailable("termination_timeout") from None
+            if isinstance(error.detail, tuple) and error.detail[:1] == ("transport",):
+                raise Unavailable("termination_transport_failed") from None
+            raise _sanitised(error) from None
+        except SandboxError as error:
+            raise _sanitised(error) from None
+
+    # -- policy and URLs ----------------------------------------------------------------
+
+    def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
+        """Block all egress except the allowlisted domains (``allow=[]``: block everything)."""
+        if not isinstance(policy, NetworkPolicy):
+            raise TypeError(f"expected a NetworkPolicy, got {type(policy).__name__}")
+        domains = ",".join(_allow_entry(entry) for entry in policy.allow)
+        self.api.network_settings(
+            _name(handle), {"networkBlockAll": True, "domainAllowList": domains}
+        )
+
+    def public_url(self, handle: Handle) -> str | None:
+        """``None``: no URL a browser could open exists to report (see the module docs)."""
+        _name(handle)
+        return None
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
+        """Not supported: Daytona snapshots and forks make new sandboxes, not restore points."""
+        raise NotSupported("checkpoint")
+
+    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
+        """Not supported (see :meth:`create_checkpoint`)."""
+        raise NotSupported("checkpoint")
+
+
+def _last_command(session: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    commands = session.get("commands")
+    if not isinstance(commands, list):
+        return None
+    usable = [entry for entry in commands if isinstance(entry, Mapping)]
+    return usable[-1] if usable else None
+
+
+def _command_id(command: Mapping[str, Any] | None) -> str | None:
+    if command is None:
+        return None
+    for key in ("id", "cmdId"):
+        value = command.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -1,0 +1,202 @@
+"""Daytona's control plane (``{api_url}/sandbox…``) and the HTTP plumbing the toolbox shares.
+
+Settings are read from config scope ``daytona`` at call time: ``api_key``
+(``$DAYTONA_API_KEY``), ``api_url`` (``$DAYTONA_API_URL``, else
+``https://app.daytona.io/api``; a self-hosted Daytona is ``<origin>/api``),
+``snapshot`` and ``organization_id``. A missing key is ``Denied`` naming
+``DAYTONA_API_KEY``, raised before any request. Every request carries
+``Authorization: Bearer <key>`` and, when configured,
+``X-Daytona-Organization-ID``; the key lives only in those headers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote
+
+import attrs
+import requests
+
+from ... import config
+from ..._http import BODY_LIMIT, HttpClient, Response
+from ...errors import Denied, ProviderError, SandboxError, Unavailable
+from .errors import error_from
+
+__all__ = ["LABELS", "Api", "Timeouts", "toolbox_base"]
+
+PROVIDER = "daytona"
+#: Labels put on every sandbox this library creates; the listing filters on them.
+LABELS: Mapping[str, str] = {"managoat": "1"}
+
+
+@attrs.frozen
+class Timeouts:
+    """Connect and read timeouts in seconds.
+
+    ``api`` covers create and start, which the server holds open for up to
+    30 s while the sandbox boots.
+    """
+
+    connect: float = 10.0
+    api: float = 65.0
+    toolbox: float = 30.0
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def toolbox_base(proxy_url: str, sandbox_id: str) -> str:
+    """``{toolboxProxyUrl}/{sandboxId}`` — the id, never the name, as the proxy routes by id."""
+    return proxy_url.rstrip("/") + "/" + _segment(sandbox_id)
+
+
+class Api:
+    """The control-plane calls; every non-2xx is a taxonomy error (``errors.error_from``)."""
+
+    def __init__(self, http: HttpClient, timeouts: Timeouts) -> None:
+        self.http = http
+        self.timeouts = timeouts
+
+    # -- plumbing shared with the toolbox -----------------------------------
+
+    @staticmethod
+    def base_url() -> str:
+        """The API base, without a trailing slash."""
+        return str(config.get(PROVIDER, "api_url")).rstrip("/")
+
+    @staticmethod
+    def headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Auth headers (``Denied`` before any request when no key is configured)."""
+        key = config.get(PROVIDER, "api_key")
+        if not key or not isinstance(key, str):
+            raise Denied(
+                "no Daytona API key: set daytona api_key or the DAYTONA_API_KEY "
+                "environment variable"
+            )
+        headers = {"Authorization": f"Bearer {key}"}
+        organization = config.get(PROVIDER, "organization_id")
+        if organization:
+            headers["X-Daytona-Organization-ID"] = str(organization)
+        if extra:
+            headers.update(extra)
+        return headers
+
+    def call(
+        self,
+        method: str,
+        url: str,
+        *,
+        read_timeout: float,
+        headers: Mapping[str, str] | None = None,
+        limit: int = BODY_LIMIT,
+        **kwargs: Any,
+    ) -> Response:
+        """One authenticated request; a non-2xx answer is raised as its taxonomy error."""
+        response = self.http.request(
+            method,
+            url,
+            headers=self.headers(headers),
+            timeout=(self.timeouts.connect, read_timeout),
+            limit=limit,
+            **kwargs,
+        )
+        if not response.ok:
+            raise error_from(response)
+        return response
+
+    @contextmanager
+    def stream(self, method: str, url: str, *, read_timeout: float) -> Iterator[requests.Response]:
+        """An authenticated streaming request (the caller checks the status)."""
+        with self.http.stream(
+            method, url, headers=self.headers(), timeout=(self.timeouts.connect, read_timeout)
+        ) as response:
+            yield response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.call(method, self.base_url() + path, read_timeout=self.timeouts.api,
+                             **kwargs)
+        if not response.body.strip():
+            return {}
+        return response.json()
+
+    # -- sandboxes ----------------------------------------------------------
+
+    def create(self, name: str) -> Mapping[str, Any]:
+        """``POST /sandbox``: the sandbox, never auto-stopped, archived after 7 days stopped."""
+        body: dict[str, Any] = {
+            "name": name,
+            "labels": dict(LABELS),
+            "autoStopInterval": 0,
+            "autoArchiveInterval": 10080,
+        }
+        snapshot = config.get(PROVIDER, "snapshot")
+        if snapshot:
+            body["snapshot"] = snapshot
+        return _sandbox(self._json("POST", "/sandbox", json=body))
+
+    def get(self, name: str) -> Mapping[str, Any]:
+        """``GET /sandbox/{idOrName}``; 404 is ``NotFound``."""
+        return _sandbox(self._json("GET", f"/sandbox/{_segment(name)}"))
+
+    def delete(self, name: str) -> None:
+        """``DELETE /sandbox/{idOrName}`` (any 2xx)."""
+        self._json("DELETE", f"/sandbox/{_segment(name)}")
+
+    def start(self, name: str) -> Mapping[str, Any]:
+        """``POST /sandbox/{idOrName}/start``."""
+        return _sandbox(self._json("POST", f"/sandbox/{_segment(name)}/start", json={}))
+
+    def stop(self, name: str) -> None:
+        """``POST /sandbox/{idOrName}/stop``."""
+        self._json("POST", f"/sandbox/{_segment(name)}/stop", json={})
+
+    def network_settings(self, name: str, body: Mapping[str, Any]) -> None:
+        """``POST /sandbox/{idOrName}/network-settings``."""
+        self._json("POST", f"/sandbox/{_segment(name)}/network-settings", json=dict(body))
+
+    def list_page(self, cursor: str | None, limit: int) -> Any:
+        """One page of ``GET /sandbox``, sorted by the immutable creation time, oldest first."""
+        params: dict[str, str | int] = {
+            "labels": json.dumps(dict(LABELS), separators=(",", ":")),
+            "limit": limit,
+            "sort": "createdAt",
+            "order": "asc",
+        }
+        if cursor:
+            params["cursor"] = cursor
+        return self._json("GET", "/sandbox", params=params)
+
+    def toolbox_proxy_url(self, sandbox_id: str) -> str:
+        """``GET /sandbox/{id}/toolbox-proxy-url``: ``{"url": …}`` or a bare JSON string."""
+        answer = self._json("GET", f"/sandbox/{_segment(sandbox_id)}/toolbox-proxy-url")
+        url = answer.get("url") if isinstance(answer, Mapping) else answer
+        if not isinstance(url, str) or not url:
+            raise ProviderError(PROVIDER, ("no_toolbox_proxy_url", answer))
+        return url
+
+    def toolbox_of(self, sandbox: Mapping[str, Any]) -> str:
+        """The toolbox base URL of a sandbox answer."""
+        sandbox_id = sandbox.get("id")
+        if not isinstance(sandbox_id, str) or not sandbox_id:
+            raise ProviderError(PROVIDER, ("no_sandbox_id", dict(sandbox)))
+        proxy = sandbox.get("toolboxProxyUrl")
+        if not isinstance(proxy, str) or not proxy:
+            proxy = self.toolbox_proxy_url(sandbox_id)
+        return toolbox_base(proxy, sandbox_id)
+
+
+def _sandbox(answer: Any) -> Mapping[str, Any]:
+    if not isinstance(answer, Mapping):
+        raise ProviderError(PROVIDER, ("not_a_sandbox", answer))
+    return answer
+
+
+def unreachable(error: SandboxError) -> bool:
+    """Whether ``error`` says the transport failed (as opposed to an HTTP answer)."""
+    return isinstance(error, Unavailable) and not (
+        isinstance(error.detail, tuple) and error.detail[:1] == ("http",)
+    )

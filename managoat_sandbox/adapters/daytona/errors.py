@@ -1,0 +1,92 @@
+"""Daytona's refinements of the shared status → taxonomy map (``_http.error_for``).
+
+Written once and used by every Daytona call:
+
+* **429** — ``RateLimited.retry_after`` is the largest delay any rate-limit
+  header advises: the plain ``Retry-After`` (the failed-auth tracker) and the
+  per-throttler ``Retry-After-<throttler>`` headers Daytona's API sends
+  (``Retry-After-authenticated``, ``Retry-After-sandbox-create``, …). Without
+  such a header, a body ``retryAfter`` that is a non-negative integer is
+  honoured (parity with managoat); otherwise ``None``.
+* **Toolbox 500 "session not found"** — the daemon wraps its not-found error
+  into a 500 for exec into an unknown session; that is ``NotFound``.
+* **409 on a lifecycle call** ("Sandbox state change in progress") is
+  transient: :func:`conflict_is_transient` turns it into ``Unavailable``.
+
+Details never carry a credential: bodies are the provider's answer (bounded),
+transport failures name only the exception type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ..._http import Response, error_for, parse_body, retry_after_from
+from ...errors import Invalid, NotFound, RateLimited, SandboxError, Unavailable
+
+__all__ = ["conflict_is_transient", "error_from", "is_status", "rate_limit_delay"]
+
+_RETRY_AFTER_PREFIX = "retry-after-"
+
+
+def _header_seconds(value: str) -> float | None:
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def rate_limit_delay(headers: Mapping[str, str], body: Any) -> float | None:
+    """Seconds a 429 asks for: the max over ``Retry-After`` and ``Retry-After-*``,
+    else a non-negative integer body ``retryAfter``, else ``None``."""
+    delays: list[float] = []
+    plain = retry_after_from(headers)
+    if plain is not None:
+        delays.append(plain)
+    for key, value in headers.items():
+        if key.lower().startswith(_RETRY_AFTER_PREFIX):
+            seconds = _header_seconds(value)
+            if seconds is not None:
+                delays.append(seconds)
+    if delays:
+        return max(delays)
+    if isinstance(body, Mapping):
+        advised = body.get("retryAfter")
+        if isinstance(advised, int) and not isinstance(advised, bool) and advised >= 0:
+            return float(advised)
+    return None
+
+
+def _session_not_found(body: Any) -> bool:
+    message = body.get("message") if isinstance(body, Mapping) else body
+    return isinstance(message, str) and "session not found" in message
+
+
+def error_from(response: Response) -> SandboxError:
+    """The taxonomy error for a non-2xx Daytona answer (API or toolbox)."""
+    error = error_for(response.status, response.body, response.headers)
+    if response.status == 429:
+        parsed = parse_body(response.body, response.headers.get("Content-Type"))
+        return RateLimited(rate_limit_delay(response.headers, parsed))
+    detail = error.detail
+    if response.status == 500 and isinstance(detail, tuple) and _session_not_found(detail[2]):
+        return NotFound(detail)
+    return error
+
+
+def is_status(error: SandboxError, status: int) -> bool:
+    """Whether ``error`` came from an HTTP answer with ``status``."""
+    detail = error.detail
+    return isinstance(detail, tuple) and len(detail) == 3 and detail[:2] == ("http", status)
+
+
+def conflict_is_transient(error: SandboxError) -> SandboxError:
+    """A 409 (a state transition in progress) as ``Unavailable``; anything else unchanged."""
+    if isinstance(error, Invalid) and is_status(error, 409):
+        return Unavailable(error.detail)
+    return error

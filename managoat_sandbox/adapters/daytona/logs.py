@@ -1,0 +1,237 @@
+"""Following a toolbox command: its log and its exit, polled, delivered once per byte.
+
+The daemon journals a session command as one append-only byte stream in which
+each line is preceded by a 3-byte channel marker (``01 01 01`` stdout,
+``02 02 02`` stderr). The log endpoint has no offset: every read returns the
+whole journal from byte zero. :class:`Demux` turns a journal snapshot into the
+complete stdout and stderr seen so far, and :class:`LogFollower` remembers how
+many bytes of *each stream* it has already delivered, so a re-read — a later,
+longer snapshot, or a shorter one replayed by a flaky server — only ever
+delivers bytes not delivered before. That is also how ``attach`` replays from
+byte zero: a fresh follower starts with nothing delivered.
+
+The exit code is the daemon's record (``exitCode`` on the command), read
+*before* the log in each round: the daemon records it only after the journal
+is drained, so the log read that follows holds all the output, and the exit
+frame comes after it. If the daemon never records one (its session shell
+died) the shim's sentinel file supplies the real code. A command whose
+session vanished without either — the daemon restarted, the session was
+deleted, the sandbox is gone — ends with ``Unavailable("closed_before_exit")``;
+an exit code is never invented. Transient failures are retried (honouring a
+429's advice) within a budget, after which the last error ends the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+
+import attrs
+
+from ..._streaming import Stream
+from ...errors import Denied, NotFound, RateLimited, SandboxError, Unavailable
+from . import shim
+from .toolbox import LogSnapshot, Toolbox
+
+__all__ = ["Demux", "FollowPolicy", "LogFollower"]
+
+log = logging.getLogger("managoat_sandbox.daytona")
+
+_MARKER = re.compile(rb"\x01\x01\x01|\x02\x02\x02")
+_STDOUT_MARK = b"\x01\x01\x01"
+_PARTIAL_MARKS = (b"\x01\x01", b"\x02\x02", b"\x01", b"\x02")
+#: After this many consecutive failed rounds (and every as many again), ask the
+#: control plane whether the sandbox still runs: if not, its sessions are gone.
+_PROBE_EVERY = 3
+
+
+class Demux:
+    """Splits a journal snapshot into its stdout and stderr bytes.
+
+    Bytes before the first marker belong to stdout (so does a journal from a
+    daemon that strips the markers). A lone ``01`` or ``02`` followed by other
+    bytes is content. Unless ``final``, a trailing ``01``/``0101``/``02``/
+    ``0202`` is held back, since the next snapshot may complete it into a
+    marker: the result for a snapshot is then always a prefix of the result
+    for any longer snapshot of the same journal.
+    """
+
+    @staticmethod
+    def split(journal: bytes, *, final: bool = False) -> tuple[bytes, bytes]:
+        """``(stdout, stderr)`` of the journal snapshot."""
+        out: list[bytes] = []
+        err: list[bytes] = []
+        target = out
+        position = 0
+        for found in _MARKER.finditer(journal):
+            target.append(journal[position : found.start()])
+            target = out if found.group() == _STDOUT_MARK else err
+            position = found.end()
+        tail = journal[position:]
+        if not final:
+            for partial in _PARTIAL_MARKS:
+                if tail.endswith(partial):
+                    tail = tail[: -len(partial)]
+                    break
+        target.append(tail)
+        return b"".join(out), b"".join(err)
+
+
+@attrs.frozen
+class FollowPolicy:
+    """How a follower paces itself.
+
+    It polls every ``min_interval`` seconds while output flows, backing off by
+    half again per quiet round up to ``max_interval``. A command quiet for
+    ``sentinel_after`` seconds without a recorded exit has its sentinel read,
+    then again at doubling intervals up to ``max_sentinel_interval``. After
+    ``unreachable_after`` seconds of consecutive failures the stream ends with
+    the last error. ``read_timeout`` bounds each request.
+    """
+
+    min_interval: float = 0.2
+    max_interval: float = 1.0
+    sentinel_after: float = 2.0
+    max_sentinel_interval: float = 16.0
+    unreachable_after: float = 30.0
+    read_timeout: float = 30.0
+
+
+class LogFollower:
+    """The reader-thread pump of one spawned or attached command (``Stream.start(follower)``)."""
+
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        session_id: str,
+        command_id: str,
+        policy: FollowPolicy,
+        *,
+        sandbox_gone: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.toolbox = toolbox
+        self.session_id = session_id
+        self.command_id = command_id
+        self.policy = policy
+        self.delivered = [0, 0]
+        self._sandbox_gone = sandbox_gone
+        self._clock = clock
+
+    # -- delivery -----------------------------------------------------------
+
+    def deliver(self, stream: Stream, snapshot: LogSnapshot, *, final: bool) -> bool:
+        """Deliver the bytes of ``snapshot`` not delivered yet; True if any were new."""
+        if snapshot.split is not None:
+            parts = snapshot.split
+        else:
+            parts = Demux.split(snapshot.raw or b"", final=final)
+        fresh = False
+        senders = (stream.stdout, stream.stderr)
+        for index, (data, send) in enumerate(zip(parts, senders, strict=True)):
+            seen = self.delivered[index]
+            if len(data) > seen:
+                send(data[seen:])
+                self.delivered[index] = len(data)
+                fresh = True
+        return fresh
+
+    # -- the pump -----------------------------------------------------------
+
+    def __call__(self, stream: Stream) -> None:
+        policy = self.policy
+        interval = policy.min_interval
+        quiet_since = self._clock()
+        next_sentinel = quiet_since + policy.sentinel_after
+        sentinel_gap = policy.sentinel_after
+        failing_since: float | None = None
+        failures = 0
+        try:
+            while not stream.stopped.is_set():
+                try:
+                    code = self._recorded_exit()
+                    snapshot = self._logs()
+                except NotFound:
+                    self._vanished(stream)
+                    return
+                except Denied as error:
+                    stream.fail(error)
+                    return
+                except SandboxError as error:
+                    now = self._clock()
+                    failing_since = now if failing_since is None else failing_since
+                    failures += 1
+                    if now - failing_since >= policy.unreachable_after:
+                        stream.fail(error)
+                        return
+                    if failures % _PROBE_EVERY == 0 and self._sandbox_gone():
+                        stream.fail(Unavailable("closed_before_exit"))
+                        return
+                    wait = interval
+                    if isinstance(error, RateLimited) and error.retry_after is not None:
+                        wait = max(wait, error.retry_after)
+                    stream.stopped.wait(wait)
+                    interval = min(interval * 1.5, policy.max_interval)
+                    continue
+                failing_since, failures = None, 0
+                fresh = self.deliver(stream, snapshot, final=code is not None)
+                if code is not None:
+                    stream.exit(code)
+                    return
+                now = self._clock()
+                if fresh:
+                    interval = policy.min_interval
+                    quiet_since = now
+                    sentinel_gap = policy.sentinel_after
+                    next_sentinel = now + sentinel_gap
+                elif now >= next_sentinel:
+                    recovered = self._sentinel()
+                    if recovered is not None:
+                        self._finish(stream, recovered)
+                        return
+                    sentinel_gap = min(sentinel_gap * 2, policy.max_sentinel_interval)
+                    next_sentinel = now + sentinel_gap
+                stream.stopped.wait(interval)
+                if not fresh:
+                    interval = min(interval * 1.5, policy.max_interval)
+        finally:
+            self.toolbox.api.http.session().close()
+
+    def _recorded_exit(self) -> int | None:
+        record = self.toolbox.command(self.session_id, self.command_id)
+        code = record.get("exitCode")
+        if isinstance(code, bool) or not isinstance(code, int):
+            return None
+        return code
+
+    def _logs(self) -> LogSnapshot:
+        return self.toolbox.logs(
+            self.session_id, self.command_id, read_timeout=self.policy.read_timeout
+        )
+
+    def _sentinel(self) -> int | None:
+        """The code the shim wrote, or ``None`` (none yet, or unreadable)."""
+        try:
+            status, output = self.toolbox.execute(shim.read_sentinel(self.session_id))
+        except SandboxError as error:
+            log.debug("daytona: sentinel of %s unreadable: %r", self.session_id, error)
+            return None
+        return shim.parse_code(output) if status == 0 else None
+
+    def _finish(self, stream: Stream, code: int) -> None:
+        """Exit with a code recovered from the sentinel, after a last drain of the log."""
+        try:
+            self.deliver(stream, self._logs(), final=True)
+        except SandboxError as error:
+            log.debug("daytona: last log read of %s failed: %r", self.session_id, error)
+        stream.exit(code)
+
+    def _vanished(self, stream: Stream) -> None:
+        """The command or its session is gone: the sentinel's code, else closed before exit."""
+        code = self._sentinel()
+        if code is None:
+            stream.fail(Unavailable("closed_before_exit"))
+        else:
+            stream.exit(code)

@@ -1,0 +1,160 @@
+"""The shell text the adapter sends into a sandbox.
+
+A spawned command runs in its own toolbox session. The daemon *sources* the
+submitted script in the session's shell and records as ``exitCode`` the status
+of the script's last statement — so a script ending in ``exit N`` would kill
+the session shell and no exit code would ever be recorded (reference §3.4).
+The submitted script is therefore a single ``/bin/sh -c '<shim>'``: the shim
+runs in a child shell, may ``exit`` freely, and its status — the command's real
+exit code — is the last statement's status, which the daemon records (the
+``(exit $CODE)`` effect without touching the session shell).
+
+The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``:
+
+* ``code`` — the exit code, written atomically after the command ends (the
+  sentinel the log follower falls back to when the daemon never records one);
+* with stdin, ``in`` — a FIFO the command reads, fed by a *relay* whose pid is
+  in ``relay``. The relay reads the daemon's stdin (which the daemon holds open
+  for async commands) line by line, each line being base64 of the bytes to
+  deliver, so the daemon's "append a newline" rule cannot alter the data. An
+  empty line makes the relay exit: that closes the FIFO's only writer and the
+  command reads a real EOF. The relay's stdout/stderr never point at the
+  daemon's output pipes, so it cannot delay the recorded exit code.
+
+A spawn without stdin reads ``/dev/null``. The script starts with a no-op
+``: managoat-argv=<base64 JSON>`` so ``list_sessions`` can report the
+command line the caller asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+
+from ...errors import Invalid
+
+__all__ = [
+    "close_line",
+    "command_line_of",
+    "input_lines",
+    "kill_relay",
+    "read_sentinel",
+    "script",
+]
+
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ARGV_MARK = re.compile(r"^: managoat-argv=([A-Za-z0-9+/=]+);")
+#: Raw bytes per base64 line sent to the relay (64 KiB of base64).
+_INPUT_CHUNK = 48 * 1024
+
+
+def state_dir(session_id: str) -> str:
+    """The shim's state directory, as shell text (expanded inside the sandbox)."""
+    return '"${TMPDIR:-/tmp}/managoat/"' + shlex.quote(session_id)
+
+
+def _command(cmd: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> str:
+    steps: list[str] = []
+    if cwd is not None:
+        steps.append("cd " + shlex.quote(cwd))
+    for key, value in (env or {}).items():
+        if _ENV_KEY.fullmatch(key) is None:
+            raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
+        steps.append(f"export {key}={shlex.quote(value)}")
+    steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
+    return "( " + " && ".join(steps) + " )"
+
+
+_RELAY = (
+    "( while IFS= read -r l; do [ -n \"$l\" ] || break; "
+    "printf '%s' \"$l\" | base64 -d || break; done )"
+)
+
+
+def script(
+    session_id: str,
+    cmd: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    stdin: bool,
+) -> str:
+    """The session script that runs ``cmd args`` and lets the daemon record its real exit."""
+    command = _command(cmd, args, env, cwd)
+    lines = ['d=' + state_dir(session_id), 'mkdir -p "$d" && rm -f "$d/code" || exit 125']
+    if stdin:
+        lines += [
+            'rm -f "$d/in" && mkfifo "$d/in" || exit 125',
+            "exec 3<&0",
+            f'{_RELAY} <&3 3<&- >"$d/in" 2>/dev/null &',
+            "r=$!",
+            'echo "$r" >"$d/relay"',
+            f'{command} <"$d/in" 3<&-',
+            "c=$?",
+            'kill "$r" 2>/dev/null',
+        ]
+    else:
+        lines += [f"{command} </dev/null", "c=$?"]
+    lines += [
+        'printf \'%s\\n\' "$c" >"$d/code.tmp" && mv -f "$d/code.tmp" "$d/code"',
+        'exit "$c"',
+    ]
+    argv = base64.b64encode(json.dumps([cmd, *args]).encode("utf-8")).decode("ascii")
+    return f": managoat-argv={argv}; /bin/sh -c {shlex.quote(chr(10).join(lines))}"
+
+
+def command_line_of(text: object) -> str | None:
+    """The caller's command line (cmd and args joined by spaces) recorded in a script."""
+    if not isinstance(text, str):
+        return None
+    found = _ARGV_MARK.match(text)
+    if found is None:
+        return text
+    try:
+        argv = json.loads(base64.b64decode(found.group(1), validate=True))
+    except (ValueError, binascii.Error):
+        return text
+    if not isinstance(argv, list) or not all(isinstance(part, str) for part in argv):
+        return text
+    return " ".join(argv)
+
+
+def input_lines(data: bytes) -> str:
+    """``data`` as the relay's input: base64 lines, newline-terminated (empty for no data)."""
+    return "".join(
+        base64.b64encode(data[start : start + _INPUT_CHUNK]).decode("ascii") + "\n"
+        for start in range(0, len(data), _INPUT_CHUNK)
+    )
+
+
+def close_line() -> str:
+    """The relay's end-of-input line: after it, the command reads EOF."""
+    return "\n"
+
+
+def read_sentinel(session_id: str) -> str:
+    """Housekeeping command printing the recorded exit code (nothing if none yet)."""
+    return f"cat {state_dir(session_id)}/code 2>/dev/null; true"
+
+
+def kill_relay(session_id: str) -> str:
+    """Housekeeping command killing the stdin relay, closing the command's stdin."""
+    return f'kill "$(cat {state_dir(session_id)}/relay 2>/dev/null)" 2>/dev/null; true'
+
+
+def parse_code(output: bytes) -> int | None:
+    """The sentinel's exit code, or ``None`` when it holds none (yet)."""
+    text = output.strip()
+    if not text or not text.lstrip(b"-").isdigit():
+        return None
+    return int(text)
+
+
+def chmod(path: str, mode: int) -> str:
+    """Housekeeping command setting a file's permission bits."""
+    return f"chmod {mode:o} {shlex.quote(path)}"
