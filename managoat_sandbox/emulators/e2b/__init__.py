@@ -1,0 +1,22 @@
+"""The E2B emulator: a local control plane and envd, driven by real processes.
+
+``E2BEmulator`` serves E2B's REST API and, routed by the ``E2b-Sandbox-Id``
+and ``E2b-Sandbox-Port`` headers, envd's Connect (JSON) process service and
+file API on one 127.0.0.1 port, faithfully enough that the official ``e2b``
+SDK works against it unchanged::
+
+    with E2BEmulator(credential="e2b_test") as emulator:
+        os.environ.update(E2B_API_KEY="e2b_test", E2B_API_URL=emulator.base_url,
+                          E2B_SANDBOX_URL=emulator.base_url)
+
+From a shell: ``python -m managoat_sandbox.emulators e2b --port 3000``.
+
+Modules: :mod:`.connect` (envelope codec), :mod:`.state` (records, clock,
+listings), :mod:`.world` (lifecycle), :mod:`.layout` (sandbox directories),
+:mod:`.processes` (envd's process table), :mod:`.streams` (server streams and
+their faults), :mod:`.control` and :mod:`.envd` (the two HTTP surfaces).
+"""
+
+from .emulator import E2BEmulator
+
+__all__ = ["E2BEmulator"]

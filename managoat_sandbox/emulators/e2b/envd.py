@@ -1,0 +1,478 @@
+"""envd, the daemon inside each sandbox, as reached through E2B's edge proxy.
+
+A request is an envd request when it carries ``E2b-Sandbox-Id`` and
+``E2b-Sandbox-Port`` (how the proxy routes for IP hosts), or when its Host
+is ``<port>-<sandbox id>.<domain>``. The proxy answers 502 with
+``{"sandboxId", "message", "code": 502}`` when the sandbox is unknown, or
+paused without auto-resume (a paused sandbox with auto-resume is resumed),
+and when the port is not envd's (49983). Exactly one of the two headers is a
+400.
+
+Authorisation: every envd call needs ``X-Access-Token: <envdAccessToken>``
+(errata 3) except ``GET /health``; ``/files`` also accepts a signed URL
+(errata 4). The Linux user comes from ``Authorization: Basic <user:>``
+(absent: the default user, errata 7), or from ``username`` on ``/files``.
+
+RPCs: ``process.Process`` Start and Connect (server streams, see
+:mod:`.streams`), List, SendInput, CloseStdin, SendSignal and Update (unary);
+``StreamInput`` and the ``filesystem.Filesystem`` service answer
+``unimplemented``. Plain HTTP: ``POST /files`` (multipart part ``file`` or
+octet-stream, gzip accepted), ``GET /files``, ``GET /health`` (204).
+
+Fault taken here: ``tag_selector_404`` (a tag selector misses, as after a
+pause/resume) and the stream faults of :meth:`Envd.plan`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import gzip
+import hashlib
+import hmac
+import json
+import posixpath
+import re
+from email.message import Message
+from typing import Any
+
+from aiohttp import web
+
+from .._server import Faults
+from . import connect
+from .aio import run_blocking
+from .processes import Process, ProcessTable, RpcError, decode_bytes
+from .state import SandboxRecord
+from .streams import DEFAULT_STREAM_ERROR, Disconnected, EnvelopeWriter, StreamPlan, pump
+from .world import World
+
+__all__ = ["ENVD_PORT", "Envd", "is_envd_request", "sandbox_target"]
+
+ENVD_PORT = 49983
+STREAM_CONTENT_TYPE = "application/connect+json"
+DEFAULT_KEEPALIVE = 90.0
+_HOST = re.compile(r"^(?P<port>\d+)-(?P<id>[a-z0-9]+)\.")
+_STREAM_FAULTS = ("stream_no_start", "stream_no_end", "stream_error_end", "stream_split",
+                  "stream_merge", "stream_hang", "stream_reset", "stream_garbage")
+
+
+def sandbox_target(request: web.Request) -> tuple[str | None, str | None]:
+    """The sandbox id and port a request is addressed to (either may be None)."""
+    sandbox_id = request.headers.get("E2b-Sandbox-Id")
+    port = request.headers.get("E2b-Sandbox-Port")
+    if sandbox_id is None and port is None:
+        match = _HOST.match(request.host or "")
+        if match is not None:
+            return match["id"], match["port"]
+    return sandbox_id, port
+
+
+def is_envd_request(request: web.Request) -> bool:
+    """Whether the proxy would send this request to a sandbox rather than the API."""
+    sandbox_id, port = sandbox_target(request)
+    return sandbox_id is not None or port is not None
+
+
+def _rpc_error(error: RpcError) -> web.Response:
+    return web.json_response(connect.error_body(error.code, error.message),
+                             status=connect.HTTP_STATUS.get(error.code, 500))
+
+
+def _http_error(status: int, message: str) -> web.Response:
+    return web.json_response({"code": status, "message": message}, status=status)
+
+
+def signature(path: str, operation: str, user: str, token: str, expiration: int | None) -> str:
+    """envd's file URL signature (errata 4): ``v1_`` + unpadded base64 of a SHA-256."""
+    raw = f"{path}:{operation}:{user}:{token}" + (f":{expiration}" if expiration else "")
+    digest = hashlib.sha256(raw.encode()).digest()
+    return "v1_" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class Envd:
+    """Serves envd for every sandbox of a :class:`World`."""
+
+    def __init__(self, world: World, faults: Faults, *, default_user: str = "user") -> None:
+        self.world = world
+        self.faults = faults
+        self.default_user = default_user
+        #: Multiplies ``Keepalive-Ping-Interval`` (tests shrink it).
+        self.keepalive_scale = 1.0
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    # -- routing -------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Route one envd request (after the proxy's checks)."""
+        sandbox_id, port = sandbox_target(request)
+        if sandbox_id is None or port is None:
+            return _http_error(400, "both E2b-Sandbox-Id and E2b-Sandbox-Port are required")
+        record = self.world.registry.find(sandbox_id)
+        if record is not None and record.state == "paused" and record.auto_resume:
+            self.world.resume(record, None)
+        if record is None or record.state != "running":
+            return web.json_response(
+                {"sandboxId": sandbox_id, "message": "The sandbox was not found", "code": 502},
+                status=502)
+        if port != str(ENVD_PORT):
+            return web.json_response(
+                {"sandboxId": sandbox_id, "message": "The sandbox is running but port is not open",
+                 "port": port, "code": 502}, status=502)
+        path, method = request.path, request.method
+        if path == "/health" and method == "GET":
+            return web.Response(status=204)
+        if path == "/files":
+            if method == "GET":
+                return await self._read_file(request, record)
+            if method == "POST":
+                return await self._write_file(request, record)
+            return _http_error(405, "method not allowed")
+        if not self._token_ok(request, record):
+            return _http_error(401, "unauthorized access, please provide a valid access token "
+                                    "or method signing if supported")
+        if method == "POST" and path.startswith("/process.Process/"):
+            return await self._process_rpc(request, record, path.rsplit("/", 1)[1])
+        if method == "POST" and path.startswith("/filesystem.Filesystem/"):
+            return _rpc_error(RpcError("unimplemented", f"{path} is not emulated"))
+        return web.Response(status=404, text="404 page not found\n")
+
+    @staticmethod
+    def _token_ok(request: web.Request, record: SandboxRecord) -> bool:
+        given = request.headers.get("X-Access-Token", "")
+        return hmac.compare_digest(given.encode(), record.access_token.encode())
+
+    def _user(self, request: web.Request) -> str:
+        header = request.headers.get("Authorization", "")
+        if not header:
+            return self.default_user
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "basic":
+            raise RpcError("unauthenticated", "invalid authorization header")
+        try:
+            user = base64.b64decode(value, validate=True).decode().partition(":")[0]
+        except (binascii.Error, UnicodeDecodeError):
+            raise RpcError("unauthenticated", "invalid authorization header") from None
+        if not user:
+            return self.default_user
+        if user not in self.world.users:
+            raise RpcError("unauthenticated", f"invalid username: '{user}'")
+        return user
+
+    # -- process.Process --------------------------------------------------------------------
+
+    async def _process_rpc(self, request: web.Request, record: SandboxRecord,
+                           method: str) -> web.StreamResponse:
+        if method in ("Start", "Connect"):
+            return await self._stream(request, record, method)
+        unary = {"List": self._list, "SendInput": self._send_input,
+                 "CloseStdin": self._close_stdin, "SendSignal": self._send_signal,
+                 "Update": self._update}
+        handler = unary.get(method)
+        if handler is None:
+            return _rpc_error(RpcError("unimplemented", f"process.Process/{method} is not "
+                                                        "emulated"))
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return web.Response(status=415, text="unsupported content type\n")
+        try:
+            self._user(request)
+            body = json.loads(await request.read() or b"{}")
+            if not isinstance(body, dict):
+                raise RpcError("invalid_argument", "request must be a JSON object")
+            table = self.world.table(record.sandbox_id)
+            return web.json_response(await handler(request, table, body))
+        except ValueError:
+            return _rpc_error(RpcError("invalid_argument", "request body is not valid JSON"))
+        except KeyError:
+            return _rpc_error(RpcError("unavailable", "sandbox is gone"))
+        except RpcError as error:
+            return _rpc_error(error)
+
+    def _select(self, request: web.Request, table: ProcessTable, selector: Any, *,
+                ended: bool = False) -> Process:
+        tags_work = True
+        if isinstance(selector, dict) and "tag" in selector:
+            tags_work = self.faults.take("tag_selector_404", request.method,
+                                         request.path) is None
+        return table.select(selector, ended=ended, tags_work=tags_work)
+
+    async def _list(self, request: web.Request, table: ProcessTable,
+                    body: dict[str, Any]) -> dict[str, Any]:
+        processes = [p.listed() for p in table.live()]
+        return {"processes": processes} if processes else {}
+
+    async def _send_input(self, request: web.Request, table: ProcessTable,
+                          body: dict[str, Any]) -> dict[str, Any]:
+        process = self._select(request, table, body.get("process"))
+        given = body.get("input")
+        if not isinstance(given, dict) or not ({"stdin", "pty"} & given.keys()):
+            raise RpcError("unimplemented", "invalid input type")
+        data = decode_bytes(given.get("pty", given.get("stdin")), "input")
+        await run_blocking(lambda: table.write(process, data))
+        return {}
+
+    async def _close_stdin(self, request: web.Request, table: ProcessTable,
+                           body: dict[str, Any]) -> dict[str, Any]:
+        process = self._select(request, table, body.get("process"))
+        await run_blocking(lambda: table.close_stdin(process))
+        return {}
+
+    async def _send_signal(self, request: web.Request, table: ProcessTable,
+                           body: dict[str, Any]) -> dict[str, Any]:
+        process = self._select(request, table, body.get("process"))
+        table.signal(process, body.get("signal"))
+        return {}
+
+    async def _update(self, request: web.Request, table: ProcessTable,
+                      body: dict[str, Any]) -> dict[str, Any]:
+        process = self._select(request, table, body.get("process"))
+        if not process.pty:
+            raise RpcError("failed_precondition", f"process {process.pid} has no PTY")
+        return {}
+
+    # -- streams ----------------------------------------------------------------------------
+
+    def plan(self, request: web.Request) -> StreamPlan:
+        """The stream faults that apply to this Start/Connect request.
+
+        Kinds (``emulator.faults.add(kind, path=r"/process\\.Process/Start$", ...)``):
+        ``stream_no_start`` (only an end-of-stream ``{}``; nothing is started),
+        ``stream_no_end`` (``size`` data events, then ``{}`` without the end event),
+        ``stream_error_end`` (the same with ``{"error": body}``),
+        ``stream_split`` (``size`` bytes per HTTP chunk, default 1),
+        ``stream_merge`` (all envelopes in one chunk at the end),
+        ``stream_hang`` (silent after ``size`` envelopes, connection open),
+        ``stream_reset`` (connection shut mid-envelope after ``size`` envelopes),
+        ``stream_garbage`` (``body`` ``"json"``: a malformed payload,
+        ``"compressed"``: a flag-0x01 envelope, right after ``start``).
+        """
+        plan = StreamPlan()
+        for kind in _STREAM_FAULTS:
+            fault = self.faults.take(kind, request.method, request.path)
+            if fault is None:
+                continue
+            if kind == "stream_no_start":
+                plan.no_start = True
+            elif kind == "stream_no_end":
+                plan.cut_after = fault.size
+            elif kind == "stream_error_end":
+                plan.cut_after = fault.size
+                plan.cut_trailer = fault.body if fault.body is not None else DEFAULT_STREAM_ERROR
+            elif kind == "stream_split":
+                plan.split = fault.size or 1
+            elif kind == "stream_merge":
+                plan.merge = True
+            elif kind == "stream_hang":
+                plan.hang_after = fault.size
+            elif kind == "stream_reset":
+                plan.reset_after = fault.size
+            else:
+                plan.garbage = fault.body if isinstance(fault.body, str) else "json"
+        return plan
+
+    async def _stream(self, request: web.Request, record: SandboxRecord,
+                      method: str) -> web.StreamResponse:
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != STREAM_CONTENT_TYPE:
+            return web.Response(status=415, text="unsupported content type\n")
+        plan = self.plan(request)
+        response = web.StreamResponse(status=200, headers={"Content-Type": STREAM_CONTENT_TYPE})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        writer = EnvelopeWriter(request, response, plan)
+        try:
+            if plan.no_start:
+                await writer.send(connect.end_stream())
+            else:
+                await self._run_stream(request, record, method, writer)
+            await writer.finish()
+        except Disconnected:
+            pass
+        return response
+
+    async def _run_stream(self, request: web.Request, record: SandboxRecord, method: str,
+                          writer: EnvelopeWriter) -> None:
+        try:
+            user = self._user(request)
+            message = connect.decode_one(await request.read())
+            table = self.world.table(record.sandbox_id)
+            if method == "Start":
+                process = await run_blocking(lambda: table.start(
+                    message, user=user, sandbox_env=record.env_vars))
+                self._arm_deadline(request, table, process)
+                deadline = None
+            else:
+                selector = message.get("process") if isinstance(message, dict) else None
+                process = self._select(request, table, selector, ended=True)
+                deadline = self._stream_deadline(request)
+        except connect.EnvelopeError as error:
+            await writer.send(connect.end_stream(connect.error_body("invalid_argument",
+                                                                    str(error))))
+            return
+        except KeyError:
+            await writer.send(connect.end_stream(connect.error_body("unavailable",
+                                                                    "sandbox is gone")))
+            return
+        except RpcError as error:
+            await writer.send(connect.end_stream(connect.error_body(error.code, error.message)))
+            return
+        await pump(writer, process, record, live_only=method == "Connect",
+                   keepalive=self._keepalive(request), deadline=deadline)
+
+    def _keepalive(self, request: web.Request) -> float | None:
+        raw = request.headers.get("Keepalive-Ping-Interval")
+        try:
+            seconds = float(raw) if raw else DEFAULT_KEEPALIVE
+        except ValueError:
+            seconds = DEFAULT_KEEPALIVE
+        return seconds * self.keepalive_scale if seconds > 0 else None
+
+    @staticmethod
+    def _timeout_ms(request: web.Request) -> float | None:
+        raw = request.headers.get("Connect-Timeout-Ms")
+        try:
+            value = int(raw) if raw else 0
+        except ValueError:
+            return None
+        return value / 1000 if value > 0 else None
+
+    def _stream_deadline(self, request: web.Request) -> float | None:
+        seconds = self._timeout_ms(request)
+        return None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+    def _arm_deadline(self, request: web.Request, table: ProcessTable, process: Process) -> None:
+        """``Connect-Timeout-Ms`` on Start bounds the process's own lifetime."""
+        seconds = self._timeout_ms(request)
+        if seconds is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            table.kill_on_deadline(process)
+
+        handle = loop.call_later(seconds, fire)
+        self._timers.add(handle)
+
+    def cancel_timers(self) -> None:
+        """Forget pending process deadlines (the emulator is stopping)."""
+        for handle in list(self._timers):
+            handle.cancel()
+        self._timers.clear()
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def _file_user(self, request: web.Request) -> str:
+        user = request.query.get("username") or self.default_user
+        if user not in self.world.users:
+            raise RpcError("unauthenticated", f"invalid user: '{user}'")
+        return user
+
+    def _file_authorised(self, request: web.Request, record: SandboxRecord,
+                         operation: str) -> bool:
+        if "X-Access-Token" in request.headers:
+            return self._token_ok(request, record)
+        given = request.query.get("signature")
+        if not given:
+            return False
+        raw_expiration = request.query.get("signature_expiration")
+        expiration = int(raw_expiration) if raw_expiration and raw_expiration.isdigit() else None
+        if expiration is not None and expiration < self.world.clock.now():
+            return False
+        expected = signature(request.query.get("path", ""), operation,
+                             request.query.get("username", ""), record.access_token, expiration)
+        return hmac.compare_digest(given.encode(), expected.encode())
+
+    async def _read_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
+        if not self._file_authorised(request, record, "read"):
+            return _http_error(401, "unauthorized access, please provide a valid access token "
+                                    "or method signing if supported")
+        try:
+            user = self._file_user(request)
+        except RpcError as error:
+            return _http_error(401, error.message)
+        path = request.query.get("path")
+        if not path:
+            return _http_error(400, "path is required")
+        layout = self.world.table(record.sandbox_id).layout
+        target = layout.host(path, user)
+        if not target.exists() or not layout.inside(target):
+            return _http_error(404, f"path '{layout.sandbox_path(path, user)}' does not exist")
+        if target.is_dir():
+            return _http_error(400, f"path '{layout.sandbox_path(path, user)}' is a directory")
+        return web.Response(body=target.read_bytes(), content_type="application/octet-stream")
+
+    async def _write_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
+        if not self._file_authorised(request, record, "write"):
+            return _http_error(401, "unauthorized access, please provide a valid access token "
+                                    "or method signing if supported")
+        try:
+            user = self._file_user(request)
+        except RpcError as error:
+            return _http_error(401, error.message)
+        body = await request.read()
+        if request.headers.get("Content-Encoding", "").lower() == "gzip":
+            try:
+                body = gzip.decompress(body)
+            except (OSError, EOFError):
+                return _http_error(400, "body is not valid gzip")
+        content_type = request.headers.get("Content-Type", "")
+        query_path = request.query.get("path")
+        if content_type.startswith("multipart/form-data"):
+            try:
+                uploads = [(query_path or name, data)
+                           for name, data in _file_parts(content_type, body)]
+            except ValueError as error:
+                return _http_error(400, str(error))
+        elif query_path:
+            uploads = [(query_path, body)]
+        else:
+            return _http_error(400, "path is required for an octet-stream upload")
+        if not uploads or any(not path for path, _ in uploads):
+            return _http_error(400, "no file to write")
+        layout = self.world.table(record.sandbox_id).layout
+        written = []
+        seen: set[str] = set()
+        for path, data in uploads:
+            absolute = layout.sandbox_path(path, user)
+            if absolute in seen:
+                return _http_error(400, f"path '{absolute}' appears twice")
+            seen.add(absolute)
+            target = layout.host(path, user)
+            if target.is_dir():
+                return _http_error(400, f"path '{absolute}' is a directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not layout.inside(target.parent):
+                return _http_error(400, f"path '{absolute}' escapes the sandbox")
+            target.write_bytes(data)
+            written.append({"path": absolute, "name": posixpath.basename(absolute),
+                            "type": "file"})
+        return web.json_response(written)
+
+
+def _file_parts(content_type: str, body: bytes) -> list[tuple[str, bytes]]:
+    """The ``file`` parts of a multipart body: (filename, data) pairs; ValueError if malformed."""
+    header = Message()
+    header["Content-Type"] = content_type
+    boundary = header.get_param("boundary")
+    if not isinstance(boundary, str) or not boundary:
+        raise ValueError("multipart body without a boundary")
+    delimiter = b"--" + boundary.encode()
+    chunks = body.split(delimiter)
+    if len(chunks) < 3:
+        raise ValueError("malformed multipart body")
+    parts: list[tuple[str, bytes]] = []
+    for raw in chunks[1:-1]:
+        head, sep, data = raw.removeprefix(b"\r\n").removesuffix(b"\r\n").partition(b"\r\n\r\n")
+        if not sep:
+            raise ValueError("malformed multipart part")
+        disposition = Message()
+        for line in head.decode("utf-8", "replace").split("\r\n"):
+            key, _, value = line.partition(":")
+            disposition[key.strip()] = value.strip()
+        if disposition.get_param("name", header="Content-Disposition") != "file":
+            continue
+        filename = disposition.get_param("filename", header="Content-Disposition")
+        parts.append((filename if isinstance(filename, str) else "", data))
+    return parts

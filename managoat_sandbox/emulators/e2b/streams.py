@@ -1,0 +1,204 @@
+"""envd's server streams (Start, Connect) over chunked HTTP/1.1, with injectable faults.
+
+A stream sends ``start``, then one ``data`` event per output read (at most
+32 KiB each), then the ``end`` event and the ``{}`` end-of-stream envelope.
+A stream attached with ``live_only`` (Connect) skips the output the process
+produced before it attached: envd does not replay output, and output nobody
+was subscribed to is gone. Keepalive events are sent after
+``Keepalive-Ping-Interval`` seconds without data. When the sandbox is paused
+or killed under an open stream, the stream ends with an ``unavailable`` error.
+
+Each envelope is normally one HTTP chunk. A :class:`StreamPlan` built from
+the emulator's faults changes that (see the emulator's ``stream_fault``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from ... import _engine
+from . import connect
+from .processes import Process
+from .state import SandboxRecord
+
+__all__ = ["Disconnected", "EnvelopeWriter", "StreamPlan", "pump"]
+
+MAX_CHUNK = 32 * 1024
+MAX_PTY_CHUNK = 16 * 1024
+POLL = 0.01
+DEFAULT_STREAM_ERROR = connect.error_body("unavailable", "stream unavailable")
+
+
+class Disconnected(Exception):
+    """The client went away, or a fault cut the connection: stop streaming."""
+
+
+@dataclass
+class StreamPlan:
+    """The faults applied to one stream (all off by default).
+
+    ``cut_after``: after that many data events (or at the process's end,
+    whichever comes first) the stream ends with ``cut_trailer`` instead of the
+    end event; ``cut_trailer`` None means the clean ``{}``.
+    ``split``: bytes per HTTP chunk (one envelope over several chunks).
+    ``merge``: every envelope held back and written as one chunk at the end.
+    ``hang_after`` / ``reset_after``: after that many envelopes the stream goes
+    silent with the connection open / the connection is shut mid-envelope.
+    ``garbage``: ``"json"`` or ``"compressed"``, one bad envelope after start.
+    """
+
+    no_start: bool = False
+    cut_after: int | None = None
+    cut_trailer: Any = None
+    split: int | None = None
+    merge: bool = False
+    hang_after: int | None = None
+    reset_after: int | None = None
+    garbage: str | None = None
+
+
+class EnvelopeWriter:
+    """Writes envelopes to a prepared chunked response, applying a plan's framing faults."""
+
+    def __init__(self, request: web.Request, response: web.StreamResponse,
+                 plan: StreamPlan) -> None:
+        self._request = request
+        self._response = response
+        self.plan = plan
+        self._held = bytearray()
+        self.sent = 0
+
+    @property
+    def closing(self) -> bool:
+        """Whether the client's connection is gone."""
+        transport = self._request.transport
+        return transport is None or transport.is_closing()
+
+    async def send(self, envelope: bytes) -> None:
+        """Write one envelope (raises Disconnected once the client is gone)."""
+        plan = self.plan
+        if plan.hang_after is not None and self.sent >= plan.hang_after:
+            await self._hang()
+        if plan.reset_after is not None and self.sent >= plan.reset_after:
+            await self._write(envelope[: max(1, len(envelope) // 2)])
+            transport = self._request.transport
+            if transport is not None:
+                transport.close()
+            raise Disconnected
+        self.sent += 1
+        if plan.merge:
+            self._held += envelope
+        elif plan.split:
+            for start in range(0, len(envelope), plan.split):
+                await self._write(envelope[start : start + plan.split])
+        else:
+            await self._write(envelope)
+
+    async def finish(self) -> None:
+        """Flush held envelopes and end the chunked body."""
+        if self._held:
+            await self._write(bytes(self._held))
+            self._held.clear()
+        try:
+            await self._response.write_eof()
+        except (ConnectionError, RuntimeError):
+            raise Disconnected from None
+
+    async def _write(self, data: bytes) -> None:
+        if self.closing:
+            raise Disconnected
+        try:
+            await self._response.write(data)
+        except (ConnectionError, RuntimeError):
+            raise Disconnected from None
+
+    async def _hang(self) -> None:
+        while not self.closing:
+            await asyncio.sleep(0.05)
+        raise Disconnected
+
+
+def _event(kind: str, body: Any) -> bytes:
+    return connect.encode({"event": {kind: body}})
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+async def pump(
+    writer: EnvelopeWriter,
+    process: Process,
+    record: SandboxRecord,
+    *,
+    live_only: bool,
+    keepalive: float | None,
+    deadline: float | None,
+) -> None:
+    """Stream one process to the client until its end (or a fault, or a disconnect)."""
+    plan = writer.plan
+    loop = asyncio.get_running_loop()
+    generation = record.generation
+    await writer.send(_event("start", {"pid": process.pid}))
+    if plan.garbage == "compressed":
+        await writer.send(connect.encode({"event": {"keepalive": {}}}, connect.COMPRESSED))
+    elif plan.garbage is not None:
+        await writer.send(connect.encode(b'{"event": {"data": '))
+    data_events = 0
+    quiet_since = loop.time()
+    size = MAX_PTY_CHUNK if process.pty else MAX_CHUNK
+    with _engine.JournalReader(process.session) as reader:
+        if live_only:
+            while reader.read():
+                pass
+        while True:
+            if record.gone or record.generation != generation:
+                await writer.send(connect.end_stream(connect.error_body(
+                    "unavailable",
+                    f"the connection to sandbox {record.sandbox_id} ended before the stream "
+                    "completed")))
+                return
+            if plan.cut_after is not None and data_events >= plan.cut_after:
+                await writer.send(connect.end_stream(plan.cut_trailer))
+                return
+            outputs = reader.read()
+            ended = None
+            if not outputs:
+                ended = process.end()
+                if ended is not None:
+                    outputs = reader.read()
+            for output in outputs:
+                key = "pty" if process.pty else (
+                    "stdout" if output.stream == _engine.STDOUT else "stderr")
+                for piece in _pieces(output.data, size):
+                    if plan.cut_after is not None and data_events >= plan.cut_after:
+                        break
+                    await writer.send(_event("data", {key: base64.b64encode(piece).decode()}))
+                    data_events += 1
+                quiet_since = loop.time()
+            if outputs:
+                continue
+            if ended is not None:
+                if plan.cut_after is not None:
+                    await writer.send(connect.end_stream(plan.cut_trailer))
+                    return
+                await writer.send(_event("end", ended))
+                await writer.send(connect.end_stream())
+                return
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                await writer.send(connect.end_stream(connect.error_body(
+                    "deadline_exceeded", "the operation timed out")))
+                return
+            if keepalive is not None and now - quiet_since >= keepalive:
+                await writer.send(_event("keepalive", {}))
+                quiet_since = now
+            if writer.closing:
+                raise Disconnected
+            await asyncio.sleep(POLL)
+
