@@ -1,0 +1,369 @@
+"""The toolbox, proxy and daemon folded together: ``/toolbox/{sandboxId}/…`` (reference §3).
+
+The proxy part resolves the sandbox by **id**, refuses a sandbox that is not
+started (400 "… Is the Sandbox started?") and bumps its ``lastActivityAt``
+unless ``X-Daytona-Skip-Last-Activity-Update: true``. The daemon part is
+:class:`~.daemon.Daemon`; logs are rendered by :mod:`.logs`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import BodyPartReader, MultipartReader, WSMsgType, web
+
+from managoat_sandbox import _engine as engine
+
+from .blocking import run_blocking
+from .daemon import Command, Daemon, Session
+from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
+from .shapes import DaemonError, daemon_error_response
+
+if TYPE_CHECKING:
+    from .emulator import DaytonaEmulator
+
+__all__ = ["ToolboxRoutes"]
+
+Handler = Callable[[web.Request, Daemon], Awaitable[web.StreamResponse]]
+_POLL = 0.02
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.read() or b"null")
+    except ValueError:
+        raise DaemonError(400, "", bare=True) from None
+    if not isinstance(body, dict):
+        raise DaemonError(400, "", bare=True)
+    return body
+
+
+async def _parts(reader: MultipartReader) -> AsyncIterator[BodyPartReader]:
+    """The flat body parts of a multipart request (nested multiparts are skipped)."""
+    while (part := await reader.next()) is not None:
+        if isinstance(part, BodyPartReader):
+            yield part
+
+
+class ToolboxRoutes:
+    """Handlers for ``/toolbox/{sandboxId}``."""
+
+    def __init__(self, emulator: DaytonaEmulator) -> None:
+        self.emulator = emulator
+
+    def register(self, app: web.Application) -> None:
+        """Add the toolbox routes."""
+        session = "/process/session/{sessionId}"
+        command = session + "/command/{commandId}"
+        routes: list[tuple[str, str, Handler]] = [
+            ("POST", "/process/execute", self.execute),
+            ("POST", "/process/session", self.create_session),
+            ("GET", "/process/session", self.list_sessions),
+            ("GET", session, self.get_session),
+            ("DELETE", session, self.delete_session),
+            ("POST", session + "/exec", self.session_exec),
+            ("GET", command, self.get_command),
+            ("POST", command + "/input", self.send_input),
+            ("GET", command + "/logs", self.logs),
+            ("POST", "/files/upload", self.upload),
+            ("POST", "/files/upload-v2", self.upload_v2),
+            ("POST", "/files/bulk-upload", self.bulk_upload),
+            ("GET", "/files/download", self.download),
+            ("GET", "/version", self.version),
+            ("GET", "/user-home-dir", self.home_dir),
+            ("GET", "/work-dir", self.home_dir),
+        ]
+        for method, path, handler in routes:
+            app.router.add_route(method, "/toolbox/{sandboxId}" + path, self._proxied(handler))
+
+    def _proxied(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def proxied(request: web.Request) -> web.StreamResponse:
+            try:
+                sandbox = self.emulator.store.by_id(request.match_info["sandboxId"])
+                if sandbox is None:
+                    raise DaemonError(404, "sandbox not found")
+                if sandbox.state != "started":
+                    raise DaemonError(400, "no IP address found. Is the Sandbox started?")
+                if request.headers.get("X-Daytona-Skip-Last-Activity-Update") != "true":
+                    self.emulator.store.touch(sandbox.id)
+                return await handler(request, self.emulator.daemon_for(sandbox))
+            except DaemonError as error:
+                return daemon_error_response(request, error)
+
+        return proxied
+
+    # -- one-shot execute ---------------------------------------------------------
+
+    async def execute(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST /process/execute`` → ``{exitCode, result}`` (merged output); 408 on timeout."""
+        body = await _json_body(request)
+        script = body.get("command")
+        if not isinstance(script, str) or not script.strip():
+            raise DaemonError(400, "command is required")
+        envs = body.get("envs") or {}
+        timeout = body.get("timeout")
+        if not isinstance(envs, dict) or not all(isinstance(v, str) for v in envs.values()):
+            raise DaemonError(400, "invalid body request: envs must be an object of strings")
+        cwd = body.get("cwd") if isinstance(body.get("cwd"), str) else None
+        try:
+            directory = await run_blocking(
+                lambda: daemon.start_execute(script, cwd=cwd, envs=dict(envs)))
+        except OSError as error:
+            return web.json_response({"exitCode": -1, "result": str(error)})
+        limit = timeout if isinstance(timeout, int) and timeout > 0 else None
+        waited = 0.0
+        while not isinstance(engine.status(directory), (engine.Exited, engine.Lost)):
+            if limit is not None and waited >= limit:
+                await run_blocking(lambda: daemon.finish_execute(directory, kill=True))
+                raise DaemonError(408, "command execution timeout")
+            await asyncio.sleep(_POLL)
+            waited += _POLL
+        code, text = await run_blocking(lambda: daemon.finish_execute(directory, kill=False))
+        return web.json_response({"exitCode": -1 if code is None else code, "result": text})
+
+    # -- sessions -------------------------------------------------------------------
+
+    async def create_session(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST /process/session {"sessionId"}`` → 201, empty body."""
+        session_id = (await _json_body(request)).get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise DaemonError(400, "invalid body request: sessionId is required")
+        await run_blocking(lambda: daemon.create_session(session_id))
+        return web.Response(status=201)
+
+    async def list_sessions(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET /process/session`` → a bare JSON list."""
+        return web.json_response([s.to_json() for s in daemon.sessions()])
+
+    async def get_session(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET /process/session/{id}``."""
+        return web.json_response(daemon.session(request.match_info["sessionId"]).to_json())
+
+    async def delete_session(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``DELETE /process/session/{id}`` → 204 once the shell's group is dead."""
+        session_id = request.match_info["sessionId"]
+        await run_blocking(lambda: daemon.delete_session(session_id))
+        return web.Response(status=204)
+
+    async def session_exec(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST …/exec``: 202 + ``cmdId`` when async; 200 with output and exit code when sync."""
+        body = await _json_body(request)
+        script = body.get("command")
+        if not isinstance(script, str) or not script.strip():
+            raise DaemonError(400, "", bare=True)
+        run_async = bool(body.get("runAsync") or body.get("async"))
+        session_id = request.match_info["sessionId"]
+        command = await run_blocking(lambda: daemon.execute(
+            session_id, script, run_async=run_async,
+            suppress_input_echo=bool(body.get("suppressInputEcho"))))
+        if run_async:
+            return web.json_response({"cmdId": command.id, "output": None, "stdout": None,
+                                      "stderr": None, "exitCode": None}, status=202)
+        session = daemon.session(session_id)
+        while command.read_exit_code() is None:
+            if not session.shell_alive() or session.deleted.is_set():
+                raise DaemonError(400, "session shell ended without a command result")
+            await asyncio.sleep(_POLL)
+        journal = command.log_path.read_bytes()
+        answer: dict[str, Any] = {"cmdId": command.id, "exitCode": command.exit_code}
+        mode = render_mode(request.headers)
+        answer["output"] = (strip(journal) if mode == "combined" else journal).decode(
+            "utf-8", "replace")
+        if mode == "json":
+            stdout, stderr = demux(journal)
+            answer["stdout"] = stdout.decode("utf-8", "replace")
+            answer["stderr"] = stderr.decode("utf-8", "replace")
+        return web.json_response(answer)
+
+    async def get_command(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET …/command/{id}`` → ``{id, command, exitCode?}``."""
+        _, command = daemon.command(request.match_info["sessionId"],
+                                    request.match_info["commandId"])
+        return web.json_response(command.to_json())
+
+    async def send_input(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST …/input {"data"}`` → 204; 410 once the command has finished."""
+        data = (await _json_body(request)).get("data")
+        if not isinstance(data, str):
+            raise DaemonError(400, "invalid body request: data is required")
+        session_id, command_id = request.match_info["sessionId"], request.match_info["commandId"]
+        await run_blocking(lambda: daemon.send_input(session_id, command_id, data))
+        return web.Response(status=204)
+
+    # -- logs -------------------------------------------------------------------------
+
+    async def logs(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET …/logs``: the snapshot, the WebSocket follow, or the chunked follow."""
+        session, command = daemon.command(request.match_info["sessionId"],
+                                          request.match_info["commandId"])
+        if not command.log_path.exists():
+            raise DaemonError(404, "log file not found")
+        follow = request.query.get("follow") == "true"
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self._websocket(request, session, command, follow=follow)
+        if follow:
+            return await self._chunked(request, session, command)
+        return self._snapshot(request, command)
+
+    def _snapshot(self, request: web.Request, command: Command) -> web.StreamResponse:
+        journal = command.log_path.read_bytes()
+        stale = self.emulator.faults.take("log_stale_prefix", request.method, request.path)
+        if stale is not None:
+            journal = journal[: stale.size]
+        mode = render_mode(request.headers)
+        if mode == "json":
+            stdout, stderr = demux(journal)
+            return web.json_response({"output": journal.decode("utf-8", "replace"),
+                                      "stdout": stdout.decode("utf-8", "replace"),
+                                      "stderr": stderr.decode("utf-8", "replace")})
+        body = journal if mode == "raw" else strip(journal)
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
+
+    def _chunks(self, request: web.Request, session: Session, command: Command, *,
+                follow: bool) -> Any:
+        early = self.emulator.faults.take("log_close_early", request.method, request.path)
+        return follow_chunks(
+            command.log_path,
+            follow=follow,
+            exited=lambda: command.read_exit_code() is not None,
+            gone=session.deleted.is_set,
+            idle_close=self.emulator.log_idle_close,
+            limit=None if early is None else early.size,
+        )
+
+    async def _websocket(self, request: web.Request, session: Session, command: Command, *,
+                         follow: bool) -> web.StreamResponse:
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        ws = web.WebSocketResponse(
+            protocols=[p for p in offered if p.startswith("X-Daytona-SDK-Version~")],
+            autoping=True)
+        await ws.prepare(request)
+        mode = render_mode(request.headers)
+        stripper = MarkerStripper() if mode == "combined" else None
+        reader = asyncio.ensure_future(self._drain_client(ws))
+        code = 1000
+        try:
+            async for chunk in self._chunks(request, session, command, follow=follow):
+                if reader.done():
+                    break
+                data = stripper.feed(chunk) if stripper else chunk
+                if data:
+                    await ws.send_bytes(data)
+            if stripper and (rest := stripper.flush()):
+                await ws.send_bytes(rest)
+        except OSError:
+            code = 1011
+        except ConnectionResetError:
+            code = 1011
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await ws.close(code=code)
+        return ws
+
+    @staticmethod
+    async def _drain_client(ws: web.WebSocketResponse) -> None:
+        """Read client frames (answering pings) until the client closes."""
+        while True:
+            message = await ws.receive()
+            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED,
+                                WSMsgType.ERROR):
+                return
+
+    async def _chunked(self, request: web.Request, session: Session,
+                       command: Command) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        stripper = MarkerStripper()
+        async for chunk in self._chunks(request, session, command, follow=True):
+            if data := stripper.feed(chunk):
+                await response.write(data)
+        if rest := stripper.flush():
+            await response.write(rest)
+        await response.write_eof()
+        return response
+
+    # -- files ------------------------------------------------------------------------
+
+    @staticmethod
+    def _save(daemon: Daemon, path: str, data: bytes) -> Path:
+        target = daemon.resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        target.write_bytes(data)
+        return target
+
+    async def _single_upload(self, request: web.Request, daemon: Daemon) -> Path:
+        path = request.query.get("path")
+        if not path or not request.content_type.startswith("multipart/"):
+            raise DaemonError(400, "", bare=True)
+        data: bytes | None = None
+        async for part in _parts(await request.multipart()):
+            if part.name == "file":
+                data = bytes(await part.read())
+        if data is None:
+            raise DaemonError(400, "", bare=True)
+        payload = data
+        return await run_blocking(lambda: self._save(daemon, path, payload))
+
+    async def upload(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST /files/upload?path=`` (field ``file``) → 200, empty body."""
+        await self._single_upload(request, daemon)
+        return web.Response(status=200)
+
+    async def upload_v2(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST /files/upload-v2?path=`` (field ``file``) → ``{name, path, type}`` (errata 4)."""
+        target = await self._single_upload(request, daemon)
+        return web.json_response({"name": target.name, "path": str(target), "type": "file"})
+
+    async def bulk_upload(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``POST /files/bulk-upload``: ``files[i].path`` before ``files[i].file`` parts."""
+        if not request.content_type.startswith("multipart/"):
+            raise DaemonError(400, "", bare=True)
+        paths: dict[str, str] = {}
+        saved: list[dict[str, Any]] = []
+        errors: list[str] = []
+        async for part in _parts(await request.multipart()):
+            if part.name is None:
+                continue
+            index, _, field = part.name.rpartition(".")
+            if field == "path":
+                paths[index] = (await part.read()).decode()
+            elif field == "file":
+                data = bytes(await part.read())
+                if index not in paths:
+                    errors.append(f"{part.name}: no path given before the file")
+                    continue
+                target = await run_blocking(
+                    lambda p=paths[index], d=data: self._save(daemon, p, d))  # type: ignore[misc]
+                saved.append({"path": str(target), "bytes": len(data)})
+        if errors:
+            return web.json_response({"errors": errors, "files": saved}, status=400)
+        return web.json_response({"files": saved})
+
+    async def download(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET /files/download?path=`` → the file's bytes."""
+        path = request.query.get("path")
+        if not path:
+            raise DaemonError(400, "", bare=True)
+        target = daemon.resolve(path)
+        if not target.is_file():
+            raise DaemonError(404, f"file not found: {path}")
+        return web.Response(body=target.read_bytes(), content_type="application/octet-stream")
+
+    async def version(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET /version``."""
+        return web.json_response({"version": "v0.190.0"})
+
+    async def home_dir(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
+        """``GET /user-home-dir`` and ``/work-dir``: the sandbox home."""
+        key = "dir"
+        return web.json_response({key: os.fspath(daemon.home)})
