@@ -60,10 +60,3 @@ class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
         self.emulator.drop_exec(after_frames=1)
         super().test_error_frame_carries_a_taxonomy_error()
 
-
-class SpritesCheckpointingConformanceTest(SpritesConformanceTest):
-    """The same suite with ``checkpoint_creation_enabled`` on (checkpoint gates open)."""
-
-    def setUp(self) -> None:
-        super().setUp()
-        config.configure("sprites", checkpoint_creation_enabled=True)
