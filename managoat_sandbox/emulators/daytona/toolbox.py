@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from email.parser import BytesParser
+from email.policy import HTTP
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import BodyPartReader, MultipartReader, WSMsgType, web
+from aiohttp import WSMsgType, web
 
 from managoat_sandbox import _engine as engine
 
@@ -44,11 +46,25 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-async def _parts(reader: MultipartReader) -> AsyncIterator[BodyPartReader]:
-    """The flat body parts of a multipart request (nested multiparts are skipped)."""
-    while (part := await reader.next()) is not None:
-        if isinstance(part, BodyPartReader):
-            yield part
+async def _form_parts(request: web.Request) -> list[tuple[str, bytes]]:
+    """The (field name, bytes) parts of a multipart/form-data body, in order.
+
+    Parsed from the whole body (the emulator base has already read it for the
+    request log, so the stream reader cannot be used).
+    """
+    if not request.content_type.startswith("multipart/"):
+        raise DaemonError(400, "", bare=True)
+    head = f"Content-Type: {request.headers['Content-Type']}\r\n\r\n".encode()
+    message = BytesParser(policy=HTTP).parsebytes(head + await request.read())
+    if not message.is_multipart():
+        raise DaemonError(400, "", bare=True)
+    parts: list[tuple[str, bytes]] = []
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if isinstance(name, str) and isinstance(payload, bytes):
+            parts.append((name, payload))
+    return parts
 
 
 class ToolboxRoutes:
@@ -305,10 +321,7 @@ class ToolboxRoutes:
         path = request.query.get("path")
         if not path or not request.content_type.startswith("multipart/"):
             raise DaemonError(400, "", bare=True)
-        data: bytes | None = None
-        async for part in _parts(await request.multipart()):
-            if part.name == "file":
-                data = bytes(await part.read())
+        data = next((d for name, d in await _form_parts(request) if name == "file"), None)
         if data is None:
             raise DaemonError(400, "", bare=True)
         payload = data
@@ -326,21 +339,16 @@ class ToolboxRoutes:
 
     async def bulk_upload(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``POST /files/bulk-upload``: ``files[i].path`` before ``files[i].file`` parts."""
-        if not request.content_type.startswith("multipart/"):
-            raise DaemonError(400, "", bare=True)
         paths: dict[str, str] = {}
         saved: list[dict[str, Any]] = []
         errors: list[str] = []
-        async for part in _parts(await request.multipart()):
-            if part.name is None:
-                continue
-            index, _, field = part.name.rpartition(".")
+        for name, data in await _form_parts(request):
+            index, _, field = name.rpartition(".")
             if field == "path":
-                paths[index] = (await part.read()).decode()
+                paths[index] = data.decode()
             elif field == "file":
-                data = bytes(await part.read())
                 if index not in paths:
-                    errors.append(f"{part.name}: no path given before the file")
+                    errors.append(f"{name}: no path given before the file")
                     continue
                 target = await run_blocking(
                     lambda p=paths[index], d=data: self._save(daemon, p, d))  # type: ignore[misc]
