@@ -1,0 +1,441 @@
+"""The ``e2b`` adapter: E2B sandboxes over plain HTTP (REST + envd's Connect protocol).
+
+Identity. E2B assigns sandbox ids; callers think in names. A sandbox is
+created with metadata ``fountain_name=<name>`` (and ``fountain=1``), a TTL of
+1800 s and ``autoPause``, and every operation finds it again by that metadata,
+running or paused. ``create`` adopts an existing name; a paused sandbox is
+resumed (``connect``) before any envd call, and the last network policy this
+adapter applied to it is applied again after such a resume (E2B rebuilds the
+network config from the snapshot; whether a ``PUT /network`` before the pause
+survives is not guaranteed). ``destroy`` deletes every sandbox stamped with
+the name. A create/create race can still make two sandboxes of one name.
+
+envd. Every envd call carries the sandbox's ``X-Access-Token`` (from the
+create/connect answer, else ``GET /sandboxes/{id}``; cached per sandbox id and
+dropped when envd answers 401) and goes to ``sandbox_url`` when configured,
+else to ``https://49983-<id>.<domain>``.
+
+Commands. ``exec`` and ``spawn`` are envd ``Start`` streams. ``exec`` checks
+its deadline before the name lookup and again after it (``timeout=0`` makes no
+request), sends ``Connect-Timeout-Ms`` with a finite timeout (so envd kills
+the process when the caller gives up), and collects with the shared
+collector. stdin and EOF go to the process by **pid**, never by tag. While a
+command streams, its sandbox's TTL is renewed every 240 s. ``stop_command``
+closes this end only: the remote process goes on.
+
+Detachable spawns run under a journaling shim (:mod:`.journal`); ``attach``
+replays the journal from byte zero, tails it, and ends with the journaled exit
+code. Sessions are the journaled commands (finished ones included). Without
+``detachable=True`` nothing is journaled and the command cannot be attached.
+
+Not supported: tty, checkpoints, ``terminate_session``, ``create_new``,
+``destroy_once``; ``public_url`` answers ``None`` (E2B exposes per-port hosts,
+but nothing opens a port, and a dead URL is worse than none).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ... import _args
+from ..._deadline import Deadline, collect_exec
+from ..._http import HttpClient
+from ..._version import __version__
+from ...contract import Adapter, Capability, Owner
+from ...errors import Denied, Invalid, NotFound, NotSupported, ProviderError, Unavailable
+from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+from . import journal
+from .api import ControlPlane, SandboxAccess, sandbox_id_of
+from .envd import Envd, start_request
+from .errors import PROVIDER
+from .heartbeat import Heartbeats
+from .process import E2BProcess, open_process
+from .settings import Settings
+
+__all__ = ["E2B"]
+
+HEARTBEAT_SECONDS = 240.0
+IDLE_TIMEOUT_SECONDS = 120.0
+_ACCESS_CACHE = 4096
+_SMALL_FILE = 64 * 1024
+_STATUS: Mapping[Any, Any] = {"running": "running", "paused": "suspended"}
+
+
+class E2B(Adapter):
+    """E2B sandboxes; see the module docstring for what each operation does.
+
+    ``heartbeat_interval`` (seconds between TTL renewals while a command
+    streams) and ``idle_timeout`` (the longest silence tolerated on a stream
+    before it is an ``Unavailable("timeout")``; envd sends a keepalive every
+    50 s) exist for tests and unusual deployments; the defaults suit E2B.
+    """
+
+    provider = "e2b"
+
+    _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH})
+
+    def __init__(
+        self,
+        *,
+        heartbeat_interval: float = HEARTBEAT_SECONDS,
+        idle_timeout: float = IDLE_TIMEOUT_SECONDS,
+    ) -> None:
+        self._http = HttpClient(user_agent=f"managoat_sandbox/{__version__}")
+        self._api = ControlPlane(self._http)
+        self._heartbeats = Heartbeats(_args.seconds(heartbeat_interval, "heartbeat_interval"))
+        self._idle_timeout = _args.seconds(idle_timeout, "idle_timeout")
+        self._lock = threading.Lock()
+        self._access: OrderedDict[str, SandboxAccess] = OrderedDict()
+        self._policies: dict[str, tuple[str, ...]] = {}
+
+    def capabilities(self) -> frozenset[str]:
+        return self._CAPABILITIES
+
+    # -- identity and lookup ------------------------------------------------
+
+    def build_handle(self, name: str) -> Handle:
+        return Handle(self.provider, _args.sandbox_name(name))
+
+    @staticmethod
+    def _check_handle(handle: object) -> Handle:
+        if not isinstance(handle, Handle):
+            raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+        return handle
+
+    def _found(self, s: Settings, handle: Handle) -> Mapping[str, Any]:
+        """The newest sandbox stamped with the handle's name, or ``NotFound``."""
+        matches = self._api.find(s, self._check_handle(handle).name)
+        if not matches:
+            raise NotFound(("sandbox", handle.name))
+        return matches[0]
+
+    def _remember(self, access: SandboxAccess) -> None:
+        with self._lock:
+            self._access[access.sandbox_id] = access
+            self._access.move_to_end(access.sandbox_id)
+            while len(self._access) > _ACCESS_CACHE:
+                self._access.popitem(last=False)
+
+    def _forget(self, sandbox_id: str, *, policy: bool = False) -> None:
+        with self._lock:
+            self._access.pop(sandbox_id, None)
+            if policy:
+                self._policies.pop(sandbox_id, None)
+
+    def _connect(self, s: Settings, sandbox_id: str, *, resumed: bool) -> SandboxAccess:
+        """Connect (resuming if paused); after a resume, re-apply our network policy."""
+        access = self._api.connect(s, sandbox_id)
+        self._remember(access)
+        with self._lock:
+            allow = self._policies.get(sandbox_id)
+        if resumed and allow is not None:
+            self._api.put_network(s, sandbox_id, allow)
+        return access
+
+    def _running(self, s: Settings, handle: Handle) -> str:
+        """The id of the handle's sandbox, resumed first if it was paused."""
+        item = self._found(s, handle)
+        sandbox_id = sandbox_id_of(item)
+        if item.get("state") == "paused":
+            self._connect(s, sandbox_id, resumed=True)
+        return sandbox_id
+
+    def _envd(self, s: Settings, handle: Handle) -> Envd:
+        """envd of the handle's running sandbox, with its access token."""
+        sandbox_id = self._running(s, handle)
+        with self._lock:
+            access = self._access.get(sandbox_id)
+        if access is None:
+            access = self._api.detail(s, sandbox_id)
+            self._remember(access)
+        return Envd(s.envd_url(sandbox_id, access.domain), sandbox_id, access.token, s.user,
+                    s.timeout)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def create(self, name: str, **opts: Any) -> Handle:
+        """Adopt the sandbox stamped ``name`` (as it is, paused or not), else create one."""
+        if opts:
+            raise TypeError(f"unknown create options: {sorted(opts)}")
+        name = _args.sandbox_name(name)
+        s = Settings.load()
+        matches = self._api.find(s, name)
+        if matches:
+            return Handle(self.provider, name, private=sandbox_id_of(matches[0]))
+        access = self._api.create(s, name)
+        self._remember(access)
+        return Handle(self.provider, name, private=access.sandbox_id)
+
+    def get(self, handle: Handle) -> Info:
+        """``running`` / ``suspended`` (paused) / ``unknown``; ``raw`` is the listing item."""
+        item = self._found(Settings.load(), handle)
+        return Info(status=_STATUS.get(item.get("state"), "unknown"), raw=item)
+
+    def destroy(self, handle: Handle) -> None:
+        """Kill every sandbox stamped with the name; none (or a 404) is fine."""
+        s = Settings.load()
+        for item in self._api.find(s, self._check_handle(handle).name):
+            sandbox_id = sandbox_id_of(item)
+            self._api.kill(s, sandbox_id)
+            self._forget(sandbox_id, policy=True)
+
+    def list_all_names(self) -> frozenset[str]:
+        return self._api.list_names(Settings.load())
+
+    def suspend(self, handle: Handle) -> None:
+        """Pause the sandbox (already paused, or a 409, is fine)."""
+        s = Settings.load()
+        item = self._found(s, handle)
+        if item.get("state") != "paused":
+            self._api.pause(s, sandbox_id_of(item))
+
+    def resume(self, handle: Handle) -> Handle:
+        """Connect to the sandbox (resuming it if paused); the handle carries its id."""
+        s = Settings.load()
+        item = self._found(s, handle)
+        sandbox_id = sandbox_id_of(item)
+        self._connect(s, sandbox_id, resumed=item.get("state") == "paused")
+        return Handle(self.provider, handle.name, private=sandbox_id)
+
+    # -- files --------------------------------------------------------------
+
+    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+        """Upload through envd's ``/files`` (parents created); ``mode`` is applied with chmod."""
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a str, got {type(path).__name__}")
+        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
+            raise TypeError(f"mode must be an int, got {type(mode).__name__}")
+        payload = _args.flatten_bytes(data)
+        s = Settings.load()
+        envd = self._envd(s, self._check_handle(handle))
+        self._guarded(envd, lambda: envd.upload(self._http, path, payload))
+        if mode is not None:
+            result = self._run(s, envd, "chmod", [format(mode, "o"), "--", path])
+            if result.exit_code != 0:
+                raise Invalid(("chmod_failed", result.exit_code, result.text[:200]))
+
+    def _guarded(self, envd: Envd, call: Callable[[], Any]) -> Any:
+        """Run an envd call; a 401 drops the cached access token before re-raising."""
+        try:
+            return call()
+        except Denied:
+            self._forget(envd.sandbox_id)
+            raise
+
+    # -- commands -----------------------------------------------------------
+
+    def _keepalive(self, s: Settings, sandbox_id: str) -> Callable[[], Callable[[], None]]:
+        return lambda: self._heartbeats.hold(
+            sandbox_id, lambda: self._api.set_timeout(s, sandbox_id)
+        )
+
+    def _start(
+        self,
+        s: Settings,
+        envd: Envd,
+        request: Mapping[str, Any],
+        *,
+        owner: Owner | None,
+        stdin: bool,
+        tag: str,
+        deadline: Deadline | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Command:
+        stream, pid = self._guarded(envd, lambda: open_process(
+            self._http, envd, request, owner=owner, stdin=stdin,
+            keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
+            deadline=deadline, extra_headers=extra_headers,
+        ))
+        return Command(self.provider, stream.ref, frames=stream.frames,
+                       private=E2BProcess(stream, envd, self._http, tag, pid))
+
+    def _collect(
+        self,
+        s: Settings,
+        envd: Envd,
+        request: Mapping[str, Any],
+        tag: str,
+        deadline: Deadline,
+        *,
+        stderr_to_stdout: bool = False,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        def start(owner: Any) -> Command:
+            return self._start(s, envd, request, owner=owner, stdin=False, tag=tag,
+                               deadline=deadline, extra_headers=extra_headers)
+
+        def stop(command: Command) -> None:
+            self._process(command).stop()
+
+        return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
+
+    def _run(self, s: Settings, envd: Envd, cmd: str, args: Sequence[str]) -> ExecResult:
+        """An internal command (chmod, the session lister), bounded by ``timeout_ms``."""
+        tag = journal.new_tag()
+        request = start_request(cmd, args, env=None, cwd=None, tag=tag, stdin=False)
+        try:
+            return self._collect(s, envd, request, tag, Deadline(s.timeout))
+        except Unavailable as error:
+            if isinstance(error.detail, tuple) and error.detail[:1] == ("exec_timeout",):
+                raise Unavailable("timeout") from None
+            raise
+
+    def exec(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        timeout: float | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> ExecResult:
+        """Run to exit; the deadline is checked before and after the name lookup."""
+        cmd = _args.command_name(cmd)
+        argv = _args.str_args(args)
+        env = _args.env_map(env)
+        dir = _args.optional_str(dir, "dir")
+        stderr_to_stdout = _args.flag(stderr_to_stdout, "stderr_to_stdout")
+        self._check_handle(handle)
+        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline.check()
+        s = Settings.load()
+        envd = self._envd(s, handle)
+        deadline.check()
+        tag = journal.new_tag()
+        request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=False)
+        headers = None
+        if timeout is not None and math.isfinite(timeout):
+            headers = {"Connect-Timeout-Ms": str(math.ceil(timeout * 1000))}
+        return self._collect(s, envd, request, tag, deadline, stderr_to_stdout=stderr_to_stdout,
+                             extra_headers=headers)
+
+    def spawn(
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str] = (),
+        *,
+        owner: Owner | None = None,
+        env: dict[str, str] | None = None,
+        dir: str | None = None,
+        stdin: bool = False,
+        tty: bool = False,
+        detachable: bool = False,
+    ) -> Command:
+        """Start a command; ``detachable=True`` journals it so that it can be attached."""
+        cmd = _args.command_name(cmd)
+        argv = _args.str_args(args)
+        env = _args.env_map(env)
+        dir = _args.optional_str(dir, "dir")
+        stdin = _args.flag(stdin, "stdin")
+        if _args.flag(tty, "tty"):
+            raise NotSupported("tty")
+        detachable = _args.flag(detachable, "detachable")
+        s = Settings.load()
+        envd = self._envd(s, self._check_handle(handle))
+        tag = journal.new_tag()
+        if detachable:
+            cmd, argv = "bash", ("-c", journal.shim(tag, cmd, argv))
+        request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
+        return self._start(s, envd, request, owner=owner, stdin=stdin, tag=tag)
+
+    @staticmethod
+    def _process(command: Command) -> E2BProcess:
+        if not isinstance(command, Command):
+            raise TypeError(f"expected a Command, got {type(command).__name__}")
+        if not isinstance(command.private, E2BProcess):
+            raise Invalid("not a command of the e2b adapter")
+        return command.private
+
+    def write_stdin(self, command: Command, data: Any) -> None:
+        process = self._process(command)
+        process.write(_args.flatten_bytes(data))
+
+    def close_stdin(self, command: Command) -> None:
+        self._process(command).close_stdin()
+
+    def stop_command(self, command: Command) -> None:
+        """Close this end of the stream; the remote process goes on."""
+        self._process(command).stop()
+
+    # -- sessions -----------------------------------------------------------
+
+    def list_sessions(self, handle: Handle) -> list[Session]:
+        """The journaled (detachable) commands of the sandbox, finished ones included."""
+        s = Settings.load()
+        envd = self._envd(s, self._check_handle(handle))
+        result = self._run(s, envd, "bash", ["-c", journal.lister()])
+        if result.exit_code != 0:
+            raise ProviderError(PROVIDER, ("session_listing_failed", result.exit_code))
+        return journal.parse_listing(result.output)
+
+    def attach(
+        self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
+    ) -> Command:
+        """Replay the session's journal from byte zero, tail it, end with its real exit."""
+        self._check_handle(handle)
+        session_id = _args.session_id(session_id)
+        stdin = _args.flag(stdin, "stdin")
+        s = Settings.load()
+        envd = self._envd(s, handle)
+        if not journal.is_tag(session_id):
+            raise NotFound(("session", session_id))
+        if self._guarded(envd, lambda: envd.download(
+                self._http, journal.cmd_path(session_id), _SMALL_FILE)) is None:
+            raise NotFound(("session", session_id))
+        finished = self._exit_code(envd, session_id) is not None
+        tag = journal.new_tag()
+        request = start_request("bash", ["-c", journal.replayer(session_id)], env=None,
+                                cwd=None, tag=tag, stdin=False)
+        stream, _ = self._guarded(envd, lambda: open_process(
+            self._http, envd, request, owner=owner, stdin=stdin,
+            keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
+            recover=lambda: self._exit_code(envd, session_id),
+            on_stopped=lambda pid: self._kill_quietly(envd, pid),
+        ))
+        process = E2BProcess(stream, envd, self._http, session_id, None, live=not finished)
+        return Command(self.provider, stream.ref, frames=stream.frames, private=process)
+
+    def _exit_code(self, envd: Envd, session_id: str) -> int | None:
+        return journal.parse_exit(
+            envd.download(self._http, journal.exit_path(session_id), _SMALL_FILE)
+        )
+
+    def _kill_quietly(self, envd: Envd, pid: int | None) -> None:
+        """Kill an abandoned replayer (its tails follow it out); failures are ignored."""
+        if pid is None:
+            return
+        try:
+            envd.call(self._http, "SendSignal",
+                      {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+        except Exception:
+            return
+
+    # -- policy, URLs, checkpoints ------------------------------------------
+
+    def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
+        """Deny all egress but ``policy.allow`` (``[]`` denies everything)."""
+        if not isinstance(policy, NetworkPolicy):
+            raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
+        s = Settings.load()
+        sandbox_id = self._running(s, self._check_handle(handle))
+        self._api.put_network(s, sandbox_id, policy.allow)
+        with self._lock:
+            self._policies[sandbox_id] = policy.allow
+
+    def public_url(self, handle: Handle) -> str | None:
+        """``None``: no port is opened, so there is no URL a browser could open."""
+        self._check_handle(handle)
+        return None
+
+    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
+        raise NotSupported("checkpoint")
+
+    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
+        raise NotSupported("checkpoint")

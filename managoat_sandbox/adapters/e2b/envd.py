@@ -1,0 +1,198 @@
+"""envd, the daemon inside each sandbox: Connect RPCs over HTTP/1.1 and the files API.
+
+Every request goes to :attr:`Envd.base_url` (``sandbox_url`` when configured,
+else ``https://49983-<id>.<domain>``) and carries ``E2b-Sandbox-Id`` and
+``E2b-Sandbox-Port`` (the edge proxy's header routing, harmless elsewhere),
+the sandbox's ``X-Access-Token``, ``Authorization: Basic <user:>`` selecting
+the Linux user, and ``Keepalive-Ping-Interval``. Unary calls are JSON in, JSON
+out; streaming calls send one envelope and read envelopes back (see
+:mod:`.connect`). No gRPC, no protobuf: plain ``requests``/``urllib3``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import attrs
+import requests
+import urllib3.exceptions
+
+from ..._http import BODY_LIMIT, HttpClient, Response, read_bounded, transport_error
+from ...errors import Unavailable
+from . import connect
+from .errors import http_error
+from .settings import ENVD_PORT
+
+__all__ = [
+    "KEEPALIVE_SECONDS",
+    "Envd",
+    "interrupt",
+    "read_chunks",
+    "set_read_timeout",
+    "start_request",
+]
+
+#: Seconds of silence after which envd sends a keepalive event on a stream.
+KEEPALIVE_SECONDS = 50
+_READ_SIZE = 64 * 1024
+STREAM_TYPE = "application/connect+json"
+
+
+@attrs.frozen
+class Envd:
+    """One sandbox's envd and how to call it; ``token`` never appears in ``repr``."""
+
+    base_url: str
+    sandbox_id: str
+    token: str | None = attrs.field(repr=False)
+    user: str
+    timeout: float
+
+    def headers(self, content_type: str | None = None) -> dict[str, str]:
+        """The headers every envd request carries (plus ``Content-Type`` if given)."""
+        basic = base64.b64encode(f"{self.user}:".encode()).decode("ascii")
+        headers = {
+            "E2b-Sandbox-Id": self.sandbox_id,
+            "E2b-Sandbox-Port": str(ENVD_PORT),
+            "Authorization": f"Basic {basic}",
+            "Keepalive-Ping-Interval": str(KEEPALIVE_SECONDS),
+        }
+        if self.token:
+            headers["X-Access-Token"] = self.token
+        if content_type:
+            headers["Content-Type"] = content_type
+            headers["Connect-Protocol-Version"] = "1"
+        return headers
+
+    # -- unary RPCs ---------------------------------------------------------
+
+    def call(self, http: HttpClient, method: str, body: Mapping[str, Any]) -> Any:
+        """A unary ``process.Process`` call; its JSON answer, or the mapped error."""
+        response = http.request(
+            "POST", f"{self.base_url}/process.Process/{method}",
+            timeout=(self.timeout, self.timeout),
+            headers=self.headers("application/json"),
+            data=json.dumps(body, separators=(",", ":")).encode("utf-8"),
+        )
+        if response.status != 200:
+            raise http_error(response)
+        return response.json() if response.body.strip() else {}
+
+    # -- streaming RPCs -----------------------------------------------------
+
+    @contextmanager
+    def stream(
+        self,
+        http: HttpClient,
+        method: str,
+        request: Mapping[str, Any],
+        *,
+        read_timeout: float,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Iterator[requests.Response]:
+        """An open server stream (``Start``/``Connect``) answered 200; closed on exit.
+
+        A non-200 answer (the proxy's 502, a 415…) is raised as its taxonomy
+        error after reading its bounded body.
+        """
+        headers = {**self.headers(STREAM_TYPE), "Accept-Encoding": "identity",
+                   **(extra_headers or {})}
+        with http.stream(
+            "POST", f"{self.base_url}/process.Process/{method}",
+            timeout=(self.timeout, read_timeout), headers=headers,
+            data=connect.encode(request),
+        ) as response:
+            if response.status_code != 200:
+                body = read_bounded(response, BODY_LIMIT)
+                raise http_error(Response(response.status_code, dict(response.headers), body))
+            yield response
+
+    # -- files --------------------------------------------------------------
+
+    def upload(self, http: HttpClient, path: str, data: bytes) -> None:
+        """``POST /files``: write ``data`` at ``path`` (parents created) as the user."""
+        name = path.rstrip("/").rsplit("/", 1)[-1] or "file"
+        response = http.request(
+            "POST", f"{self.base_url}/files",
+            timeout=(self.timeout, self.timeout), headers=self.headers(),
+            params=[("path", path), ("username", self.user)],
+            files={"file": (name, data, "application/octet-stream")},
+        )
+        if not response.ok:
+            raise http_error(response)
+
+    def download(self, http: HttpClient, path: str, limit: int) -> bytes | None:
+        """``GET /files``: the file's bytes (at most ``limit``), or ``None`` if it is missing."""
+        response = http.request(
+            "GET", f"{self.base_url}/files",
+            timeout=(self.timeout, self.timeout), headers=self.headers(),
+            params=[("path", path), ("username", self.user)], limit=limit,
+        )
+        if response.status == 404:
+            return None
+        if not response.ok:
+            raise http_error(response)
+        return response.body
+
+
+def start_request(
+    cmd: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    tag: str,
+    stdin: bool,
+) -> dict[str, Any]:
+    """A ``StartRequest``: ``envs`` always present, ``cwd`` only when given."""
+    process: dict[str, Any] = {"cmd": cmd, "args": list(args), "envs": dict(env or {})}
+    if cwd is not None:
+        process["cwd"] = cwd
+    return {"process": process, "tag": tag, "stdin": stdin}
+
+
+def read_chunks(response: requests.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive (chunk boundaries are the transport's).
+
+    Ends at the body's clean end; a reset, an incomplete chunked body or a
+    read timeout raises ``Unavailable``.
+    """
+    raw = response.raw
+    while True:
+        try:
+            data = raw.read1(_READ_SIZE, decode_content=False)
+        except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
+            raise Unavailable("timeout") from None
+        except (urllib3.exceptions.HTTPError, requests.RequestException, OSError,
+                ValueError) as error:
+            raise transport_error(error) from None
+        if not data:
+            return
+        yield data
+
+
+def _socket_of(response: requests.Response) -> socket.socket | None:
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def set_read_timeout(response: requests.Response, seconds: float) -> None:
+    """Bound each further read of ``response`` to ``seconds`` (where there is a socket)."""
+    sock = _socket_of(response)
+    if sock is not None:
+        with suppress(OSError):
+            sock.settimeout(max(seconds, 0.001))
+
+
+def interrupt(response: requests.Response) -> None:
+    """Unblock a read of ``response`` in another thread: shut its socket down."""
+    sock = _socket_of(response)
+    if sock is not None:
+        with suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

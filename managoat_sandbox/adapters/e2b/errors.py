@@ -1,0 +1,83 @@
+"""E2B's refinements of the shared status → taxonomy map (``_http.error_for``).
+
+* A 429's ``RateLimited.retry_after`` comes from the body field
+  ``retryAfterSeconds`` when it is a non-negative number, else from the
+  ``Retry-After`` header (real E2B sends only the header).
+* An error carried by a Connect end-of-stream envelope (HTTP 200) is mapped
+  through Connect's code → status table, so a streaming ``not_found`` means
+  what a unary ``not_found`` (HTTP 404) means; an error value that is not a
+  ``{"code": …}`` object is a ``ProviderError``.
+* A malformed envelope stream is a ``ProviderError``.
+
+Details never hold a credential: bodies are the provider's answer, and URLs
+and headers are never put in an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..._http import Response, error_for
+from ...errors import Denied, ProviderError, SandboxError
+
+__all__ = [
+    "PROVIDER",
+    "RETRY_AFTER_FIELD",
+    "codec_error",
+    "connect_error",
+    "http_error",
+    "missing_api_key",
+]
+
+PROVIDER = "e2b"
+RETRY_AFTER_FIELD = "retryAfterSeconds"
+
+#: Connect error codes and the HTTP status a unary call answers with each.
+CONNECT_STATUS: Mapping[str, int] = {
+    "canceled": 499,
+    "unknown": 500,
+    "invalid_argument": 400,
+    "deadline_exceeded": 504,
+    "not_found": 404,
+    "already_exists": 409,
+    "permission_denied": 403,
+    "resource_exhausted": 429,
+    "failed_precondition": 400,
+    "aborted": 409,
+    "out_of_range": 400,
+    "unimplemented": 501,
+    "internal": 500,
+    "unavailable": 503,
+    "data_loss": 500,
+    "unauthenticated": 401,
+}
+
+
+def http_error(response: Response) -> SandboxError:
+    """The taxonomy error for a non-2xx answer from the control plane or envd."""
+    return error_for(
+        response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
+    )
+
+
+def connect_error(error: Any) -> SandboxError:
+    """The taxonomy error for the ``error`` of a Connect end-of-stream envelope."""
+    if isinstance(error, Mapping):
+        status = CONNECT_STATUS.get(str(error.get("code")))
+        if status is not None:
+            body = json.dumps(error).encode("utf-8")
+            return error_for(status, body, {"Content-Type": "application/json"},
+                             retry_after_field=RETRY_AFTER_FIELD)
+    return ProviderError(PROVIDER, error)
+
+
+def codec_error(reason: str) -> ProviderError:
+    """A broken envelope stream."""
+    return ProviderError(PROVIDER, ("bad_envelope", reason))
+
+
+def missing_api_key() -> Denied:
+    """No API key configured: raised before any request."""
+    return Denied("E2B_API_KEY is not set: configure e2b api_key or set E2B_API_KEY")

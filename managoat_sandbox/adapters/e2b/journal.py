@@ -1,0 +1,162 @@
+"""The in-sandbox journal that makes detachable E2B commands attachable.
+
+envd keeps no output: it throws away what nobody is subscribed to, and a
+``Connect`` delivers only live data. So a detachable spawn runs its command
+under a bash *shim* that tees stdout and stderr into journal files inside the
+sandbox and records the real exit code, and ``attach`` runs a *replayer* that
+streams those files from byte zero and then follows them. Layout, for a
+session (tag) ``T`` under :data:`JOURNAL_DIR`:
+
+* ``T.cmd`` — the command line (``cmd`` and its args joined by spaces);
+* ``T.out`` / ``T.err`` — every byte the command wrote to stdout / stderr;
+* ``T.exit`` — the exit code, created (atomically, by rename) only after both
+  journals are complete, so its presence means "finished, journal whole".
+
+The scripts need bash and GNU coreutils (``tail --pid``, ``stat -c``,
+``base64 -w0``), which E2B's templates have. Every argument is single-quoted
+(``'`` becomes ``'\\''``), so no caller string is ever interpreted by a shell.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from ...types import Session
+
+__all__ = [
+    "JOURNAL_DIR",
+    "TAG_PREFIX",
+    "exit_path",
+    "cmd_path",
+    "is_tag",
+    "lister",
+    "new_tag",
+    "parse_exit",
+    "parse_listing",
+    "quote",
+    "replayer",
+    "shim",
+]
+
+JOURNAL_DIR = "/tmp/fountain"
+TAG_PREFIX = "fountain-"
+_TAG = re.compile(r"fountain-[A-Za-z0-9_-]{1,240}")
+_EXIT = re.compile(rb"\s*(-?\d{1,10})\s*")
+
+
+def new_tag() -> str:
+    """A process tag unique across processes and hosts, sorting by creation time."""
+    return f"{TAG_PREFIX}{time.time_ns():x}{secrets.token_hex(4)}"
+
+
+def is_tag(value: str) -> bool:
+    """Whether ``value`` is a tag this adapter could have made."""
+    return _TAG.fullmatch(value) is not None
+
+
+def quote(arg: str) -> str:
+    """``arg`` single-quoted for bash."""
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def _base(tag: str) -> str:
+    return f"{JOURNAL_DIR}/{tag}"
+
+
+def exit_path(tag: str) -> str:
+    """The file holding the session's exit code once it has finished."""
+    return f"{_base(tag)}.exit"
+
+
+def cmd_path(tag: str) -> str:
+    """The file holding the session's command line (present from its start)."""
+    return f"{_base(tag)}.cmd"
+
+
+def shim(tag: str, cmd: str, args: Sequence[str]) -> str:
+    """The bash script a detachable spawn runs (``bash -c <script>``).
+
+    The command inherits the shim's stdin (envd's pipe), so stdin addressed to
+    the shim's pid reaches it. Its stdout and stderr reach envd unchanged and
+    are appended to the journals; the shim exits with the command's code.
+    """
+    argv = " ".join(quote(a) for a in (cmd, *args))
+    line = " ".join((cmd, *args))
+    b = quote(_base(tag))
+    return (
+        f"mkdir -p {quote(JOURNAL_DIR)} || exit 125\n"
+        f"printf %s {quote(line)} > {b}.cmd\n"
+        f"{{ {{ {argv}; echo $? > {b}.rc; }} 2>&1 1>&3 3>&- "
+        f"| tee -a {b}.err >&2 3>&-; }} 3>&1 | tee -a {b}.out\n"
+        f"[ -s {b}.rc ] && mv -f {b}.rc {b}.exit\n"
+        f'exit "$(cat {b}.exit 2>/dev/null || echo 255)"\n'
+    )
+
+
+def replayer(tag: str) -> str:
+    """The bash script an attach runs: the journals from byte zero, then followed.
+
+    The stdout journal goes to stdout and the stderr journal to stderr. A
+    sentinel ends once the exit file appears (or the replayer itself is
+    killed); each ``tail`` then reads what is left and ends, and the replayer
+    exits with the journaled code.
+    """
+    b = quote(_base(tag))
+    return (
+        f"touch {b}.out {b}.err || exit 125\n"
+        f"( while kill -0 $$ 2>/dev/null && [ ! -e {b}.exit ]; do sleep 0.1; done ) & s=$!\n"
+        f"tail -c +1 -s 0.1 --pid=$s -f {b}.out & o=$!\n"
+        f"tail -c +1 -s 0.1 --pid=$s -f {b}.err >&2 & e=$!\n"
+        "wait $o $e\n"
+        f'exit "$(cat {b}.exit 2>/dev/null || echo 255)"\n'
+    )
+
+
+def lister() -> str:
+    """The bash script that lists journaled sessions, one line each:
+    ``<tag> <created epoch> <last activity epoch or -> <base64 command line>``."""
+    return (
+        f"cd {quote(JOURNAL_DIR)} 2>/dev/null || exit 0\n"
+        f"for f in {TAG_PREFIX}*.cmd; do\n"
+        '  [ -e "$f" ] || continue\n'
+        '  t=${f%.cmd}\n'
+        '  a=$(stat -c %Y "$t.out" "$t.err" 2>/dev/null | sort -n | tail -n 1)\n'
+        '  printf "%s %s %s " "$t" "$(stat -c %Y "$f")" "${a:--}"\n'
+        '  base64 -w0 < "$f"; echo\n'
+        "done\n"
+    )
+
+
+def _epoch(text: str) -> datetime | None:
+    return datetime.fromtimestamp(int(text), tz=timezone.utc) if text.isdigit() else None
+
+
+def parse_listing(output: bytes) -> list[Session]:
+    """Sessions from :func:`lister`'s output, oldest first; malformed lines are skipped."""
+    sessions = []
+    for raw in output.decode("utf-8", errors="replace").splitlines():
+        parts = raw.split(" ")
+        if len(parts) != 4 or not is_tag(parts[0]):
+            continue
+        try:
+            command = base64.b64decode(parts[3], validate=True).decode("utf-8", "replace")
+        except ValueError:
+            command = None
+        sessions.append(Session(
+            id=parts[0], command=command or None,
+            created_at=_epoch(parts[1]), last_activity_at=_epoch(parts[2]),
+        ))
+    return sorted(sessions, key=lambda s: s.id)
+
+
+def parse_exit(data: bytes | None) -> int | None:
+    """The code in an exit file, or ``None`` if there is none or it is not an integer."""
+    if data is None:
+        return None
+    match = _EXIT.fullmatch(data)
+    return int(match.group(1)) if match else None

@@ -1,0 +1,328 @@
+"""One envd process stream turned into frames, and its stdin.
+
+:func:`open_process` opens a ``Start`` stream and waits (bounded) for envd's
+``start`` event before it returns, so a caller never holds a command whose
+process envd has not registered (stdin sent earlier would read as "exited").
+The rest of the stream is pumped into a shared :class:`Stream`, which keeps
+the frame contract: stdout/stderr in order, then exactly one terminal frame.
+
+Event → frame: ``data`` → ``Stdout``/``Stderr`` (``pty`` counts as stdout;
+undecodable base64 is dropped); ``end`` → ``Exit`` with ``exitCode``, an
+absent ``exitCode`` being 0 (proto-JSON omits zero values); an end-of-stream
+envelope carrying an error → ``Error`` with the mapped error; a clean end of
+the body without ``end`` → ``Error(Unavailable("closed_before_exit"))``, made
+by the shared base, never an invented exit. In *replay* mode (``attach``) the
+code comes from the session's exit file instead, which also rescues a stream
+that closed without ``end`` — a missing exit file is never turned into a code.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
+from typing import Any
+
+import attrs
+import requests
+
+from ..._deadline import Deadline
+from ..._http import HttpClient
+from ..._streaming import Stream, new_ref
+from ...contract import Owner
+from ...errors import CommandExited, Invalid, NotFound, SandboxError, Unavailable, WriteFailed
+from . import connect
+from .envd import Envd, interrupt, read_chunks, set_read_timeout
+from .errors import codec_error, connect_error
+
+__all__ = ["E2BProcess", "open_process"]
+
+log = logging.getLogger("managoat_sandbox.e2b")
+
+#: Bytes of stdin per ``SendInput`` call.
+STDIN_PIECE = 256 * 1024
+
+Keepalive = Callable[[], Callable[[], None]]
+
+
+def _event(envelope: connect.Envelope) -> Mapping[str, Any] | None:
+    message = envelope.message
+    event = message.get("event") if isinstance(message, Mapping) else None
+    return event if isinstance(event, Mapping) else None
+
+
+def _decode(value: Any) -> bytes:
+    if not isinstance(value, str) or not value:
+        return b""
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _exit_code(end: Any) -> int:
+    code = end.get("exitCode", end.get("exit_code", 0)) if isinstance(end, Mapping) else 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
+
+
+def _trailer_error(envelope: connect.Envelope) -> SandboxError | None:
+    error = envelope.message.get("error") if isinstance(envelope.message, Mapping) else None
+    return None if error is None else connect_error(error)
+
+
+@attrs.define(eq=False)
+class _Pump:
+    """The reader thread's loop over one open stream."""
+
+    chunks: Iterator[bytes]
+    decoder: connect.Decoder
+    pending: list[connect.Envelope]
+    closer: ExitStack
+    keepalive: Keepalive
+    recover: Callable[[], int | None] | None
+    on_stopped: Callable[[], None] | None
+
+    def __call__(self, stream: Stream) -> None:
+        release = self.keepalive()
+        try:
+            if not self._drive(stream) and self.recover is not None and not stream.stopped.is_set():
+                self._recovered_exit(stream)
+        finally:
+            release()
+            self.closer.close()
+            if stream.stopped.is_set() and not stream.finished.is_set() and self.on_stopped:
+                self.on_stopped()
+
+    def _drive(self, stream: Stream) -> bool:
+        """Deliver events until a terminal one (True) or the body's end (False)."""
+        try:
+            if self._handle(stream, self.pending):
+                return True
+            for chunk in self.chunks:
+                if self._handle(stream, self.decoder.feed(chunk)):
+                    return True
+        except connect.CodecError as error:
+            stream.fail(codec_error(error.reason))
+            return True
+        except Unavailable as error:
+            if not stream.stopped.is_set():
+                stream.fail(error)
+            return True
+        return False
+
+    def _handle(self, stream: Stream, envelopes: list[connect.Envelope]) -> bool:
+        for envelope in envelopes:
+            if stream.stopped.is_set():
+                return True
+            if envelope.end_stream:
+                error = _trailer_error(envelope)
+                if error is None:
+                    return False
+                stream.fail(error)
+                return True
+            event = _event(envelope)
+            if event is None:
+                continue
+            data = event.get("data")
+            if isinstance(data, Mapping):
+                stream.stdout(_decode(data.get("stdout")) + _decode(data.get("pty")))
+                stream.stderr(_decode(data.get("stderr")))
+            elif "end" in event:
+                self._end(stream, _exit_code(event["end"]))
+                return True
+        return False
+
+    def _end(self, stream: Stream, code: int) -> None:
+        if self.recover is None:
+            stream.exit(code)
+        else:
+            self._recovered_exit(stream)
+
+    def _recovered_exit(self, stream: Stream) -> None:
+        assert self.recover is not None
+        try:
+            code = self.recover()
+        except SandboxError:
+            code = None
+        if code is None:
+            stream.fail(Unavailable("closed_before_exit"))
+        else:
+            stream.exit(code)
+
+
+def _wait_for_start(
+    response: requests.Response,
+    chunks: Iterator[bytes],
+    decoder: connect.Decoder,
+    *,
+    bound: float,
+    deadline: Deadline | None,
+) -> tuple[int | None, list[connect.Envelope]]:
+    """Read until envd's ``start`` (or an ``end``) event: its pid and what followed it."""
+    give_up = time.monotonic() + bound
+
+    def expired() -> SandboxError:
+        if deadline is not None and deadline.remaining() == 0:
+            return deadline.error()
+        return Unavailable("start_timeout")
+
+    while True:
+        left = give_up - time.monotonic()
+        if deadline is not None:
+            remaining = deadline.remaining()
+            left = min(left, remaining if remaining is not None else left)
+        if left <= 0:
+            raise expired()
+        set_read_timeout(response, left)
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            raise Unavailable("closed_before_exit") from None
+        except Unavailable as error:
+            if error.detail == "timeout":
+                raise expired() from None
+            raise
+        try:
+            envelopes = decoder.feed(chunk)
+        except connect.CodecError as error:
+            raise codec_error(error.reason) from None
+        for index, envelope in enumerate(envelopes):
+            if envelope.end_stream:
+                raise _trailer_error(envelope) or Unavailable("closed_before_exit")
+            event = _event(envelope)
+            if event is None:
+                continue
+            start = event.get("start")
+            if isinstance(start, Mapping):
+                pid = start.get("pid")
+                return (pid if isinstance(pid, int) else None), envelopes[index + 1:]
+            if "end" in event or "data" in event:
+                return None, envelopes[index:]
+
+
+@attrs.define(eq=False)
+class E2BProcess:
+    """What an E2B ``Command.private`` holds: the stream and the stdin target.
+
+    ``pid`` is the process stdin goes to; when ``None`` (an attach) it is
+    found once, by ``List``, as the live process tagged ``tag``. ``live`` is
+    false for an attach to a session that had already finished.
+    """
+
+    stream: Stream
+    envd: Envd
+    http: HttpClient = attrs.field(repr=False)
+    tag: str
+    pid: int | None
+    live: bool = True
+    stdin_closed: bool = False
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
+
+    def _target(self) -> int | None:
+        if self.pid is None:
+            listing = self.envd.call(self.http, "List", {})
+            processes = listing.get("processes") if isinstance(listing, Mapping) else None
+            for entry in processes if isinstance(processes, list) else []:
+                if isinstance(entry, Mapping) and entry.get("tag") == self.tag:
+                    pid = entry.get("pid")
+                    if isinstance(pid, int) and not isinstance(pid, bool):
+                        self.pid = pid
+                        break
+        return self.pid
+
+    def _check_connected(self) -> None:
+        self.stream.check_stdin()
+        if not self.live:
+            raise CommandExited("the session had finished before attach")
+
+    def write(self, data: bytes) -> None:
+        """``SendInput`` by pid; total: exited → ``CommandExited``, else ``WriteFailed``."""
+        self._check_connected()
+        self.stream.check_writable()
+        if self.stdin_closed:
+            raise Invalid("stdin_not_open")
+        with self._lock:
+            try:
+                pid = self._target()
+                if pid is None:
+                    raise CommandExited("the process is no longer running")
+                for start in range(0, len(data), STDIN_PIECE):
+                    piece = base64.b64encode(data[start:start + STDIN_PIECE]).decode("ascii")
+                    self.envd.call(self.http, "SendInput",
+                                   {"process": {"pid": pid}, "input": {"stdin": piece}})
+            except (CommandExited, NotFound):
+                raise CommandExited("the process has exited") from None
+            except SandboxError as error:
+                if _stdin_closed(error):
+                    raise Invalid("stdin_not_open") from None
+                raise WriteFailed(error.detail) from None
+
+    def close_stdin(self) -> None:
+        """``CloseStdin`` by pid; idempotent while connected, also after the exit."""
+        self._check_connected()
+        with self._lock:
+            if self.stdin_closed or self.stream.finished.is_set():
+                return
+            try:
+                pid = self._target()
+                if pid is not None:
+                    self.envd.call(self.http, "CloseStdin", {"process": {"pid": pid}})
+            except NotFound:
+                pass
+            self.stdin_closed = True
+
+    def stop(self) -> None:
+        """Detach this end (the remote process goes on); never raises."""
+        self.stream.stop()
+        self.stream.join(2.0)
+
+
+def _stdin_closed(error: SandboxError) -> bool:
+    detail = error.detail
+    if isinstance(detail, tuple) and len(detail) == 3 and isinstance(detail[2], Mapping):
+        return "stdin not enabled or closed" in str(detail[2].get("message", ""))
+    return False
+
+
+def open_process(
+    http: HttpClient,
+    envd: Envd,
+    request: Mapping[str, Any],
+    *,
+    owner: Owner | None,
+    stdin: bool,
+    keepalive: Keepalive,
+    idle_timeout: float,
+    deadline: Deadline | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    recover: Callable[[], int | None] | None = None,
+    on_stopped: Callable[[int | None], None] | None = None,
+) -> tuple[Stream, int | None]:
+    """Start the process, wait for its ``start`` event, then pump it into a new Stream.
+
+    The start wait is bounded by the settings' timeout and by ``deadline``
+    (whose expiry raises its own error). Reads after the start are bounded by
+    ``idle_timeout`` (envd sends keepalives well within it). ``recover``
+    turns on replay mode (see the module docstring); ``on_stopped(pid)`` runs
+    in the reader thread when the command was stopped before its end.
+    """
+    with ExitStack() as stack:
+        response = stack.enter_context(
+            envd.stream(http, "Start", request, read_timeout=envd.timeout,
+                        extra_headers=extra_headers)
+        )
+        chunks = read_chunks(response)
+        decoder = connect.Decoder()
+        pid, pending = _wait_for_start(response, chunks, decoder, bound=envd.timeout,
+                                       deadline=deadline)
+        set_read_timeout(response, idle_timeout)
+        closer = stack.pop_all()
+    stream = Stream(new_ref("e2b"), owner, label="e2b", stdin=stdin)
+    stopped = None if on_stopped is None else (lambda: on_stopped(pid))
+    pump = _Pump(chunks, decoder, pending, closer, keepalive, recover, stopped)
+    stream.start(pump, on_stop=lambda: interrupt(response))
+    return stream, pid

@@ -1,0 +1,66 @@
+"""The E2B adapter's settings, read from config scope ``e2b`` at call time."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import attrs
+
+from ... import config
+from .errors import missing_api_key
+
+__all__ = ["ENVD_PORT", "Settings"]
+
+#: The port envd listens on inside every sandbox.
+ENVD_PORT = 49983
+
+
+@attrs.frozen
+class Settings:
+    """One call's view of config scope ``e2b`` (SPEC §8).
+
+    ``api_key`` never appears in ``repr``. ``timeout`` is ``timeout_ms`` in
+    seconds: the receive timeout of every non-streaming request and the bound
+    on waiting for a command's ``start`` event.
+    """
+
+    api_key: str = attrs.field(repr=False)
+    base_url: str
+    template: str
+    user: str
+    timeout: float
+    sandbox_url: str | None
+
+    @classmethod
+    def load(cls) -> Settings:
+        """Read the scope now; a missing API key is ``Denied`` naming ``E2B_API_KEY``."""
+        api_key = config.get("e2b", "api_key")
+        if not api_key:
+            raise missing_api_key()
+        timeout_ms = config.get("e2b", "timeout_ms", 30000)
+        sandbox_url = config.get("e2b", "sandbox_url")
+        return cls(
+            api_key=str(api_key),
+            base_url=str(config.get("e2b", "base_url")).rstrip("/"),
+            template=str(config.get("e2b", "template")),
+            user=str(config.get("e2b", "user")),
+            timeout=max(float(timeout_ms), 1.0) / 1000.0,
+            sandbox_url=str(sandbox_url).rstrip("/") if sandbox_url else None,
+        )
+
+    @property
+    def http_timeout(self) -> tuple[float, float]:
+        """``(connect, read)`` seconds for a non-streaming request."""
+        return (self.timeout, self.timeout)
+
+    def default_domain(self) -> str:
+        """The sandbox domain implied by ``base_url``: its host without a leading ``api.``."""
+        host = urlsplit(self.base_url).hostname or "e2b.app"
+        return host[4:] if host.startswith("api.") else host
+
+    def envd_url(self, sandbox_id: str, domain: str | None) -> str:
+        """Where envd of ``sandbox_id`` is reached: ``sandbox_url`` if set, else
+        ``https://49983-<id>.<domain>`` (the sandbox's domain, else the default)."""
+        if self.sandbox_url:
+            return self.sandbox_url
+        return f"https://{ENVD_PORT}-{sandbox_id}.{domain or self.default_domain()}"
