@@ -23,8 +23,8 @@ KEY = "dtn-canary-5b1e-SECRET"
 FAST = FollowPolicy(
     min_interval=0.01,
     max_interval=0.02,
-    sentinel_after=0.05,
-    max_sentinel_interval=0.1,
+    probe_after=0.05,
+    max_probe_interval=0.1,
     unreachable_after=0.5,
     read_timeout=5.0,
 )

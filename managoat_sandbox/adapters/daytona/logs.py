@@ -13,11 +13,14 @@ byte zero: a fresh follower starts with nothing delivered.
 The exit code is the daemon's record (``exitCode`` on the command), read
 *before* the log in each round: the daemon records it only after the journal
 is drained, so the log read that follows holds all the output, and the exit
-frame comes after it. If the daemon never records one (its session shell
-died) the shim's sentinel file supplies the real code. A command whose
-session vanished without either — the daemon restarted, the session was
-deleted, the sandbox is gone — ends with ``Unavailable("closed_before_exit")``;
-an exit code is never invented. Transient failures are retried (honouring a
+frame comes after it. While a command is quiet without a recorded exit, the
+follower probes the shim's state (:func:`shim.probe`): a code the shim wrote
+is the real exit (the daemon may never record one when its session shell was
+killed); a shim that died without writing one means the command is gone. A
+command that is gone, or whose session vanished — the daemon restarted, the
+session was deleted, the sandbox is gone — ends with
+``Unavailable("closed_before_exit")`` after its last output; an exit code is
+never invented. Transient failures are retried (honouring a
 429's advice) within a budget, after which the last error ends the stream.
 """
 
@@ -85,16 +88,16 @@ class FollowPolicy:
 
     It polls every ``min_interval`` seconds while output flows, backing off by
     half again per quiet round up to ``max_interval``. A command quiet for
-    ``sentinel_after`` seconds without a recorded exit has its sentinel read,
-    then again at doubling intervals up to ``max_sentinel_interval``. After
+    ``probe_after`` seconds without a recorded exit has its shim probed,
+    then again at doubling intervals up to ``max_probe_interval``. After
     ``unreachable_after`` seconds of consecutive failures the stream ends with
     the last error. ``read_timeout`` bounds each request.
     """
 
     min_interval: float = 0.2
     max_interval: float = 1.0
-    sentinel_after: float = 2.0
-    max_sentinel_interval: float = 16.0
+    probe_after: float = 2.0
+    max_probe_interval: float = 16.0
     unreachable_after: float = 30.0
     read_timeout: float = 30.0
 
@@ -143,9 +146,8 @@ class LogFollower:
     def __call__(self, stream: Stream) -> None:
         policy = self.policy
         interval = policy.min_interval
-        quiet_since = self._clock()
-        next_sentinel = quiet_since + policy.sentinel_after
-        sentinel_gap = policy.sentinel_after
+        probe_gap = policy.probe_after
+        next_probe = self._clock() + probe_gap
         failing_since: float | None = None
         failures = 0
         try:
@@ -183,16 +185,15 @@ class LogFollower:
                 now = self._clock()
                 if fresh:
                     interval = policy.min_interval
-                    quiet_since = now
-                    sentinel_gap = policy.sentinel_after
-                    next_sentinel = now + sentinel_gap
-                elif now >= next_sentinel:
-                    recovered = self._sentinel()
-                    if recovered is not None:
-                        self._finish(stream, recovered)
+                    probe_gap = policy.probe_after
+                    next_probe = now + probe_gap
+                elif now >= next_probe:
+                    found = self._probe()
+                    if isinstance(found, int) or found == shim.GONE:
+                        self._finish(stream, found)
                         return
-                    sentinel_gap = min(sentinel_gap * 2, policy.max_sentinel_interval)
-                    next_sentinel = now + sentinel_gap
+                    probe_gap = min(probe_gap * 2, policy.max_probe_interval)
+                    next_probe = now + probe_gap
                 stream.stopped.wait(interval)
                 if not fresh:
                     interval = min(interval * 1.5, policy.max_interval)
@@ -211,27 +212,30 @@ class LogFollower:
             self.session_id, self.command_id, read_timeout=self.policy.read_timeout
         )
 
-    def _sentinel(self) -> int | None:
-        """The code the shim wrote, or ``None`` (none yet, or unreadable)."""
+    def _probe(self) -> int | str | None:
+        """The shim's state: its exit code, ``running``, ``gone``, or None (unreadable)."""
         try:
-            status, output = self.toolbox.execute(shim.read_sentinel(self.session_id))
+            status, output = self.toolbox.execute(shim.probe(self.session_id))
         except SandboxError as error:
-            log.debug("daytona: sentinel of %s unreadable: %r", self.session_id, error)
+            log.debug("daytona: probing %s failed: %r", self.session_id, error)
             return None
-        return shim.parse_code(output) if status == 0 else None
+        return shim.parse_probe(output) if status == 0 else None
 
-    def _finish(self, stream: Stream, code: int) -> None:
-        """Exit with a code recovered from the sentinel, after a last drain of the log."""
+    def _finish(self, stream: Stream, found: int | str) -> None:
+        """After a last drain of the log: the shim's exit code, or closed before exit."""
         try:
             self.deliver(stream, self._logs(), final=True)
         except SandboxError as error:
             log.debug("daytona: last log read of %s failed: %r", self.session_id, error)
-        stream.exit(code)
+        if isinstance(found, int):
+            stream.exit(found)
+        else:
+            stream.fail(Unavailable("closed_before_exit"))
 
     def _vanished(self, stream: Stream) -> None:
-        """The command or its session is gone: the sentinel's code, else closed before exit."""
-        code = self._sentinel()
-        if code is None:
-            stream.fail(Unavailable("closed_before_exit"))
+        """The command or its session is gone: the shim's code, else closed before exit."""
+        found = self._probe()
+        if isinstance(found, int):
+            stream.exit(found)
         else:
-            stream.exit(code)
+            stream.fail(Unavailable("closed_before_exit"))

@@ -13,6 +13,9 @@ The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``:
 
 * ``code`` — the exit code, written atomically after the command ends (the
   sentinel the log follower falls back to when the daemon never records one);
+* ``pid`` — the shim's process id, so that a follower can tell a command that
+  is still running from one whose shim died without recording anything (the
+  session shell was killed): that command is gone, its exit unknowable;
 * with stdin, ``in`` — a FIFO the command reads, fed by a *relay* whose pid is
   in ``relay``. The relay reads the daemon's stdin (which the daemon holds open
   for async commands) line by line, each line being base64 of the bytes to
@@ -42,7 +45,8 @@ __all__ = [
     "command_line_of",
     "input_lines",
     "kill_relay",
-    "read_sentinel",
+    "parse_probe",
+    "probe",
     "script",
 ]
 
@@ -86,7 +90,10 @@ def script(
 ) -> str:
     """The session script that runs ``cmd args`` and lets the daemon record its real exit."""
     command = _command(cmd, args, env, cwd)
-    lines = ['d=' + state_dir(session_id), 'mkdir -p "$d" && rm -f "$d/code" || exit 125']
+    lines = [
+        "d=" + state_dir(session_id),
+        'mkdir -p "$d" && rm -f "$d/code" && echo "$$" >"$d/pid" || exit 125',
+    ]
     if stdin:
         lines += [
             'rm -f "$d/in" && mkfifo "$d/in" || exit 125',
@@ -137,9 +144,21 @@ def close_line() -> str:
     return "\n"
 
 
-def read_sentinel(session_id: str) -> str:
-    """Housekeeping command printing the recorded exit code (nothing if none yet)."""
-    return f"cat {state_dir(session_id)}/code 2>/dev/null; true"
+#: What :func:`probe` prints, besides an exit code.
+RUNNING = "running"
+GONE = "gone"
+
+
+def probe(session_id: str) -> str:
+    """Housekeeping command printing the recorded exit code; else ``running`` while the
+    shim lives (or has not started), ``gone`` once it died without recording one."""
+    d = state_dir(session_id)
+    return (
+        f'if [ -s {d}/code ]; then cat {d}/code; '
+        f'elif [ ! -s {d}/pid ] || kill -0 "$(cat {d}/pid)" 2>/dev/null; then echo {RUNNING}; '
+        f'elif [ -s {d}/code ]; then cat {d}/code; '
+        f"else echo {GONE}; fi"
+    )
 
 
 def kill_relay(session_id: str) -> str:
@@ -147,12 +166,14 @@ def kill_relay(session_id: str) -> str:
     return f'kill "$(cat {state_dir(session_id)}/relay 2>/dev/null)" 2>/dev/null; true'
 
 
-def parse_code(output: bytes) -> int | None:
-    """The sentinel's exit code, or ``None`` when it holds none (yet)."""
-    text = output.strip()
-    if not text or not text.lstrip(b"-").isdigit():
-        return None
-    return int(text)
+def parse_probe(output: bytes) -> int | str | None:
+    """A :func:`probe` answer: the exit code, :data:`RUNNING`, :data:`GONE`, or ``None``."""
+    text = output.strip().decode("ascii", "replace")
+    if text in (RUNNING, GONE):
+        return text
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return None
 
 
 def chmod(path: str, mode: int) -> str:
