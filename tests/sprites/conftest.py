@@ -21,8 +21,12 @@ TOKEN = "sprites-test-token-0d2c"
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[SpritesEmulator]:
     """A Sprites emulator shared by one test module (faults and log cleared per test)."""
-    with SpritesEmulator(credential=TOKEN) as server:
+    server = SpritesEmulator(credential=TOKEN)
+    server.start()
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
