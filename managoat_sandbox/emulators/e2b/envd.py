@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import gzip
 import hashlib
 import hmac
 import json
@@ -411,12 +410,7 @@ class Envd:
             user = self._file_user(request)
         except RpcError as error:
             return _http_error(401, error.message)
-        body = await request.read()
-        if request.headers.get("Content-Encoding", "").lower() == "gzip":
-            try:
-                body = gzip.decompress(body)
-            except (OSError, EOFError):
-                return _http_error(400, "body is not valid gzip")
+        body = await request.read()  # aiohttp has already undone a gzip Content-Encoding
         content_type = request.headers.get("Content-Type", "")
         query_path = request.query.get("path")
         if content_type.startswith("multipart/form-data"):
