@@ -181,11 +181,11 @@ def _wait_for_start(
         try:
             chunk = next(chunks)
         except StopIteration:
-            raise Unavailable("closed_before_exit") from None
+            raise _late(deadline) or Unavailable("closed_before_exit") from None
         except Unavailable as error:
             if error.detail == "timeout":
                 raise expired() from None
-            raise
+            raise _late(deadline) or error from None
         try:
             envelopes = decoder.feed(chunk)
         except connect.CodecError as error:
@@ -202,6 +202,11 @@ def _wait_for_start(
                 return (pid if isinstance(pid, int) else None), envelopes[index + 1:]
             if "end" in event or "data" in event:
                 return None, envelopes[index:]
+
+
+def _late(deadline: Deadline | None) -> SandboxError | None:
+    """The deadline's error if it has expired: a failure after it is a timeout."""
+    return deadline.error() if deadline is not None and deadline.remaining() == 0 else None
 
 
 @attrs.define(eq=False)
