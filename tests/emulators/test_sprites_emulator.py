@@ -100,6 +100,8 @@ def test_requests_without_or_with_a_wrong_token_get_the_providers_401(
 def test_every_answer_carries_sprite_version_and_unknown_routes_are_json_404(api: Api) -> None:
     assert api("GET", "/v1/sprites").headers["Sprite-Version"] == "0.0.1-rc46"
     api.create("box")
+    probe = api("HEAD", "/v1/sprites/box/exec")
+    assert probe.status_code == 200 and probe.headers["Sprite-Version"] == "0.0.1-rc46"
     for path in ("/v1/nothing", "/v1/sprites/box/control"):
         answer = api("GET", path)
         assert answer.status_code == 404

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
+from ... import _engine as engine
 from .._server import Emulator, Fault
 from . import wire
 from .behaviour import Behaviour
@@ -93,11 +95,14 @@ class SpritesEmulator(Emulator):
         return wire.error(401, "unauthorized", "missing or invalid bearer token")
 
     def close(self) -> None:
-        """Kill every command still running."""
-        for name in self.state.names():
-            sprite = self.state.get(name)
-            if sprite is not None:
-                stop_sessions(sprite, signal.SIGKILL)
+        """Kill every command still running and wait (bounded) for their exits."""
+        sprites = [s for s in map(self.state.get, self.state.names()) if s is not None]
+        for sprite in sprites:
+            stop_sessions(sprite, signal.SIGKILL)
+        for sprite in sprites:
+            for session in sprite.sessions.values():
+                with contextlib.suppress(OSError, engine.EngineError):
+                    engine.wait_exit(session.directory, timeout=5.0)
 
     # -- state control ------------------------------------------------------------------------
 
