@@ -17,7 +17,7 @@ import pytest
 import responses
 
 from managoat_sandbox.adapters.daytona import Daytona
-from managoat_sandbox.adapters.daytona.logs import Demux
+from managoat_sandbox.adapters.daytona.logs import Demux, FramedChannel, RawChannel
 from managoat_sandbox.errors import (
     CommandExited,
     Invalid,
@@ -35,6 +35,12 @@ from .conftest import API, TOOLBOX, sandbox
 
 OUT = b"\x01\x01\x01"
 ERR = b"\x02\x02\x02"
+
+
+def framed(data: bytes) -> bytes:
+    """One output chunk as the shim frames it (a journal line after its marker)."""
+    return b":" + base64.b64encode(data) + b"\n"
+
 Reply = tuple[int, dict[str, str], str]
 
 
@@ -176,13 +182,30 @@ def test_demux_of_nothing_is_nothing() -> None:
     assert Demux.split(b"") == (b"", b"")
 
 
+def test_framed_channels_decode_complete_frames_only_and_exactly_once() -> None:
+    channel = FramedChannel()
+    stream = framed(b"no newline") + framed(b"\x00\r\n")
+    assert channel.feed(stream[:5], final=False) == b""
+    assert channel.feed(stream[:20], final=False) == b"no newline"
+    assert channel.feed(stream[:3], final=False) == b""
+    assert channel.feed(stream, final=False) == b"\x00\r\n"
+    assert channel.feed(stream, final=True) == b""
+
+
+def test_a_foreign_session_is_followed_as_raw_bytes() -> None:
+    channel = RawChannel()
+    assert channel.feed(b"abc", final=False) == b"abc"
+    assert channel.feed(b"ab", final=False) == b""
+    assert channel.feed(b"abcd", final=False) == b"d"
+
+
 # -- spawn ----------------------------------------------------------------------------
 
 
 def test_spawn_opens_a_session_and_runs_the_shim_asynchronously(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"hi\n"]
+    fake.journals = [OUT + framed(b"hi\n")]
     command, box = run(daytona)
     finish(daytona, command, box)
     (session,) = fake.sessions
@@ -214,27 +237,38 @@ def test_the_shim_ends_its_own_shell_never_the_session_shell(
 def test_output_is_split_by_stream_and_ends_in_the_recorded_exit(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"one\n", OUT + b"one\n" + ERR + b"err\n" + OUT + b"two\n",
-                     OUT + b"one\n" + ERR + b"err\n" + OUT + b"two\n" + OUT + b"!\n"]
+    one, err, two, bang = (OUT + framed(b"one\n"), ERR + framed(b"err"), OUT + framed(b"two"),
+                           OUT + framed(b"!"))
+    fake.journals = [one, one + err + two, one + err + two + bang]
     fake.code, fake.exit_after = 7, 2
     command, box = run(daytona)
     frames = finish(daytona, command, box)
-    assert stdout_of(frames) == b"one\ntwo\n!\n"
-    assert stderr_of(frames) == b"err\n"
+    assert stdout_of(frames) == b"one\ntwo!"
+    assert stderr_of(frames) == b"err"
     assert frames[-1] == Exit(command.ref, 7)
 
 
 def test_a_replayed_shorter_prefix_delivers_no_byte_twice(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    full = OUT + b"abc\n" + ERR + b"e1\n" + OUT + b"def\n" + ERR + b"e2\n"
-    fake.journals = [full[:9], full[:20], full[:5], full[:12], full]
-    fake.exit_after = 5
+    full = (OUT + framed(b"abc") + ERR + framed(b"e1\n") + OUT + framed(b"\x00def\n")
+            + ERR + framed(b"e2"))
+    fake.journals = [full[:9], full[:22], full[:5], full[:30], full[:12], full]
+    fake.exit_after = 6
     command, box = run(daytona)
     frames = finish(daytona, command, box)
-    assert stdout_of(frames) == b"abc\ndef\n"
-    assert stderr_of(frames) == b"e1\ne2\n"
+    assert stdout_of(frames) == b"abc\x00def\n"
+    assert stderr_of(frames) == b"e1\ne2"
     assert frames[-1] == Exit(command.ref, 0)
+
+
+def test_lines_the_shim_did_not_frame_pass_through_as_text(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    fake.journals = [ERR + b"mkfifo: cannot create fifo\n" + OUT + framed(b"ok")]
+    command, box = run(daytona)
+    frames = finish(daytona, command, box)
+    assert (stdout_of(frames), stderr_of(frames)) == (b"ok", b"mkfifo: cannot create fifo\n")
 
 
 def test_the_json_log_shape_is_accepted(
@@ -246,17 +280,18 @@ def test_the_json_log_shape_is_accepted(
                 status=202, json={"commandId": "cmd-9"})
     base = re.escape(TOOLBOX) + r"/process/session/mgs-\w+/command/cmd-9"
     mocked.get(re.compile(base + "$"), json={"id": "cmd-9", "exitCode": 9})
-    mocked.get(re.compile(base + "/logs$"), json={"stdout": "out", "stderr": "err"})
+    mocked.get(re.compile(base + "/logs$"), json={
+        "stdout": framed(b"out").decode(), "stderr": framed(b"\xff err").decode()})
     command, box = run(daytona)
     frames = finish(daytona, command, box)
-    assert (stdout_of(frames), stderr_of(frames)) == (b"out", b"err")
+    assert (stdout_of(frames), stderr_of(frames)) == (b"out", b"\xff err")
     assert frames[-1] == Exit(command.ref, 9)
 
 
 def test_a_vanished_session_without_an_exit_is_closed_before_exit_never_exit_zero(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"partial\n"]
+    fake.journals = [OUT + framed(b"partial")]
     fake.exit_after = None
     command, box = run(daytona)
     box.expect(lambda f: isinstance(f, Stdout), 5)
@@ -270,7 +305,7 @@ def test_a_vanished_session_without_an_exit_is_closed_before_exit_never_exit_zer
 def test_an_exit_the_daemon_never_recorded_is_recovered_from_the_sentinel(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"done\n"]
+    fake.journals = [OUT + framed(b"done\n")]
     fake.exit_after = None
     fake.execute_reply = lambda cmd: (200, {}, json.dumps(
         {"exitCode": 0, "result": "23\n" if "/code" in cmd else ""}))
@@ -283,7 +318,7 @@ def test_an_exit_the_daemon_never_recorded_is_recovered_from_the_sentinel(
 def test_a_shim_that_died_without_a_code_is_closed_before_exit_after_its_output(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"last words\n"]
+    fake.journals = [OUT + framed(b"last words\n")]
     fake.exit_after = None
     fake.execute_reply = lambda cmd: (200, {}, json.dumps(
         {"exitCode": 0, "result": "gone\n" if "kill -0" in cmd else ""}))
@@ -430,7 +465,7 @@ def test_close_stdin_kills_the_relay_when_the_line_cannot_be_sent_and_never_rais
 def test_exec_collects_stdout_with_the_real_code_and_deletes_its_session(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"out\n" + ERR + b"err\n"]
+    fake.journals = [OUT + framed(b"out\n") + ERR + framed(b"err\n")]
     fake.code = 3
     result = daytona.exec(handle_of(daytona), "bash", ["-lc", "x"], env={"A": "1"}, dir="/w")
     assert result == (b"out\n", 3)
@@ -441,7 +476,7 @@ def test_exec_collects_stdout_with_the_real_code_and_deletes_its_session(
 
 
 def test_exec_merges_stderr_only_when_asked(daytona: Daytona, fake: FakeCommand) -> None:
-    fake.journals = [OUT + b"out\n" + ERR + b"err\n"]
+    fake.journals = [OUT + framed(b"out\n") + ERR + framed(b"err\n")]
     result = daytona.exec(handle_of(daytona), "x", stderr_to_stdout=True)
     assert result.output == b"out\nerr\n"
 
@@ -509,7 +544,7 @@ def test_a_parked_sandbox_has_no_sessions_and_nothing_to_attach(
 def test_attach_replays_from_byte_zero_then_the_real_exit_and_is_not_connected(
     mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + b"one\n" + ERR + b"e\n" + OUT + b"two\n"]
+    fake.journals = [OUT + framed(b"one\n") + ERR + framed(b"e\n") + OUT + framed(b"two\n")]
     fake.code = 3
     mocked.get(TOOLBOX + "/process/session/mgs-42",
                json={"sessionId": "mgs-42", "commands": [{"id": "old"}, {"id": "cmd-1"}]})

@@ -482,6 +482,7 @@ class Daytona(Adapter):
         follower = LogFollower(
             toolbox, session_id, command_id, self.follow,
             sandbox_gone=lambda: self._sandbox_gone(name),
+            framed=session_id.startswith((SPAWN_PREFIX, EXEC_PREFIX)),
         )
         stream.start(follower)
         return Command(

@@ -4,11 +4,14 @@ The daemon journals a session command as one append-only byte stream in which
 each line is preceded by a 3-byte channel marker (``01 01 01`` stdout,
 ``02 02 02`` stderr). The log endpoint has no offset: every read returns the
 whole journal from byte zero. :class:`Demux` turns a journal snapshot into the
-complete stdout and stderr seen so far, and :class:`LogFollower` remembers how
-many bytes of *each stream* it has already delivered, so a re-read — a later,
-longer snapshot, or a shorter one replayed by a flaky server — only ever
-delivers bytes not delivered before. That is also how ``attach`` replays from
-byte zero: a fresh follower starts with nothing delivered.
+complete stdout and stderr seen so far; for a command run by our shim each
+stream is a sequence of ``:<base64>`` frame lines (see :mod:`.shim`), which
+:class:`FramedChannel` decodes back into the exact bytes written.
+:class:`LogFollower` remembers, per stream, how much it has already
+delivered, so a re-read — a later, longer snapshot, or a shorter one replayed
+by a flaky server — only ever delivers bytes not delivered before. That is
+also how ``attach`` replays from byte zero: a fresh follower starts with
+nothing delivered.
 
 The exit code is the daemon's record (``exitCode`` on the command), read
 *before* the log in each round: the daemon records it only after the journal
@@ -26,6 +29,8 @@ never invented. Transient failures are retried (honouring a
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import re
 import time
@@ -38,7 +43,7 @@ from ...errors import Denied, NotFound, RateLimited, SandboxError, Unavailable
 from . import shim
 from .toolbox import LogSnapshot, Toolbox
 
-__all__ = ["Demux", "FollowPolicy", "LogFollower"]
+__all__ = ["Demux", "FollowPolicy", "FramedChannel", "LogFollower", "RawChannel"]
 
 log = logging.getLogger("managoat_sandbox.daytona")
 
@@ -82,6 +87,56 @@ class Demux:
         return b"".join(out), b"".join(err)
 
 
+class RawChannel:
+    """One stream of a journal not framed by our shim: its bytes as journaled."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+
+    def feed(self, data: bytes, *, final: bool) -> bytes:
+        """The bytes of ``data`` (the whole stream so far) not returned before."""
+        if len(data) <= self.delivered:
+            return b""
+        fresh = data[self.delivered :]
+        self.delivered = len(data)
+        return fresh
+
+
+class FramedChannel:
+    """One stream framed by our shim: lines ``:<base64>`` each carrying raw output bytes.
+
+    Only complete lines are decoded (unless ``final``), so a snapshot's result
+    is a prefix of any longer snapshot's. A line that is not a frame — an
+    error printed by the shim itself — is passed through as text.
+    """
+
+    def __init__(self) -> None:
+        self.consumed = 0
+
+    def feed(self, data: bytes, *, final: bool) -> bytes:
+        """The decoded bytes of the complete lines of ``data`` not decoded before."""
+        if len(data) <= self.consumed:
+            return b""
+        region = data[self.consumed :]
+        if not final:
+            end = region.rfind(b"\n")
+            if end < 0:
+                return b""
+            region = region[: end + 1]
+        self.consumed += len(region)
+        decoded: list[bytes] = []
+        for line in region.splitlines(keepends=True):
+            body = line.rstrip(b"\n")
+            if body.startswith(b":"):
+                try:
+                    decoded.append(base64.b64decode(body[1:], validate=True))
+                    continue
+                except binascii.Error:
+                    pass
+            decoded.append(line)
+        return b"".join(decoded)
+
+
 @attrs.frozen
 class FollowPolicy:
     """How a follower paces itself.
@@ -113,13 +168,15 @@ class LogFollower:
         policy: FollowPolicy,
         *,
         sandbox_gone: Callable[[], bool],
+        framed: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.toolbox = toolbox
         self.session_id = session_id
         self.command_id = command_id
         self.policy = policy
-        self.delivered = [0, 0]
+        kind = FramedChannel if framed else RawChannel
+        self.channels: tuple[FramedChannel | RawChannel, ...] = (kind(), kind())
         self._sandbox_gone = sandbox_gone
         self._clock = clock
 
@@ -133,11 +190,10 @@ class LogFollower:
             parts = Demux.split(snapshot.raw or b"", final=final)
         fresh = False
         senders = (stream.stdout, stream.stderr)
-        for index, (data, send) in enumerate(zip(parts, senders, strict=True)):
-            seen = self.delivered[index]
-            if len(data) > seen:
-                send(data[seen:])
-                self.delivered[index] = len(data)
+        for data, channel, send in zip(parts, self.channels, senders, strict=True):
+            new = channel.feed(data, final=final)
+            if new:
+                send(new)
                 fresh = True
         return fresh
 

@@ -9,6 +9,16 @@ runs in a child shell, may ``exit`` freely, and its status — the command's rea
 exit code — is the last statement's status, which the daemon records (the
 ``(exit $CODE)`` effect without touching the session shell).
 
+The daemon journals output per complete line (a partial line appears only
+at EOF, with a newline added). So that output reaches the caller as it is
+written — a prompt without a newline, ``cat`` echoing stdin — and byte-exact,
+the shim *frames* each stream itself: an encoder reads whatever bytes the
+command wrote (one ``dd`` read, never waiting for a newline) and emits them as
+one journal line ``:<base64>``. :class:`FramedChannel` in :mod:`.logs`
+decodes them; any other line (an error of the shim itself) passes through as
+text. The encoders end when the command and every child holding its output
+have closed it, and the shim waits for them before it exits.
+
 The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``:
 
 * ``code`` — the exit code, written atomically after the command ends (the
@@ -73,6 +83,10 @@ def _command(cmd: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: 
     return "( " + " && ".join(steps) + " )"
 
 
+_ENCODER = (
+    "( while :; do c=$(dd bs=65536 count=1 2>/dev/null | base64 | tr -d '\\n'); "
+    "[ -n \"$c\" ] || break; printf ':%s\\n' \"$c\"; done )"
+)
 _RELAY = (
     "( while IFS= read -r l; do [ -n \"$l\" ] || break; "
     "printf '%s' \"$l\" | base64 -d || break; done )"
@@ -90,24 +104,30 @@ def script(
 ) -> str:
     """The session script that runs ``cmd args`` and lets the daemon record its real exit."""
     command = _command(cmd, args, env, cwd)
+    fifos = '"$d/o" "$d/e" "$d/in"' if stdin else '"$d/o" "$d/e"'
     lines = [
         "d=" + state_dir(session_id),
         'mkdir -p "$d" && rm -f "$d/code" && echo "$$" >"$d/pid" || exit 125',
+        f'rm -f "$d/o" "$d/e" "$d/in" && mkfifo {fifos} || exit 125',
+        f'{_ENCODER} <"$d/o" &',
+        "o=$!",
+        f'{_ENCODER} <"$d/e" >&2 &',
+        "e=$!",
     ]
     if stdin:
         lines += [
-            'rm -f "$d/in" && mkfifo "$d/in" || exit 125',
             "exec 3<&0",
             f'{_RELAY} <&3 3<&- >"$d/in" 2>/dev/null &',
             "r=$!",
             'echo "$r" >"$d/relay"',
-            f'{command} <"$d/in" 3<&-',
+            f'{command} <"$d/in" >"$d/o" 2>"$d/e" 3<&-',
             "c=$?",
             'kill "$r" 2>/dev/null',
         ]
     else:
-        lines += [f"{command} </dev/null", "c=$?"]
+        lines += [f'{command} </dev/null >"$d/o" 2>"$d/e"', "c=$?"]
     lines += [
+        'wait "$o" "$e"',
         'printf \'%s\\n\' "$c" >"$d/code.tmp" && mv -f "$d/code.tmp" "$d/code"',
         'exit "$c"',
     ]
