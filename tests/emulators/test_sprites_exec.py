@@ -445,3 +445,34 @@ def test_no_emulator_thread_outlives_the_commands(emulator: SpritesEmulator) -> 
         until_end(ws)
         ws.close()
     assert wait_until(lambda: threading.active_count() <= baseline)
+
+
+def test_exit_frame_variants_replace_the_exit_message(emulator: SpritesEmulator) -> None:
+    for payload in (b"\x03", b"\x03\x2a\x00\x00\x00", '{"type":"exit","code":9}'):
+        emulator.exit_frame(payload)
+        ws = connect(emulator, params=bash("exit 1"))
+        session_info(ws)
+        opcode, data = until_end(ws)[-2]
+        assert data == (payload.encode() if isinstance(payload, str) else payload)
+        assert opcode == (1 if isinstance(payload, str) else 2)
+
+
+def test_session_ids_can_arrive_as_strings(emulator: SpritesEmulator) -> None:
+    emulator.behaviour.string_session_ids = True
+    ws = connect(emulator, params=bash("true"))
+    session_id = session_info(ws)["session_id"]
+    assert isinstance(session_id, str) and session_id.isdigit()
+    until_end(ws)
+
+
+# -- HTTP exec ---------------------------------------------------------------------------------
+
+
+def test_http_exec_streams_the_same_frames_with_the_body_as_stdin(
+    emulator: SpritesEmulator,
+) -> None:
+    answer = http(emulator, "POST", "/v1/sprites/box/exec",
+                  params=bash("cat; echo err >&2; exit 6"), data=b"from-body")
+    assert answer.status_code == 200
+    assert answer.content == b"\x01from-body\x02err\n\x03\x06"
+    assert http(emulator, "POST", "/v1/sprites/box/exec").status_code == 400

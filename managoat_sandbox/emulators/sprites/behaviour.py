@@ -21,7 +21,9 @@ class Behaviour:
     * ``attach_finished_status`` — None: attaching to an ended session replays
       it and sends its exit; else that status before the upgrade;
     * ``policy_delay`` — seconds a policy POST to a cold sprite waits (boot time);
-    * ``max_output_frame`` — the largest output payload in one WebSocket message.
+    * ``max_output_frame`` — the largest output payload in one WebSocket message;
+    * ``string_session_ids`` — ``session_info.session_id`` as a string instead of
+      the documented integer (clients must accept both).
     """
 
     conflict_status: int = 409
@@ -33,3 +35,4 @@ class Behaviour:
     attach_finished_status: int | None = None
     policy_delay: float = 0.0
     max_output_frame: int = 32 * 1024
+    string_session_ids: bool = False

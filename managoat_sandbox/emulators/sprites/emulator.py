@@ -58,6 +58,7 @@ class SpritesEmulator(Emulator):
     * :meth:`refuse_upgrade` — a WebSocket upgrade (exec or attach) refused with a status;
     * :meth:`drop_exec` — the socket goes after N output frames, before the exit
       frame: a TCP abort, or a normal 1000 close without the exit;
+    * :meth:`exit_frame` — a different exit message (``03`` alone, trailing bytes, text);
     * :meth:`endless_listing` — the listing always says ``has_more`` with a fresh token;
       :meth:`truncate` — a body whose Content-Length exceeds what is sent;
     * :meth:`stall` — the request waits ``seconds`` before it is handled;
@@ -183,6 +184,11 @@ class SpritesEmulator(Emulator):
         process keeps running."""
         return self.faults.add("ws_drop", method="GET", path=path, times=times,
                                size=after_frames, body="close" if close_frame else "abort")
+
+    def exit_frame(self, payload: bytes | str, *, path: str = EXEC_PATH, times: int = 1) -> Fault:
+        """Send ``payload`` instead of the exit frame of matching sockets: bytes as a binary
+        message (``b"\\x03"`` alone, ``b"\\x03\\x2a\\x00\\x00\\x00"`` …), a str as text."""
+        return self.faults.add("ws_exit", method="GET", path=path, times=times, body=payload)
 
     def endless_listing(self, *, times: int = 1000) -> Fault:
         """``GET /v1/sprites`` always answers ``has_more`` with a fresh token."""

@@ -63,6 +63,7 @@ class Exec:
     def add_routes(self, app: web.Application) -> None:
         """Register the routes."""
         app.router.add_get("/v1/sprites/{name}/exec", self.exec_root)
+        app.router.add_post("/v1/sprites/{name}/exec", self.http_exec)
         app.router.add_get("/v1/sprites/{name}/exec/{session}", self.attach_path)
         app.router.add_post("/v1/sprites/{name}/exec/{session}/kill", self.kill)
 
@@ -96,13 +97,46 @@ class Exec:
         return web.json_response({"sessions": [s.listing() for s in sessions]})
 
     async def _new_command(self, request: web.Request, sprite: Sprite) -> web.StreamResponse:
+        started = await self._start(request, sprite, stdin_default=None)
+        if isinstance(started, web.StreamResponse):
+            return started
+        return await Connection(request, sprite, started, self.behaviour, owner=True,
+                                faults=self.faults).serve()
+
+    async def http_exec(self, request: web.Request) -> web.StreamResponse:
+        """``POST /exec?cmd=…`` (no upgrade): the body is stdin; the answer streams the
+        same frames as the socket (``01``/``02`` + bytes, one chunk each), ending ``03 code``."""
+        sprite = self.state.get(request.match_info["name"])
+        if sprite is None:
+            return wire.not_found("sprite")
+        body = await request.read()
+        started = await self._start(request, sprite, stdin_default=bool(body))
+        if isinstance(started, web.StreamResponse):
+            return started
+        if started.stdin:
+            await _feed(started, body)
+            await _feed(started, None)
+        response = web.StreamResponse(status=200,
+                                      headers={"Content-Type": "application/octet-stream"})
+        await response.prepare(request)
+        async for event in tail(started.directory):
+            if isinstance(event, engine.Output):
+                await response.write(bytes([event.stream]) + event.data)
+            elif isinstance(event, engine.Exited):
+                await response.write(bytes([3, event.code & 0xFF]))
+        await response.write_eof()
+        return response
+
+    async def _start(self, request: web.Request, sprite: Sprite,
+                     stdin_default: bool | None) -> ExecSession | web.StreamResponse:
+        """Validate a new command's query and start its process (an engine session)."""
         query = request.query
         argv = query.getall("cmd", [])
         if not argv:
             return wire.invalid("cmd is required")
         tty = wire.flag(query.get("tty"), False)
         detachable = wire.flag(query.get("detachable"), False)
-        wants_stdin = wire.flag(query.get("stdin"), tty)
+        wants_stdin = wire.flag(query.get("stdin"), tty if stdin_default is None else stdin_default)
         cwd = sprite.resolve(query.get("dir") or "/")
         if not cwd.is_dir():
             return wire.invalid("dir does not exist in the sprite")
@@ -132,8 +166,7 @@ class Exec:
         session = ExecSession(session_id, directory, tuple(argv), query.get("dir") or "/",
                               tty, wants_stdin, now(), run_after)
         sprite.sessions[session_id] = session
-        return await Connection(request, sprite, session, self.behaviour, owner=True,
-                                drop=self.faults.take("ws_drop", "GET", request.path)).serve()
+        return session
 
     async def _attach(self, request: web.Request, sprite: Sprite,
                       raw_id: str) -> web.StreamResponse:
@@ -148,7 +181,7 @@ class Exec:
             return _rejection(rejected)
         wake(sprite)
         return await Connection(request, sprite, session, self.behaviour, owner=False,
-                                drop=self.faults.take("ws_drop", "GET", request.path)).serve()
+                                faults=self.faults).serve()
 
     def _refusal(self, request: web.Request, sprite: Sprite) -> web.StreamResponse | None:
         rejected = self.faults.take("ws_reject", "GET", request.path)
@@ -188,13 +221,14 @@ class Connection:
     """One WebSocket following one session (the owner's or an attacher's)."""
 
     def __init__(self, request: web.Request, sprite: Sprite, session: ExecSession,
-                 behaviour: Behaviour, *, owner: bool, drop: Fault | None) -> None:
+                 behaviour: Behaviour, *, owner: bool, faults: Faults) -> None:
         self.request = request
         self.sprite = sprite
         self.session = session
         self.behaviour = behaviour
         self.owner = owner
-        self.drop = drop
+        self.drop = faults.take("ws_drop", "GET", request.path)
+        self.exit_payload = faults.take("ws_exit", "GET", request.path)
         self.ws = web.WebSocketResponse(max_msg_size=16 * 1024 * 1024)
 
     async def serve(self) -> web.StreamResponse:
@@ -234,7 +268,8 @@ class Connection:
     def _session_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "type": "session_info",
-            "session_id": self.session.id,
+            "session_id": (str(self.session.id) if self.behaviour.string_session_ids
+                           else self.session.id),
             "command": self.session.command,
             "created": int(self.session.created.timestamp()),
             "is_owner": self.owner,
@@ -262,15 +297,24 @@ class Connection:
                     if await self._dropped(sent):
                         return
             elif isinstance(event, engine.Exited):
-                if self.session.tty:
-                    await self.ws.send_str(json.dumps({"type": "exit", "exit_code": event.code}))
-                else:
-                    await self.ws.send_bytes(bytes([3, event.code & 0xFF]))
+                await self._send_exit(event.code)
                 await self.ws.close()
                 return
             else:
                 await self.ws.close(code=1011, message=b"session lost")
                 return
+
+    async def _send_exit(self, code: int) -> None:
+        if self.exit_payload is not None:
+            payload = self.exit_payload.body
+            if isinstance(payload, str):
+                await self.ws.send_str(payload)
+            else:
+                await self.ws.send_bytes(bytes(payload))
+        elif self.session.tty:
+            await self.ws.send_str(json.dumps({"type": "exit", "exit_code": code}))
+        else:
+            await self.ws.send_bytes(bytes([3, code & 0xFF]))
 
     async def _dropped(self, sent: int) -> bool:
         """Apply a ``ws_drop`` fault once ``sent`` output frames went out."""
