@@ -448,9 +448,9 @@ def test_a_detachable_spawn_runs_the_journaling_shim(
     process = request["process"]
     assert process["cmd"] == "bash" and process["args"][0] == "-c"
     script = process["args"][1]
-    assert f"tee -a '/tmp/fountain/{request['tag']}'.out" in script
-    assert "'a'\\''b'" in script
-    assert process["envs"] == {"K": "v"} and process["cwd"] == "/work"
+    assert f"tee -a \"$HOME\"/.fountain/'{request['tag']}'.out" in script
+    assert "'env' '--' 'K=v' 'echo' 'a'\\''b'" in script
+    assert process["envs"] == {} and process["cwd"] == "/work"
 
 
 # -- heartbeats -------------------------------------------------------------------
@@ -578,7 +578,11 @@ def test_attach_replays_then_ends_with_the_journaled_exit(
     request = start_request(start_calls(rsps)[0])
     assert isinstance(request, dict)
     assert "tail -c +1" in request["process"]["args"][1]
-    assert "/tmp/fountain/fountain-42" in request["process"]["args"][1]
+    assert "\"$HOME\"/.fountain/'fountain-42'.out" in request["process"]["args"][1]
+    assert [c.request.url for c in rsps.calls if "/files" in c.request.url][:2] == [
+        f"{ENVD}/files?path=~%2F.fountain%2Ffountain-42.cmd&username=user",
+        f"{ENVD}/files?path=~%2F.fountain%2Ffountain-42.exit&username=user",
+    ]
 
 
 def test_attach_closed_without_end_recovers_the_exit_file(

@@ -341,7 +341,7 @@ class E2B(Adapter):
         envd = self._envd(s, self._check_handle(handle))
         tag = journal.new_tag()
         if detachable:
-            cmd, argv = "bash", ("-c", journal.shim(tag, cmd, argv))
+            cmd, argv, env = "bash", ("-c", journal.shim(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
         return self._start(s, envd, request, owner=owner, stdin=stdin, tag=tag)
 

@@ -4,8 +4,11 @@ envd keeps no output: it throws away what nobody is subscribed to, and a
 ``Connect`` delivers only live data. So a detachable spawn runs its command
 under a bash *shim* that tees stdout and stderr into journal files inside the
 sandbox and records the real exit code, and ``attach`` runs a *replayer* that
-streams those files from byte zero and then follows them. Layout, for a
-session (tag) ``T`` under :data:`JOURNAL_DIR`:
+streams those files from byte zero and then follows them. The journal lives in
+the user's home (``~/.fountain``), which the scripts (``$HOME``) and envd's
+files API (``~/`` paths) agree on; the caller's ``env`` is given to the command
+alone (``env --``), so an overridden ``HOME`` cannot move the journal. Layout,
+for a session (tag) ``T``:
 
 * ``T.cmd`` — the command line (``cmd`` and its args joined by spaces);
 * ``T.out`` / ``T.err`` — every byte the command wrote to stdout / stderr;
@@ -23,7 +26,7 @@ import base64
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from ...types import Session
@@ -43,7 +46,9 @@ __all__ = [
     "shim",
 ]
 
-JOURNAL_DIR = "/tmp/fountain"
+#: The journal directory as envd's files API addresses it (under the user's home).
+JOURNAL_DIR = "~/.fountain"
+_SCRIPT_DIR = '"$HOME"/.fountain'
 TAG_PREFIX = "fountain-"
 _TAG = re.compile(r"fountain-[A-Za-z0-9_-]{1,240}")
 _EXIT = re.compile(rb"\s*(-?\d{1,10})\s*")
@@ -65,31 +70,38 @@ def quote(arg: str) -> str:
 
 
 def _base(tag: str) -> str:
-    return f"{JOURNAL_DIR}/{tag}"
+    """The session's journal path prefix, as a bash word (``$HOME`` expanded by bash)."""
+    return f"{_SCRIPT_DIR}/{quote(tag)}"
 
 
 def exit_path(tag: str) -> str:
-    """The file holding the session's exit code once it has finished."""
-    return f"{_base(tag)}.exit"
+    """The files-API path of the session's exit code (present once it has finished)."""
+    return f"{JOURNAL_DIR}/{tag}.exit"
 
 
 def cmd_path(tag: str) -> str:
-    """The file holding the session's command line (present from its start)."""
-    return f"{_base(tag)}.cmd"
+    """The files-API path of the session's command line (present from its start)."""
+    return f"{JOURNAL_DIR}/{tag}.cmd"
 
 
-def shim(tag: str, cmd: str, args: Sequence[str]) -> str:
-    """The bash script a detachable spawn runs (``bash -c <script>``).
+def shim(
+    tag: str, cmd: str, args: Sequence[str], env: Mapping[str, str] | None = None
+) -> str:
+    """The bash script a detachable spawn runs (``bash -c <script>``, no ``envs``).
 
-    The command inherits the shim's stdin (envd's pipe), so stdin addressed to
-    the shim's pid reaches it. Its stdout and stderr reach envd unchanged and
-    are appended to the journals; the shim exits with the command's code.
+    The command gets ``env`` (through ``env --``) and inherits the shim's
+    stdin (envd's pipe), so stdin addressed to the shim's pid reaches it. Its
+    stdout and stderr reach envd unchanged and are appended to the journals;
+    the shim exits with the command's code.
     """
-    argv = " ".join(quote(a) for a in (cmd, *args))
+    words = (cmd, *args)
+    if env:
+        words = ("env", "--", *(f"{k}={v}" for k, v in env.items()), *words)
+    argv = " ".join(quote(a) for a in words)
     line = " ".join((cmd, *args))
-    b = quote(_base(tag))
+    b = _base(tag)
     return (
-        f"mkdir -p {quote(JOURNAL_DIR)} || exit 125\n"
+        f"mkdir -p {_SCRIPT_DIR} || exit 125\n"
         f"printf %s {quote(line)} > {b}.cmd\n"
         f"{{ {{ {argv}; echo $? > {b}.rc; }} 2>&1 1>&3 3>&- "
         f"| tee -a {b}.err >&2 3>&-; }} 3>&1 | tee -a {b}.out\n"
@@ -106,7 +118,7 @@ def replayer(tag: str) -> str:
     killed); each ``tail`` then reads what is left and ends, and the replayer
     exits with the journaled code.
     """
-    b = quote(_base(tag))
+    b = _base(tag)
     return (
         f"touch {b}.out {b}.err || exit 125\n"
         f"( while kill -0 $$ 2>/dev/null && [ ! -e {b}.exit ]; do sleep 0.1; done ) & s=$!\n"
@@ -121,7 +133,7 @@ def lister() -> str:
     """The bash script that lists journaled sessions, one line each:
     ``<tag> <created epoch> <last activity epoch or -> <base64 command line>``."""
     return (
-        f"cd {quote(JOURNAL_DIR)} 2>/dev/null || exit 0\n"
+        f"cd {_SCRIPT_DIR} 2>/dev/null || exit 0\n"
         f"for f in {TAG_PREFIX}*.cmd; do\n"
         '  [ -e "$f" ] || continue\n'
         '  t=${f%.cmd}\n'
