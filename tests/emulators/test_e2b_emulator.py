@@ -26,6 +26,7 @@ import pytest
 import requests
 
 from managoat_sandbox.emulators.e2b import E2BEmulator
+from managoat_sandbox.emulators.e2b.layout import isolation_available
 
 from ..conftest import wait_until
 
@@ -667,13 +668,64 @@ def test_connect_timeout_ms_on_start_bounds_the_process_lifetime(raw: Raw) -> No
 def test_keepalives_are_sent_after_the_ping_interval_without_data(
         raw: Raw, emulator: E2BEmulator) -> None:
     emulator.keepalive_scale = 0.01
-    events = raw.start(raw.create(), "sleep 0.5; echo done", **{})
+    events = raw.start(raw.create(), "sleep 0.2; echo done")
     assert ("keepalive", {}) not in events  # no header: envd's 90 s default
     events = raw.stream(raw.create(), "Start", {"process": {"cmd": "bash",
                                                             "args": ["-c", "sleep 0.5; echo x"]}},
                         **{"Keepalive-Ping-Interval": "5"})
     kinds = [kind for kind, _ in events]
     assert "keepalive" in kinds and kinds.index("keepalive") < kinds.index("data")
+
+
+def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
+    sandbox = raw.create()
+    start = {"process": {"cmd": "bash", "args": ["-c", "read line; echo got-$line"]},
+             "pty": {"size": {"cols": 80, "rows": 24}}}
+    with raw.open_stream(sandbox, "Start", start) as r:
+        live = Live(r)
+        pid = live.next()[1]["pid"]
+        typed = base64.b64encode(b"x\n").decode()
+        assert raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
+                                                "input": {"pty": typed}}).status_code == 200
+        closing = raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}})
+        assert closing.status_code == 500 and closing.json()["code"] == "unknown"
+        events = live.until("trailer")
+    assert b"got-x" in stdout_of(events, "pty")
+    assert not any(kind == "data" and "stdout" in body for kind, body in events)
+
+
+@pytest.mark.skipif(not isolation_available(), reason="needs root and `unshare --mount`")
+def test_isolated_commands_share_home_and_tmp_with_the_file_api(tmp_path: Any) -> None:
+    with E2BEmulator(credential=KEY, isolate=True, workdir=tmp_path) as emulator:
+        client = Raw(emulator)
+        sandbox = client.create()
+        headers = client.envd_headers(sandbox, "application/octet-stream")
+        requests.post(file_url(client, path="/home/user/in.txt"), data=b"from-files",
+                      headers=headers, timeout=5)
+        out = f"/tmp/out-{sandbox['sandboxID']}.txt"
+        events = client.start(sandbox, "pwd; echo $HOME; cat /home/user/in.txt; echo; "
+                                       f"echo from-command > {out}")
+        assert stdout_of(events) == b"/home/user\n/home/user\nfrom-files\n"
+        back = requests.get(file_url(client, path=out), timeout=5,
+                            headers={k: v for k, v in headers.items() if k != "Content-Type"})
+        assert back.content == b"from-command\n"
+        assert not os.path.exists(out)
+        client.session.close()
+
+
+def test_the_http_control_api_drives_the_ttl_clock(raw: Raw) -> None:
+    doomed, later = raw.create(timeout=5), raw.create(timeout=500)
+    assert requests.post(f"{raw.url}/_emulator/e2b/clock", json={"advance": 10},
+                         timeout=5).status_code == 204
+    assert raw.api("GET", f"/sandboxes/{doomed['sandboxID']}").status_code == 404
+    assert requests.post(f"{raw.url}/_emulator/e2b/expire/{later['sandboxID']}",
+                         timeout=5).status_code == 204
+    assert raw.api("GET", f"/sandboxes/{later['sandboxID']}").status_code == 404
+    assert requests.post(f"{raw.url}/_emulator/e2b/expire/inope", timeout=5).status_code == 404
+    added = requests.post(f"{raw.url}/_emulator/faults", timeout=5, json={
+        "kind": "stream_no_start", "path": "/process\\.Process/Start$"})
+    assert added.status_code == 201
+    assert raw.start(raw.create(), "true") == [("trailer", {})]
 
 
 # -- envd: files -------------------------------------------------------------------------------

@@ -9,7 +9,12 @@ SDK works against it unchanged::
         os.environ.update(E2B_API_KEY="e2b_test", E2B_API_URL=emulator.base_url,
                           E2B_SANDBOX_URL=emulator.base_url)
 
-From a shell: ``python -m managoat_sandbox.emulators e2b --port 3000``.
+From a shell: ``python -m managoat_sandbox.emulators e2b --port 3000``. Shell
+users reach the test controls over HTTP: the base's ``POST /_emulator/faults``
+takes every fault kind named in :mod:`.envd` and :mod:`.control` (for example
+``{"kind": "stream_no_end", "path": "/process\\.Process/Start$", "size": 1}``),
+and ``POST /_emulator/e2b/clock`` / ``POST /_emulator/e2b/expire/{id}`` drive
+the TTL clock.
 
 Modules: :mod:`.connect` (envelope codec), :mod:`.state` (records, clock,
 listings), :mod:`.world` (lifecycle), :mod:`.layout` (sandbox directories),

@@ -11,12 +11,14 @@ from .._server import Emulator, Fault
 from .aio import run_blocking
 from .control import ControlPlane, api_error
 from .envd import Envd, is_envd_request
-from .state import SandboxRecord
+from .layout import isolation_available
+from .state import ApiError, SandboxRecord
 from .world import World
 
 __all__ = ["E2BEmulator"]
 
 RATE_LIMIT_MESSAGE = "Rate limit exceeded"
+CONTROL_PREFIX = "/_emulator/e2b/"
 STREAM_RPCS = {"Start": r"/process\.Process/Start$", "Connect": r"/process\.Process/Connect$",
                None: r"/process\.Process/(Start|Connect)$"}
 
@@ -28,7 +30,11 @@ class E2BEmulator(Emulator):
     envd requests are told apart by the ``E2b-Sandbox-Id``/``E2b-Sandbox-Port``
     headers and authorised by the sandbox's ``X-Access-Token`` instead. Each
     sandbox is a directory under ``workdir`` (see :mod:`.layout`), and its
-    commands are real processes run by the shared process engine.
+    commands are real processes run by the shared process engine;
+    ``isolate=True`` gives each command a mount namespace in which ``/home``,
+    ``/root`` and ``/tmp`` are the sandbox's own (root only). ``users`` are
+    the Linux users envd accepts (the first is the default), ``domain`` the
+    ``domain`` field of the answers, ``seed`` makes sandbox IDs repeatable.
 
     Test controls (all thread-safe, usable while serving):
 
@@ -54,9 +60,12 @@ class E2BEmulator(Emulator):
         domain: str | None = None,
         users: tuple[str, ...] = ("user", "root"),
         seed: int | None = None,
+        isolate: bool = False,
     ) -> None:
+        if isolate and not isolation_available():
+            raise RuntimeError("isolate=True needs root and a working `unshare --mount`")
         super().__init__(host=host, port=port, credential=credential, workdir=workdir)
-        self.world = World(self.workdir / "sandboxes", users=users, seed=seed)
+        self.world = World(self.workdir / "sandboxes", users=users, seed=seed, isolated=isolate)
         self.control = ControlPlane(self.world, self.faults, domain)
         self.envd = Envd(self.world, self.faults, default_user=users[0])
 
@@ -88,11 +97,38 @@ class E2BEmulator(Emulator):
         self.world.close()
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith(CONTROL_PREFIX):
+            return await self._control_api(request)
         if self.world.registry.expired():
             await run_blocking(self.world.sweep)
         if is_envd_request(request):
             return await self.envd.handle(request)
         return await self.control.handle(request)
+
+    async def _control_api(self, request: web.Request) -> web.StreamResponse:
+        """Shell access to the TTL clock (no credential, like the base's control API).
+
+        ``POST /_emulator/e2b/clock`` with ``{"advance": seconds}`` moves the
+        clock; ``POST /_emulator/e2b/expire/{sandbox id}`` runs out a TTL now.
+        """
+        path = request.path[len(CONTROL_PREFIX):]
+        if request.method != "POST":
+            return api_error(405, "Method Not Allowed")
+        if path == "clock":
+            try:
+                seconds = float((await request.json())["advance"])
+            except (ValueError, KeyError, TypeError):
+                return api_error(400, 'body must be {"advance": seconds}')
+            self.advance(seconds)
+            return web.Response(status=204)
+        if path.startswith("expire/"):
+            sandbox_id = path[len("expire/"):]
+            try:
+                await run_blocking(lambda: self.expire(sandbox_id))
+            except (ApiError, KeyError):
+                return api_error(404, f"sandbox \"{sandbox_id}\" not found")
+            return web.Response(status=204)
+        return api_error(404, "Not Found")
 
     # -- clock and lifecycle controls ------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """envd's process table for one sandbox: real processes run by the shared engine.
 
 Each Start runs ``/bin/sh -c 'exec "$@"' -- cmd args...`` (as envd does, so
-``cmd`` is looked up on PATH and the reported pid is that of ``cmd`` itself)
-in its own engine session under the sandbox's ``procs/`` directory. The pid
-reported to clients is the real host pid. Ended processes leave the selector
+``cmd`` is looked up on PATH and the reported pid is that of ``cmd`` itself;
+see :mod:`.layout` for the isolated variant) in its own engine session under
+the sandbox's ``procs/`` directory. The pid reported to clients is the real
+host pid. Ended processes leave the selector
 table for unary calls (SendInput, CloseStdin, SendSignal answer ``not_found``,
 as envd deletes them once they are waited for) and disappear from ``List``;
 ``Connect`` still finds them and replays the kept end event (reference §3.4).
@@ -149,18 +150,18 @@ class ProcessTable:
             raise RpcError("invalid_argument", "tag must be a string")
         pty = request.get("pty") is not None
         stdin = pty or request.get("stdin", True) is not False
-        cwd = self.layout.home(user) if not cwd_arg else self.layout.host(cwd_arg, user)
+        argv, cwd, home = self.layout.command(
+            [cmd, *args], cwd_arg or self.layout.home_path(user), user)
         if not cwd.is_dir() or not self.layout.inside(cwd):
             raise RpcError("invalid_argument", f"cwd '{cwd_arg}' does not exist")
-        env = {"PATH": DEFAULT_PATH, "HOME": str(self.layout.home(user)), "USER": user,
-               "LOGNAME": user, **sandbox_env, **envs}
+        env = {"PATH": DEFAULT_PATH, "HOME": home, "USER": user, "LOGNAME": user,
+               **sandbox_env, **envs}
         with self._lock:
             self._sessions += 1
             session = self.layout.procs / str(self._sessions)
         try:
             info = _engine.start(
-                session, ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args],
-                env=env, cwd=cwd, stdin=stdin, tty=pty, inherit_env=False,
+                session, argv, env=env, cwd=cwd, stdin=stdin, tty=pty, inherit_env=False,
             )
         except (OSError, _engine.EngineError) as error:
             raise RpcError("internal", f"error starting process: {error}") from None

@@ -25,9 +25,11 @@ DEFAULT_RESUME_TIMEOUT = 300
 class World:
     """All sandboxes of one emulator; thread-safe."""
 
-    def __init__(self, root: Path, *, users: tuple[str, ...], seed: int | None = None) -> None:
+    def __init__(self, root: Path, *, users: tuple[str, ...], seed: int | None = None,
+                 isolated: bool = False) -> None:
         self.root = root
         self.users = users
+        self.isolated = isolated
         self.clock = Clock()
         self.registry = Registry(self.clock, seed=seed)
         self._tables: dict[str, ProcessTable] = {}
@@ -36,7 +38,8 @@ class World:
     def create(self, body: Any, *, default_timeout: int) -> SandboxRecord:
         """Store a new running sandbox and lay out its directories."""
         record = self.registry.create(body, default_timeout=default_timeout)
-        layout = SandboxLayout(self.root / record.sandbox_id, self.users)
+        layout = SandboxLayout(self.root / record.sandbox_id, self.users,
+                               isolated=self.isolated)
         with self._lock:
             self._tables[record.sandbox_id] = ProcessTable(layout)
         return record
