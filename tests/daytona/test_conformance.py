@@ -1,0 +1,53 @@
+"""ConformanceTests against the Daytona adapter pointed at the Daytona emulator, with real
+bash fixtures: every contract promise, through the real wire protocol."""
+
+from __future__ import annotations
+
+import unittest
+from typing import Any, ClassVar
+
+import pytest
+
+from managoat_sandbox import config
+from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from managoat_sandbox.testing import ConformanceTests
+
+from .emulated import KEY, emulated_adapter
+
+pytestmark = pytest.mark.timeout(120)
+
+BULK = 300_000
+
+
+class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
+    """The whole suite; ``spawn_drop`` kills the command's session shell (its whole
+    process group) after printing, so the daemon never records an exit."""
+
+    adapter = emulated_adapter()
+    frame_timeout = 3.0
+    fixtures: ClassVar[dict[str, Any]] = {
+        "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
+        "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
+        "spawn_ok": ("bash", ["-lc", "echo hello"]),
+        "spawn_stay": ("bash", ["-lc", "echo ready; cat"]),
+        "spawn_drop": ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]),
+        "exec_slow": ("bash", ["-c", "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done"]),
+        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part",
+                       "err-part"),
+        "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
+    }
+    emulator: ClassVar[DaytonaEmulator]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.emulator = DaytonaEmulator(credential=KEY)
+        cls.emulator.start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        cls.emulator.stop()
+
+    def setUp(self) -> None:
+        config.configure("daytona", api_key=KEY, api_url=self.emulator.api_url)
