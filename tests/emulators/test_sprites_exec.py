@@ -8,7 +8,9 @@ byte, a normal close; client ``00`` stdin and ``04`` end of input.
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -17,6 +19,7 @@ import pytest
 import requests
 import websocket
 
+from managoat_sandbox import _engine as engine
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from tests.conftest import wait_until
 
@@ -476,3 +479,31 @@ def test_http_exec_streams_the_same_frames_with_the_body_as_stdin(
     assert answer.status_code == 200
     assert answer.content == b"\x01from-body\x02err\n\x03\x06"
     assert http(emulator, "POST", "/v1/sprites/box/exec").status_code == 400
+
+
+def test_stopping_with_a_socket_open_is_prompt_and_kills_the_command() -> None:
+    baseline = threading.active_count()
+    server = SpritesEmulator(credential=TOKEN).start()
+    http(server, "POST", "/v1/sprites", json={"name": "box"})
+    ws = connect(server, params=bash("echo ready; sleep 30"))
+    session_info(ws)
+    read_until(ws, b"ready")
+    sprite = server.state.get("box")
+    assert sprite is not None
+    (session,) = sprite.sessions.values()
+    process = engine.read_process(session.directory)
+    assert process is not None and process.pid is not None
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5
+    assert wait_until(lambda: not _alive(process.pid))
+    assert wait_until(lambda: threading.active_count() <= baseline)
+    assert not server.workdir.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
