@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import managoat_sandbox as sandbox
 from managoat_sandbox import config
 from managoat_sandbox.adapters.sprites import Sprites
 from managoat_sandbox.emulators.sprites import SpritesEmulator
@@ -112,6 +113,29 @@ def test_ws_refused_at_upgrade_maps_like_http(
     with pytest.raises(SandboxError) as raised:
         sprites.spawn(box, *STAY)
     assert raised.value == expected
+
+
+def test_a_redirected_upgrade_is_invalid_and_never_followed(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle
+) -> None:
+    emu.clear_requests()
+    target = "ws" + emu.base_url[len("http"):] + "/v1/sprites/elsewhere/exec"
+    emu.refuse_upgrade(302, headers={"Location": target})
+    with pytest.raises(Invalid) as raised:
+        sprites.spawn(box, *STAY)
+    assert raised.value.detail == ("http", 302, {})
+    assert [r.path for r in emu.requests] == [f"/v1/sprites/{box.name}/exec"]
+
+
+def test_the_facade_retries_idempotent_calls_through_a_5xx(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle
+) -> None:
+    config.configure(adapters={"sprites": sprites})
+    emu.fail(503, method="GET", path=r"/v1/sprites/")
+    assert sandbox.get(box).status in ("running", "suspended")
+    emu.refuse_fresh_execs(1, sprite=box.name)
+    with pytest.raises(Unavailable):
+        sandbox.exec(box, "true")
 
 
 def test_exec_on_a_missing_sprite_is_not_found(sprites: Sprites) -> None:

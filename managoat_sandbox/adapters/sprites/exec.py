@@ -32,7 +32,7 @@ import attrs
 import websocket
 
 from ..._streaming import Stream
-from ...errors import CommandExited, ProviderError, Unavailable, WriteFailed
+from ...errors import CommandExited, Invalid, ProviderError, Unavailable, WriteFailed
 from .errors import transport, upgrade_error
 from .settings import Settings
 
@@ -59,8 +59,11 @@ def open_socket(
 ) -> Any:
     """Open the WebSocket at ``path`` with ``params``; a refused upgrade is mapped like HTTP.
 
-    Returns a connected ``websocket.WebSocket`` (typed ``Any``: websocket-client
-    ships no annotations for these methods).
+    Like every HTTP call of the package it follows no redirect (a 3xx is
+    ``Invalid``, and the credential is never replayed to another location)
+    and ignores proxy environment variables. Returns a connected
+    ``websocket.WebSocket`` (typed ``Any``: websocket-client ships no
+    annotations for these methods).
     """
     url = settings.ws_url(path)
     if params:
@@ -72,12 +75,17 @@ def open_socket(
             header=[f"{key}: {value}" for key, value in settings.headers.items()],
             timeout=timeout,
             suppress_origin=True,
+            redirect_limit=0,
+            http_no_proxy=["*"],
         )
     except websocket.WebSocketBadStatusException as error:
         ws.shutdown()
         raise upgrade_error(error) from None
     except (websocket.WebSocketException, OSError) as error:
         ws.shutdown()
+        status = getattr(getattr(ws, "handshake_response", None), "status", None)
+        if isinstance(status, int) and 300 <= status < 400:
+            raise Invalid(("http", int(status), {})) from None
         raise transport(error) from None
     return ws
 
