@@ -76,10 +76,13 @@ _HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" &'
 _CLOSE_STDIN = ': > "$__dtn_si" &'
 _TRAP_CLEANUP = 'rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"'
 # Newer daemons (errata 7): the EXIT trap still records the status of a
-# script that ended the shell with `exit N`, after the readers drained.
+# script that ended the shell with `exit N`, after the readers drained (the
+# shell first lets go of the FIFOs it still holds, or the readers never end).
 _TRAP_RECORD = (
-    '__dtn_ec=$?; kill "$__dtn_h" 2>/dev/null; wait "$__dtn_r1" "$__dtn_r2" 2>/dev/null; '
-    '[ -s "$__dtn_d/exit_code" ] || echo "$__dtn_ec" >> "$__dtn_d/exit_code"; ' + _TRAP_CLEANUP
+    '__dtn_ec=$?; exec >/dev/null 2>&1 </dev/null; kill "$__dtn_h"; '
+    'wait "$__dtn_r1" "$__dtn_r2"; '
+    '[ -s "$__dtn_d/exit_code" ] || { : > "$__dtn_d/shell_ended"; '
+    'echo "$__dtn_ec" >> "$__dtn_d/exit_code"; }; ' + _TRAP_CLEANUP
 )
 
 
@@ -114,6 +117,11 @@ class Command:
                 with contextlib.suppress(ValueError):
                     self.exit_code = int(text.splitlines()[0])
         return self.exit_code
+
+    @property
+    def ended_shell(self) -> bool:
+        """Whether the command ended its session shell (its code came from the EXIT trap)."""
+        return (self.dir / "shell_ended").exists()
 
     def to_json(self) -> dict[str, object]:
         """The daemon's Command model; ``exitCode`` is omitted while running."""

@@ -184,8 +184,10 @@ class ToolboxRoutes:
         session = daemon.session(session_id)
         while command.read_exit_code() is None:
             if not session.shell_alive() or session.deleted.is_set():
-                raise DaemonError(400, "session shell ended without a command result")
+                break
             await asyncio.sleep(_POLL)
+        if command.read_exit_code() is None or command.ended_shell:
+            raise DaemonError(400, "session shell ended without a command result")
         journal = command.log_path.read_bytes()
         answer: dict[str, Any] = {"cmdId": command.id, "exitCode": command.exit_code}
         mode = render_mode(request.headers)

@@ -1,0 +1,686 @@
+"""The Daytona emulator over raw HTTP: routes, status codes, states, log formats, faults."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+import websocket
+
+from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+KEY = "test-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+SPLIT = {**AUTH, "X-Daytona-Split-Output": "true"}
+
+
+class Client:
+    """Raw HTTP against one emulator."""
+
+    def __init__(self, emulator: DaytonaEmulator) -> None:
+        self.emulator = emulator
+        self.api = emulator.api_url
+
+    def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("headers", AUTH)
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, self.api + path, **kwargs)
+
+    def create(self, name: str, **body: Any) -> dict[str, Any]:
+        answer = self.call("POST", "/sandbox", json={"name": name, **body})
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def tb(self, sandbox: dict[str, Any], method: str, path: str,
+           **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("headers", AUTH)
+        kwargs.setdefault("timeout", 30)
+        url = sandbox["toolboxProxyUrl"].rstrip("/") + "/" + sandbox["id"] + path
+        return requests.request(method, url, **kwargs)
+
+    def session(self, sandbox: dict[str, Any], session_id: str = "s1") -> None:
+        answer = self.tb(sandbox, "POST", "/process/session", json={"sessionId": session_id})
+        assert answer.status_code == 201, answer.text
+
+    def run(self, sandbox: dict[str, Any], command: str, session_id: str = "s1") -> str:
+        answer = self.tb(sandbox, "POST", f"/process/session/{session_id}/exec",
+                         json={"command": command, "runAsync": True})
+        assert answer.status_code == 202, answer.text
+        return str(answer.json()["cmdId"])
+
+    def record(self, sandbox: dict[str, Any], command_id: str, session_id: str = "s1") -> Any:
+        return self.tb(sandbox, "GET", f"/process/session/{session_id}/command/{command_id}").json()
+
+    def wait_exit(self, sandbox: dict[str, Any], command_id: str, session_id: str = "s1") -> int:
+        assert wait_until(lambda: "exitCode" in self.record(sandbox, command_id, session_id), 10)
+        return int(self.record(sandbox, command_id, session_id)["exitCode"])
+
+    def logs(self, sandbox: dict[str, Any], command_id: str, headers: dict[str, str],
+             session_id: str = "s1", **kwargs: Any) -> requests.Response:
+        return self.tb(sandbox, "GET", f"/process/session/{session_id}/command/{command_id}/logs",
+                       headers=headers, **kwargs)
+
+
+@pytest.fixture
+def emulator() -> Iterator[DaytonaEmulator]:
+    with DaytonaEmulator(credential=KEY) as running:
+        running.log_idle_close = 0.05
+        yield running  # type: ignore[misc]
+
+
+@pytest.fixture
+def client(emulator: DaytonaEmulator) -> Client:
+    return Client(emulator)
+
+
+@pytest.fixture
+def sandbox(client: Client) -> dict[str, Any]:
+    return client.create("box", labels={"team": "a"})
+
+
+# -- auth ----------------------------------------------------------------------------
+
+
+def test_api_wants_the_bearer_key_and_answers_nest_401(client: Client) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        answer = client.call("GET", "/sandbox", headers=headers)
+        assert answer.status_code == 401
+        body = answer.json()
+        assert body["statusCode"] == 401 and body["error"] == "Unauthorized"
+        assert {"path", "timestamp", "message"} <= set(body)
+    assert KEY not in repr(client.emulator.requests)
+
+
+def test_toolbox_401_is_daemon_shaped_and_preview_token_is_accepted(
+        client: Client, sandbox: dict[str, Any]) -> None:
+    answer = client.tb(sandbox, "GET", "/process/session", headers={})
+    assert answer.status_code == 401 and answer.json()["code"] == "UNAUTHORIZED"
+    token = client.call("GET", f"/sandbox/{sandbox['id']}/ports/3000/preview-url").json()["token"]
+    ok = client.tb(sandbox, "GET", "/process/session", headers={"X-Daytona-Preview-Token": token})
+    assert ok.status_code == 200 and ok.json() == []
+
+
+# -- create / get / delete -------------------------------------------------------------
+
+
+def test_create_returns_every_field_the_sdk_needs(client: Client) -> None:
+    body = client.create("full", labels={"a": "1"}, ttlMinutes=0, autoStopInterval=0)
+    required = {"id", "organizationId", "name", "target", "user", "env", "labels", "public",
+                "networkBlockAll", "cpu", "gpu", "memory", "disk", "toolboxProxyUrl", "kvm",
+                "state", "desiredState", "createdAt", "lastActivityAt", "autoStopInterval"}
+    assert required <= set(body)
+    assert body["state"] == "started" and body["labels"] == {"a": "1"}
+    assert body["toolboxProxyUrl"] == client.emulator.base_url + "/toolbox"
+    assert body["user"] == "daytona" and body["autoStopInterval"] == 0
+    assert body["autoArchiveInterval"] == 10080 and body["autoDeleteInterval"] == -1
+
+
+def test_create_validation(client: Client) -> None:
+    client.create("taken")
+    conflict = client.call("POST", "/sandbox", json={"name": "taken"})
+    assert conflict.status_code == 409
+    assert conflict.json()["message"] == "Sandbox with name taken already exists"
+    snapshot = client.call("POST", "/sandbox", json={"snapshot": "nope"})
+    assert snapshot.status_code == 400
+    assert snapshot.json()["message"].startswith("Snapshot nope not found.")
+    assert client.call("POST", "/sandbox", json={"cpu": 2}).status_code == 400
+    assert client.call("POST", "/sandbox", json={"autoStopInterval": -1}).status_code == 400
+    assert client.call("POST", "/sandbox", json={"name": "<b>x</b>"}).status_code == 400
+    unnamed = client.call("POST", "/sandbox", json={}).json()
+    assert unnamed["name"] == unnamed["id"]
+
+
+def test_get_by_id_or_name_and_404(client: Client, sandbox: dict[str, Any]) -> None:
+    assert client.call("GET", f"/sandbox/{sandbox['id']}").json()["name"] == "box"
+    assert client.call("GET", "/sandbox/box").json()["id"] == sandbox["id"]
+    missing = client.call("GET", "/sandbox/ghost")
+    assert missing.status_code == 404
+    assert missing.json()["message"] == "Sandbox with ID or name ghost not found"
+
+
+def test_delete_renames_at_once_and_frees_the_name(client: Client,
+                                                   sandbox: dict[str, Any]) -> None:
+    answer = client.call("DELETE", "/sandbox/box")
+    assert answer.status_code == 200
+    assert answer.json()["name"].startswith("DESTROYED_box_")
+    assert answer.json()["desiredState"] == "destroyed"
+    assert client.call("GET", "/sandbox/box").status_code == 404
+    assert client.call("GET", f"/sandbox/{sandbox['id']}").status_code == 404
+    assert client.create("box")["id"] != sandbox["id"]
+
+
+def test_held_delete_lingers_as_a_listable_destroying_row(client: Client,
+                                                          emulator: DaytonaEmulator) -> None:
+    row = client.create("linger", labels={"k": "v"})
+    emulator.hold_transitions("delete")
+    client.call("DELETE", "/sandbox/linger")
+    listed = client.call("GET", "/sandbox", params={"labels": '{"k":"v"}'}).json()["items"]
+    assert [i["state"] for i in listed] == ["destroying"]
+    assert listed[0]["name"].startswith("DESTROYED_linger_")
+    assert client.call("DELETE", f"/sandbox/{row['id']}").status_code == 409
+    assert emulator.finish_transitions() == [row["id"]]
+    assert client.call("GET", f"/sandbox/{row['id']}").status_code == 404
+
+
+# -- listing ----------------------------------------------------------------------------
+
+
+def _walk(client: Client, **params: Any) -> list[str]:
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        query = {**params, **({"cursor": cursor} if cursor else {})}
+        page = client.call("GET", "/sandbox", params=query).json()
+        names += [item["name"] for item in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            return names
+
+
+def test_cursor_listing_default_order_is_last_activity_desc(client: Client) -> None:
+    for name in ("a", "b", "c"):
+        client.create(name)
+    first = client.call("GET", "/sandbox", params={"limit": 2}).json()
+    assert [i["name"] for i in first["items"]] == ["c", "b"] and first["nextCursor"]
+    item = first["items"][0]
+    assert "env" not in item and item["kvm"] is False and "toolboxProxyUrl" in item
+    assert _walk(client, limit=2) == ["c", "b", "a"]
+    assert _walk(client, limit=1, sort="createdAt", order="asc") == ["a", "b", "c"]
+    assert _walk(client, sort="name", order="desc") == ["c", "b", "a"]
+
+
+def test_listing_filters_and_validation(client: Client) -> None:
+    client.create("alpha-1", labels={"fountain": "1", "x": "y"})
+    client.create("alpha-2", labels={"fountain": "2"})
+    client.create("beta")
+    assert _walk(client, labels='{"fountain":"1"}') == ["alpha-1"]
+    assert sorted(_walk(client, name="ALPHA")) == ["alpha-1", "alpha-2"]
+    assert _walk(client, states="stopped") == []
+    assert client.call("GET", "/sandbox", params={"limit": 201}).status_code == 400
+    bad = client.call("GET", "/sandbox", params={"cursor": "garbage!"})
+    assert bad.status_code == 400 and bad.json()["message"].startswith("Invalid cursor provided")
+    labels = client.call("GET", "/sandbox", params={"labels": "{nope"})
+    assert labels.status_code == 400 and labels.json()["message"] == "Invalid labels JSON format"
+
+
+def test_legacy_and_paginated_shapes(client: Client, emulator: DaytonaEmulator) -> None:
+    for name in ("p1", "p2", "p3"):
+        client.create(name)
+    page = client.call("GET", "/sandbox/paginated", params={"page": 2, "limit": 2}).json()
+    assert page["total"] == 3 and page["page"] == 2 and page["totalPages"] == 2
+    assert [i["name"] for i in page["items"]] == ["p1"]
+    emulator.legacy_list = True
+    assert sorted(i["name"] for i in client.call("GET", "/sandbox").json()) == ["p1", "p2", "p3"]
+
+
+# -- lifecycle ----------------------------------------------------------------------------
+
+
+def test_stop_start_archive_state_machine(client: Client, sandbox: dict[str, Any]) -> None:
+    token = client.call("GET", "/sandbox/box/ports/80/preview-url").json()["token"]
+    stopped = client.call("POST", "/sandbox/box/stop", params={"force": "false"})
+    assert stopped.status_code == 200 and stopped.json()["state"] == "stopped"
+    again = client.call("POST", "/sandbox/box/stop")
+    assert again.status_code == 400
+    assert again.json()["message"] == "Sandbox is not in a stoppable state"
+    assert client.call("POST", "/sandbox/box/archive").json()["state"] == "archived"
+    started = client.call("POST", "/sandbox/box/start", json={})
+    assert started.status_code == 200 and started.json()["state"] == "started"
+    assert client.call("POST", "/sandbox/box/start").status_code == 200
+    assert client.call("POST", "/sandbox/box/archive").status_code == 400
+    assert client.call("GET", "/sandbox/box/ports/80/preview-url").json()["token"] != token
+
+
+def test_held_transition_answers_409_until_finished(client: Client, emulator: DaytonaEmulator,
+                                                   sandbox: dict[str, Any]) -> None:
+    emulator.hold_transitions("stop")
+    body = client.call("POST", "/sandbox/box/stop").json()
+    assert (body["state"], body["desiredState"]) == ("stopping", "stopped")
+    for method, path in (("POST", "/sandbox/box/start"), ("POST", "/sandbox/box/stop"),
+                         ("DELETE", "/sandbox/box")):
+        answer = client.call(method, path)
+        assert answer.status_code == 409
+        assert answer.json()["message"] == "Sandbox state change in progress"
+    blocked = client.tb(sandbox, "POST", "/process/execute", json={"command": "true"})
+    assert blocked.status_code == 400 and "Is the Sandbox started?" in blocked.json()["message"]
+    emulator.finish_transitions("box")
+    assert client.call("GET", "/sandbox/box").json()["state"] == "stopped"
+    emulator.hold_transitions("start")
+    assert client.call("POST", "/sandbox/box/start").json()["state"] == "starting"
+    emulator.finish_transitions()
+    assert client.call("GET", "/sandbox/box").json()["state"] == "started"
+
+
+def test_stopping_an_ephemeral_sandbox_deletes_it(client: Client) -> None:
+    client.create("eph", autoDeleteInterval=0)
+    assert client.call("POST", "/sandbox/eph/stop").status_code == 200
+    assert client.call("GET", "/sandbox/eph").status_code == 404
+
+
+def test_settings_routes_answer_201_and_labels_replace(client: Client,
+                                                      sandbox: dict[str, Any]) -> None:
+    for path in ("/public/true", "/autostop/0", "/autoarchive/60", "/autodelete/-1",
+                 "/ports/3000/signed-preview-url/tok/expire"):
+        assert client.call("POST", "/sandbox/box" + path).status_code == 201, path
+    body = client.call("GET", "/sandbox/box").json()
+    assert body["public"] is True and body["autoArchiveInterval"] == 60
+    labels = client.call("PUT", "/sandbox/box/labels", json={"labels": {"n": "1"}})
+    assert labels.status_code == 200 and labels.json() == {"labels": {"n": "1"}}
+    signed = client.call("GET", "/sandbox/box/ports/3000/signed-preview-url",
+                         params={"expiresInSeconds": 30}).json()
+    assert {"sandboxId", "port", "token", "url"} <= set(signed)
+    bad_port = client.call("GET", "/sandbox/box/ports/0/preview-url")
+    assert bad_port.json()["message"] == "Invalid port"
+    proxy = client.call("GET", f"/sandbox/{sandbox['id']}/toolbox-proxy-url").json()
+    assert proxy == {"url": client.emulator.toolbox_url}
+
+
+def test_network_settings_merge_rules(client: Client, emulator: DaytonaEmulator,
+                                      sandbox: dict[str, Any]) -> None:
+    path = "/sandbox/box/network-settings"
+    body = client.call("POST", path, json={"networkAllowList": "10.0.0.0/8"}).json()
+    assert body["networkAllowList"] == "10.0.0.0/8" and body["networkBlockAll"] is False
+    body = client.call("POST", path, json={"networkBlockAll": True,
+                                           "domainAllowList": "hex.pm,github.com"}).json()
+    assert body["networkBlockAll"] is True and body["networkAllowList"] is None
+    assert body["domainAllowList"] == "hex.pm,github.com"
+    body = client.call("POST", path, json={"domainAllowList": ""}).json()
+    assert body["domainAllowList"] is None and body["networkBlockAll"] is True
+    array = client.call("POST", path, json={"domainAllowList": ["a.com"]})
+    assert array.status_code == 400
+    assert array.json()["message"] == "domainAllowList must be a string"
+    none = client.call("POST", path, json={})
+    assert none.status_code == 400 and none.json()["message"].startswith("At least one of")
+    emulator.store.network_restricted = True
+    restricted = client.call("POST", path, json={"networkBlockAll": True})
+    assert restricted.status_code == 400 and "restricted" in restricted.json()["message"]
+
+
+# -- toolbox: execute -----------------------------------------------------------------------
+
+
+def test_execute_merges_output_and_applies_envs_cwd_timeout(client: Client,
+                                                            sandbox: dict[str, Any]) -> None:
+    answer = client.tb(sandbox, "POST", "/process/execute",
+                       json={"command": "echo out; echo $GREETING; echo err >&2; exit 3",
+                             "envs": {"GREETING": "hi"}})
+    assert answer.status_code == 200 and answer.json()["exitCode"] == 3
+    assert sorted(answer.json()["result"].splitlines()) == ["err", "hi", "out"]
+    os.makedirs(client.tb(sandbox, "GET", "/work-dir").json()["dir"] + "/sub", exist_ok=True)
+    cwd = client.tb(sandbox, "POST", "/process/execute", json={"command": "pwd", "cwd": "sub"})
+    assert cwd.json()["result"].strip().endswith("/home/sub")
+    missing = client.tb(sandbox, "POST", "/process/execute", json={"command": "pwd", "cwd": "nope"})
+    assert missing.json()["exitCode"] == -1
+    slow = client.tb(sandbox, "POST", "/process/execute",
+                     json={"command": "sleep 30", "timeout": 1})
+    assert slow.status_code == 408
+    assert slow.json()["message"] == "request timeout: command execution timeout"
+    assert client.tb(sandbox, "POST", "/process/execute", json={"command": " "}).status_code == 400
+
+
+def test_toolbox_needs_a_started_sandbox_known_by_id(client: Client,
+                                                     sandbox: dict[str, Any]) -> None:
+    by_name = dict(sandbox, id="box")
+    assert client.tb(by_name, "GET", "/process/session").status_code == 404
+    client.call("POST", "/sandbox/box/stop")
+    stopped = client.tb(sandbox, "GET", "/process/session")
+    assert stopped.status_code == 400 and stopped.json()["code"] == "BAD_REQUEST"
+
+
+def test_toolbox_calls_bump_last_activity_unless_told_not_to(client: Client,
+                                                             sandbox: dict[str, Any]) -> None:
+    client.create("newer")
+    assert _walk(client)[0] == "newer"
+    skip = {**AUTH, "X-Daytona-Skip-Last-Activity-Update": "true"}
+    client.tb(sandbox, "GET", "/process/session", headers=skip)
+    assert _walk(client)[0] == "newer"
+    client.tb(sandbox, "GET", "/process/session")
+    assert _walk(client)[0] == "box"
+
+
+# -- toolbox: sessions ----------------------------------------------------------------------
+
+
+def test_session_routes_and_status_codes(client: Client, sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    dup = client.tb(sandbox, "POST", "/process/session", json={"sessionId": "s1"})
+    assert dup.status_code == 409 and dup.json()["message"] == "conflict: session already exists"
+    reserved = client.tb(sandbox, "POST", "/process/session", json={"sessionId": "entrypoint"})
+    assert reserved.status_code == 400
+    assert client.tb(sandbox, "GET", "/process/session").json() == [
+        {"sessionId": "s1", "commands": []}]
+    assert client.tb(sandbox, "GET", "/process/session/s1").json()["commands"] == []
+    missing = client.tb(sandbox, "GET", "/process/session/nope")
+    assert missing.status_code == 404
+    assert missing.json()["message"] == "not found: session not found"
+    unknown = client.tb(sandbox, "POST", "/process/session/nope/exec", json={"command": "ls"})
+    assert unknown.status_code == 500
+    assert unknown.json()["message"] == "failed to execute command: not found: session not found"
+    empty = client.tb(sandbox, "POST", "/process/session/s1/exec", json={"command": ""})
+    assert empty.status_code == 400 and empty.content == b""
+    assert client.tb(sandbox, "DELETE", "/process/session/s1").status_code == 204
+    assert client.tb(sandbox, "DELETE", "/process/session/s1").status_code == 404
+
+
+def test_async_command_lifecycle_with_input_and_410_after_exit(client: Client,
+                                                               sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    answer = client.tb(sandbox, "POST", "/process/session/s1/exec",
+                       json={"command": "read line; echo got $line; (exit 5)", "runAsync": True})
+    assert answer.status_code == 202
+    body = answer.json()
+    assert body["output"] is None and body["exitCode"] is None and body["cmdId"]
+    command_id = body["cmdId"]
+    running = client.record(sandbox, command_id)
+    assert running == {"id": command_id, "command": "read line; echo got $line; (exit 5)"}
+    sent = client.tb(sandbox, "POST", f"/process/session/s1/command/{command_id}/input",
+                     json={"data": "hello"})
+    assert sent.status_code == 204
+    assert client.wait_exit(sandbox, command_id) == 5
+    assert client.logs(sandbox, command_id, SPLIT).content == (
+        b"\x01\x01\x01hello\n\x01\x01\x01got hello\n")
+    gone = client.tb(sandbox, "POST", f"/process/session/s1/command/{command_id}/input",
+                     json={"data": "late"})
+    assert gone.status_code == 410
+    assert gone.json()["message"] == "gone: command has already completed with exit code 5"
+
+
+def test_sync_exec_and_session_shell_state_persist(client: Client,
+                                                  sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    first = client.tb(sandbox, "POST", "/process/session/s1/exec",
+                      json={"command": "export X=kept; cd /"})
+    assert first.status_code == 200 and first.json()["exitCode"] == 0
+    second = client.tb(sandbox, "POST", "/process/session/s1/exec",
+                       json={"command": "echo $X; pwd"}).json()
+    assert second["output"] == "kept\n/\n" and "stdout" not in second
+    sdk = client.tb(sandbox, "POST", "/process/session/s1/exec",
+                    json={"command": "echo o; echo e >&2"},
+                    headers={**AUTH, "X-Daytona-SDK-Version": "0.226.1"}).json()
+    assert (sdk["stdout"], sdk["stderr"]) == ("o\n", "e\n")
+    assert sorted(sdk["output"].splitlines()) == ["\x01\x01\x01o", "\x02\x02\x02e"]
+
+
+def test_exit_in_a_script_ends_the_shell_and_records_nothing(client: Client,
+                                                             sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    safe = client.run(sandbox, "echo a; (exit 4)")
+    assert client.wait_exit(sandbox, safe) == 4
+    fatal = client.run(sandbox, "echo b; exit 6")
+    session = client.emulator.daemon_for(client.emulator.store.find("box")).session("s1")
+    assert wait_until(lambda: not session.shell_alive(), 10)
+    assert "exitCode" not in client.record(sandbox, fatal)
+    assert client.logs(sandbox, fatal, SPLIT).content == b"\x01\x01\x01b\n"
+    after = client.tb(sandbox, "POST", "/process/session/s1/exec", json={"command": "true"})
+    assert after.status_code == 400
+
+
+def test_newer_daemon_records_exit_through_its_trap(client: Client,
+                                                    emulator: DaytonaEmulator) -> None:
+    emulator.daemon_exit_trap = True
+    sandbox = client.create("trap")
+    client.session(sandbox)
+    fatal = client.run(sandbox, "echo b; exit 6")
+    assert client.wait_exit(sandbox, fatal) == 6
+    dead = client.tb(sandbox, "POST", "/process/session/s1/exec", json={"command": "true"})
+    assert dead.status_code == 410
+    client.session(sandbox, "s2")
+    sync = client.tb(sandbox, "POST", "/process/session/s2/exec", json={"command": "exit 2"})
+    assert sync.status_code == 400
+    assert sync.json()["message"] == "bad request: session shell ended without a command result"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as file:
+            return file.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _wait_pid(path: str) -> int:
+    assert wait_until(lambda: _read(path).strip() != "", 10)
+    return int(_read(path))
+
+
+def test_deleting_a_session_kills_its_process_group(client: Client,
+                                                    sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    command_id = client.run(sandbox, "echo $$ > pid; sleep 60")
+    home = client.tb(sandbox, "GET", "/user-home-dir").json()["dir"]
+    pid = _wait_pid(home + "/pid")
+    assert client.tb(sandbox, "DELETE", "/process/session/s1").status_code == 204
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10)
+    assert client.tb(sandbox, "GET",
+                     f"/process/session/s1/command/{command_id}").status_code == 404
+
+
+def test_sessions_vanish_on_stop_start_but_files_stay(client: Client,
+                                                      sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    client.tb(sandbox, "POST", "/process/execute", json={"command": "echo kept > f.txt"})
+    client.call("POST", "/sandbox/box/stop")
+    client.call("POST", "/sandbox/box/start")
+    assert client.tb(sandbox, "GET", "/process/session").json() == []
+    assert client.tb(sandbox, "POST", "/process/execute",
+                     json={"command": "cat f.txt"}).json()["result"] == "kept\n"
+
+
+# -- toolbox: logs -----------------------------------------------------------------------
+
+
+def _finished(client: Client, sandbox: dict[str, Any]) -> str:
+    client.session(sandbox)
+    command_id = client.run(sandbox, "echo out; printf tail; sleep 0.2; echo err >&2; sleep 0.2")
+    client.wait_exit(sandbox, command_id)
+    return command_id
+
+
+def test_log_renderings_follow_the_headers(client: Client, sandbox: dict[str, Any]) -> None:
+    command_id = _finished(client, sandbox)
+    # "tail" has no newline: the line reader journals it only at EOF, after "err".
+    raw = b"\x01\x01\x01out\n\x02\x02\x02err\n\x01\x01\x01tail\n"
+    assert client.logs(sandbox, command_id, AUTH).content == b"out\nerr\ntail\n"
+    assert client.logs(sandbox, command_id, SPLIT).content == raw
+    sdk = client.logs(sandbox, command_id, {**AUTH, "X-Daytona-SDK-Version": "0.226.1"})
+    assert sdk.headers["Content-Type"].startswith("application/json")
+    assert sdk.json() == {"output": raw.decode(), "stdout": "out\ntail\n", "stderr": "err\n"}
+    middle = client.logs(sandbox, command_id, {**AUTH, "X-Daytona-SDK-Version": "0.100.0"})
+    assert middle.content == raw
+    old = client.logs(sandbox, command_id, {**AUTH, "X-Daytona-SDK-Version": "0.20.0"})
+    assert old.content == b"out\nerr\ntail\n"
+    snapshot_follow = client.logs(sandbox, command_id, SPLIT, params={"follow": "true"})
+    assert snapshot_follow.headers["Content-Type"] == "application/octet-stream"
+    assert snapshot_follow.content == b"out\nerr\ntail\n"
+
+
+def _ws_url(client: Client, sandbox: dict[str, Any], command_id: str) -> str:
+    base = sandbox["toolboxProxyUrl"].replace("http://", "ws://")
+    return f"{base}/{sandbox['id']}/process/session/s1/command/{command_id}/logs?follow=true"
+
+
+def _ws_read(url: str, headers: dict[str, str]) -> tuple[list[bytes], int | None]:
+    ws = websocket.create_connection(url, header=[f"{k}: {v}" for k, v in headers.items()],
+                                     timeout=20)
+    frames: list[bytes] = []
+    code: int | None = None
+    try:
+        while True:
+            opcode, data = ws.recv_data(control_frame=True)
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                code = int.from_bytes(data[:2], "big") if len(data) >= 2 else None
+                break
+            if opcode == websocket.ABNF.OPCODE_BINARY:
+                frames.append(data)
+    finally:
+        ws.close()
+    return frames, code
+
+
+def test_websocket_follow_replays_live_in_small_frames_then_closes_1000(
+        client: Client, sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    command_id = client.run(sandbox, "head -c 3000 /dev/zero | tr '\\0' a; echo; sleep 0.3; "
+                                     "echo err >&2")
+    frames, code = _ws_read(_ws_url(client, sandbox, command_id), SPLIT)
+    assert code == 1000
+    assert all(len(frame) <= 1024 for frame in frames) and len(frames) >= 3
+    assert b"".join(frames) == b"\x01\x01\x01" + b"a" * 3000 + b"\n\x02\x02\x02err\n"
+    combined, _ = _ws_read(_ws_url(client, sandbox, command_id), AUTH)
+    assert b"".join(combined) == b"a" * 3000 + b"\nerr\n"
+
+
+def test_chunked_follow_streams_combined_output_until_exit(client: Client,
+                                                           sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    command_id = client.run(sandbox, "echo one; sleep 0.3; echo two >&2")
+    answer = client.logs(sandbox, command_id, SPLIT, params={"follow": "true"}, stream=True)
+    assert answer.headers.get("Transfer-Encoding") == "chunked"
+    assert b"".join(answer.iter_content(None)) == b"one\ntwo\n"
+
+
+# -- toolbox: files -------------------------------------------------------------------------
+
+
+def test_uploads_write_into_the_sandbox(client: Client, sandbox: dict[str, Any]) -> None:
+    plain = client.tb(sandbox, "POST", "/files/upload", params={"path": "a/one.txt"},
+                      files={"file": ("one.txt", b"1")})
+    assert plain.status_code == 200 and plain.content == b""
+    v2 = client.tb(sandbox, "POST", "/files/upload-v2", params={"path": "two.txt"},
+                   files={"file": ("two.txt", b"2")})
+    assert v2.json()["name"] == "two.txt" and v2.json()["type"] == "file"
+    bulk = client.tb(sandbox, "POST", "/files/bulk-upload",
+                     files=[("files[0].path", (None, "deep/dir/three.txt")),
+                            ("files[0].file", ("three.txt", b"333"))])
+    assert bulk.status_code == 200 and bulk.json()["files"][0]["bytes"] == 3
+    cat = client.tb(sandbox, "POST", "/process/execute",
+                    json={"command": "cat a/one.txt two.txt deep/dir/three.txt"})
+    assert cat.json()["result"] == "12333"
+    no_path = client.tb(sandbox, "POST", "/files/upload", files={"file": ("x", b"x")})
+    assert no_path.status_code == 400 and no_path.content == b""
+    assert client.tb(sandbox, "GET", "/files/download", params={"path": "two.txt"}).content == b"2"
+
+
+# -- faults ------------------------------------------------------------------------------
+
+
+def test_rate_limit_fault_sends_suffixed_headers(client: Client,
+                                                 emulator: DaytonaEmulator) -> None:
+    emulator.rate_limit(path="^/api/sandbox$", method="POST", throttler="sandbox-create",
+                        retry_after=7, times=2)
+    for _ in range(2):
+        answer = client.call("POST", "/sandbox", json={"name": "rl"})
+        assert answer.status_code == 429
+        assert answer.headers["Retry-After-sandbox-create"] == "7"
+        assert answer.headers["X-RateLimit-Remaining-sandbox-create"] == "0"
+        assert answer.json()["message"] == "ThrottlerException: Too Many Requests"
+    assert client.call("POST", "/sandbox", json={"name": "rl"}).status_code == 200
+
+
+def test_503_as_json_and_as_text(client: Client, emulator: DaytonaEmulator) -> None:
+    emulator.unavailable(as_json=True)
+    assert client.call("GET", "/sandbox").json()["statusCode"] == 503
+    emulator.unavailable(as_json=False)
+    text = client.call("GET", "/sandbox")
+    assert text.status_code == 503 and text.text.startswith("<html>")
+    assert client.call("GET", "/sandbox").status_code == 200
+
+
+def test_dropped_connection(client: Client, emulator: DaytonaEmulator) -> None:
+    emulator.drop_connections(path="^/api/sandbox$")
+    with pytest.raises(requests.ConnectionError):
+        client.call("GET", "/sandbox")
+    assert client.call("GET", "/sandbox").status_code == 200
+
+
+def test_create_faults(client: Client, emulator: DaytonaEmulator) -> None:
+    emulator.fail_next_create("disk full")
+    failed = client.call("POST", "/sandbox", json={"name": "bad"})
+    assert failed.status_code == 400
+    assert failed.json()["message"] == "Sandbox failed to start: disk full"
+    assert client.call("GET", "/sandbox/bad").json()["state"] == "error"
+    emulator.drop_next_create_response()
+    with pytest.raises(requests.ConnectionError):
+        client.call("POST", "/sandbox", json={"name": "dropped"})
+    assert client.call("POST", "/sandbox", json={"name": "dropped"}).status_code == 409
+
+
+def test_log_stream_closes_early_and_rereads_replay_from_zero(
+        client: Client, emulator: DaytonaEmulator, sandbox: dict[str, Any]) -> None:
+    client.session(sandbox)
+    command_id = client.run(sandbox, "echo 12345; read never")
+    assert wait_until(lambda: client.logs(sandbox, command_id, SPLIT).content, 10)
+    emulator.close_log_stream_early(after_bytes=5)
+    frames, code = _ws_read(_ws_url(client, sandbox, command_id), SPLIT)
+    assert (b"".join(frames), code) == (b"\x01\x01\x0112", 1000)
+    assert "exitCode" not in client.record(sandbox, command_id)
+    emulator.close_log_stream_early(after_bytes=4)
+    chunked = client.logs(sandbox, command_id, SPLIT, params={"follow": "true"})
+    assert chunked.content == b"1"
+    emulator.serve_stale_log_prefix(6)
+    assert client.logs(sandbox, command_id, SPLIT).content == b"\x01\x01\x01123"
+    assert client.logs(sandbox, command_id, SPLIT).content == b"\x01\x01\x0112345\n"
+
+
+def test_listing_that_changes_while_walked(client: Client, emulator: DaytonaEmulator) -> None:
+    for name in ("a", "b", "c", "d"):
+        client.create(name)
+    emulator.mutate_listing(1, [("touch", "a"), ("create", "e"), ("delete", "c")])
+    assert _walk(client, limit=2) == ["d", "c", "b"]
+    emulator.mutate_listing(1, [("touch", "a"), ("create", "f"), ("delete", "b")])
+    assert _walk(client, limit=2, sort="createdAt", order="asc") == ["a", "b", "d", "e", "f"]
+
+
+def test_cursor_is_opaque_base64_keyset(client: Client) -> None:
+    client.create("k1")
+    client.create("k2")
+    cursor = client.call("GET", "/sandbox", params={"limit": 1}).json()["nextCursor"]
+    assert set(json.loads(base64.b64decode(cursor))) == {"sortValue", "id"}
+
+
+# -- process hygiene and the shell entry point ---------------------------------------------
+
+
+def test_stop_leaves_no_thread_and_no_process_behind() -> None:
+    baseline = threading.active_count()
+    with DaytonaEmulator(credential=KEY) as running:
+        client = Client(running)
+        sandbox = client.create("t")
+        client.session(sandbox)
+        client.run(sandbox, "echo $$ > pid; sleep 60")
+        home = client.tb(sandbox, "GET", "/user-home-dir").json()["dir"]
+        pid = _wait_pid(home + "/pid")
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10)
+    assert wait_until(lambda: threading.active_count() <= baseline, 10)
+
+
+def test_shell_entry_point_serves_until_terminated(tmp_path: Any) -> None:
+    env = {**os.environ, "DAYTONA_API_KEY": "shell-key"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "managoat_sandbox.emulators", "daytona", "--port", "0"],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        base = process.stdout.readline().strip()
+        assert base.startswith("http://127.0.0.1:")
+        headers = {"Authorization": "Bearer shell-key"}
+        created = requests.post(base + "/api/sandbox", json={"name": "cli"}, headers=headers,
+                                timeout=10)
+        assert created.status_code == 200
+        assert requests.get(base + "/api/sandbox", timeout=10).status_code == 401
+    finally:
+        process.terminate()
+        assert process.wait(timeout=20) == 0
+    start = time.monotonic()
+    assert time.monotonic() - start < 20
