@@ -99,7 +99,6 @@ class SandboxRecord:
     state: str = "running"
     gone: bool = False
     generation: int = 0
-    pauses: int = 0
 
     def listed(self) -> dict[str, Any]:
         """The ``ListedSandbox`` shape (no token)."""

@@ -56,7 +56,6 @@ class World:
                 raise ApiError(409, f"sandbox {record.sandbox_id} is already paused")
             record.state = "paused"
             record.generation += 1
-            record.pauses += 1
         self.table(record.sandbox_id).suspend_all()
 
     def resume(self, record: SandboxRecord, timeout: int | None) -> None:
