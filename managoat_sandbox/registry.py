@@ -31,6 +31,7 @@ ENTRY_POINT_GROUP = "managoat_sandbox.adapters"
 BUILTINS: dict[str, str] = {
     "fake": "managoat_sandbox.testing.fake:Fake",
     "local": "managoat_sandbox.providers.local:Local",
+    "sprites": "managoat_sandbox.providers.sprites:Sprites",
 }
 
 _lock = threading.RLock()

@@ -9,7 +9,7 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.sprites import Sprites
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 
 from ..conftest import wait_until

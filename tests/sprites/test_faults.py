@@ -13,7 +13,7 @@ import pytest
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import config
-from managoat_sandbox.adapters.sprites import Sprites
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.errors import (
     AlreadyExists,

@@ -10,7 +10,7 @@ import requests
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.sprites import Sprites
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.errors import (
     AlreadyExists,
     Denied,

@@ -13,7 +13,7 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.sprites import Sprites
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.contract import Capability
 from managoat_sandbox.errors import (
     Denied,

@@ -53,6 +53,8 @@ _PARTIAL_MARKS = (b"\x01\x01", b"\x02\x02", b"\x01", b"\x02")
 #: After this many consecutive failed rounds (and every as many again), ask the
 #: control plane whether the sandbox still runs: if not, its sessions are gone.
 _PROBE_EVERY = 3
+#: How many times a finished command's log is read, at most, to find its end frames.
+_DRAIN_READS = 6
 
 
 class Demux:
@@ -88,7 +90,12 @@ class Demux:
 
 
 class RawChannel:
-    """One stream of a journal not framed by our shim: its bytes as journaled."""
+    """One stream of a journal not framed by our shim: its bytes as journaled.
+
+    Nothing marks its end, so it always counts as ``ended``.
+    """
+
+    ended = True
 
     def __init__(self) -> None:
         self.delivered = 0
@@ -106,12 +113,14 @@ class FramedChannel:
     """One stream framed by our shim: lines ``:<base64>`` each carrying raw output bytes.
 
     Only complete lines are decoded (unless ``final``), so a snapshot's result
-    is a prefix of any longer snapshot's. A line that is not a frame — an
-    error printed by the shim itself — is passed through as text.
+    is a prefix of any longer snapshot's. The empty frame ``:`` ends the stream
+    (``ended``). A line that is not a frame — an error printed by the shim
+    itself — is passed through as text.
     """
 
     def __init__(self) -> None:
         self.consumed = 0
+        self.ended = False
 
     def feed(self, data: bytes, *, final: bool) -> bytes:
         """The decoded bytes of the complete lines of ``data`` not decoded before."""
@@ -127,6 +136,9 @@ class FramedChannel:
         decoded: list[bytes] = []
         for line in region.splitlines(keepends=True):
             body = line.rstrip(b"\n")
+            if body == b":":
+                self.ended = True
+                continue
             if body.startswith(b":"):
                 try:
                     decoded.append(base64.b64decode(body[1:], validate=True))
@@ -234,10 +246,11 @@ class LogFollower:
                     interval = min(interval * 1.5, policy.max_interval)
                     continue
                 failing_since, failures = None, 0
-                fresh = self.deliver(stream, snapshot, final=code is not None)
                 if code is not None:
+                    self._drain(stream, snapshot)
                     stream.exit(code)
                     return
+                fresh = self.deliver(stream, snapshot, final=False)
                 now = self._clock()
                 if fresh:
                     interval = policy.min_interval
@@ -277,12 +290,33 @@ class LogFollower:
             return None
         return shim.parse_probe(output) if status == 0 else None
 
+    def _drain(self, stream: Stream, snapshot: LogSnapshot | None) -> None:
+        """Deliver the rest of a finished command's log.
+
+        A log read after the exit should hold everything, but a stale read can
+        be shorter: until every stream's end frame has been seen, the log is
+        read again (a few times, briefly spaced) before the rest is flushed.
+        """
+        latest = snapshot
+        for attempt in range(_DRAIN_READS):
+            if snapshot is not None:
+                latest = snapshot
+                self.deliver(stream, snapshot, final=False)
+            if all(channel.ended for channel in self.channels) or stream.stopped.is_set():
+                break
+            if attempt:
+                stream.stopped.wait(self.policy.min_interval)
+            try:
+                snapshot = self._logs()
+            except SandboxError as error:
+                log.debug("daytona: log read of %s failed: %r", self.session_id, error)
+                snapshot = None
+        if latest is not None:
+            self.deliver(stream, latest, final=True)
+
     def _finish(self, stream: Stream, found: int | str) -> None:
-        """After a last drain of the log: the shim's exit code, or closed before exit."""
-        try:
-            self.deliver(stream, self._logs(), final=True)
-        except SandboxError as error:
-            log.debug("daytona: last log read of %s failed: %r", self.session_id, error)
+        """After draining the log: the shim's exit code, or closed before exit."""
+        self._drain(stream, None)
         if isinstance(found, int):
             stream.exit(found)
         else:

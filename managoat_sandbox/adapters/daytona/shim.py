@@ -17,7 +17,9 @@ command wrote (one ``dd`` read, never waiting for a newline) and emits them as
 one journal line ``:<base64>``. :class:`FramedChannel` in :mod:`.logs`
 decodes them; any other line (an error of the shim itself) passes through as
 text. The encoders end when the command and every child holding its output
-have closed it, and the shim waits for them before it exits.
+have closed it; the shim waits for them, then ends each stream with an empty
+frame ``:`` — so a follower can tell a complete log from a stale, shorter
+read of it — and only then records the exit code.
 
 The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``:
 
@@ -60,6 +62,8 @@ __all__ = [
     "script",
 ]
 
+#: The frame that ends a stream (an empty payload, which the encoder never emits).
+END_FRAME = ":"
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ARGV_MARK = re.compile(r"^: managoat-argv=([A-Za-z0-9+/=]+);")
 #: Raw bytes per base64 line sent to the relay (64 KiB of base64).
@@ -128,6 +132,7 @@ def script(
         lines += [f'{command} </dev/null >"$d/o" 2>"$d/e"', "c=$?"]
     lines += [
         'wait "$o" "$e"',
+        f"printf '{END_FRAME}\\n'; printf '{END_FRAME}\\n' >&2",
         'printf \'%s\\n\' "$c" >"$d/code.tmp" && mv -f "$d/code.tmp" "$d/code"',
         'exit "$c"',
     ]
@@ -171,12 +176,17 @@ GONE = "gone"
 
 def probe(session_id: str) -> str:
     """Housekeeping command printing the recorded exit code; else ``running`` while the
-    shim lives (or has not started), ``gone`` once it died without recording one."""
+    shim lives (or has not started), ``gone`` once it died without recording one (a
+    zombie nobody reaped yet counts as dead)."""
     d = state_dir(session_id)
+    alive = (
+        f'{{ p=$(cat {d}/pid); kill -0 "$p" 2>/dev/null && '
+        f"! grep -qs '^State:[[:space:]]*Z' \"/proc/$p/status\"; }}"
+    )
     return (
-        f'if [ -s {d}/code ]; then cat {d}/code; '
-        f'elif [ ! -s {d}/pid ] || kill -0 "$(cat {d}/pid)" 2>/dev/null; then echo {RUNNING}; '
-        f'elif [ -s {d}/code ]; then cat {d}/code; '
+        f"if [ -s {d}/code ]; then cat {d}/code; "
+        f"elif [ ! -s {d}/pid ] || {alive}; then echo {RUNNING}; "
+        f"elif [ -s {d}/code ]; then cat {d}/code; "
         f"else echo {GONE}; fi"
     )
 

@@ -20,7 +20,7 @@ from .settings import Settings, segment
 
 __all__ = ["PAGE_SIZE", "SpritesApi", "sprite_path"]
 
-log = logging.getLogger("managoat_sandbox.adapters.sprites")
+log = logging.getLogger("managoat_sandbox.providers.sprites")
 
 #: Entries asked for per listing page (the documented maximum).
 PAGE_SIZE = 50

@@ -52,7 +52,7 @@ from .settings import Settings, check_name, checkpoints_enabled, load
 
 __all__ = ["Sprites"]
 
-log = logging.getLogger("managoat_sandbox.adapters.sprites")
+log = logging.getLogger("managoat_sandbox.providers.sprites")
 
 _STATUS: dict[str, Status] = {"running": "running", "warm": "suspended", "cold": "suspended"}
 _OPERATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")

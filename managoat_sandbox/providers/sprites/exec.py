@@ -38,7 +38,7 @@ from .settings import Settings
 
 __all__ = ["STDIN", "STDIN_EOF", "SpritesCommand", "decode_exit", "open_socket"]
 
-log = logging.getLogger("managoat_sandbox.adapters.sprites")
+log = logging.getLogger("managoat_sandbox.providers.sprites")
 
 STDIN = b"\x00"
 STDOUT = 0x01
