@@ -9,8 +9,8 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.emulators.sprites import SpritesEmulator
+from managoat_sandbox.providers.sprites import Sprites
 
 from ..conftest import wait_until
 from . import wire

@@ -6,8 +6,8 @@ import unittest
 from typing import Any, ClassVar
 
 from managoat_sandbox import config
-from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.emulators.sprites import SpritesEmulator
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.testing import ConformanceTests
 
 from .conftest import TOKEN

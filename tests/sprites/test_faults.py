@@ -13,7 +13,6 @@ import pytest
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import config
-from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.errors import (
     AlreadyExists,
@@ -27,6 +26,7 @@ from managoat_sandbox.errors import (
     Unavailable,
 )
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.types import Command, Handle
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("no_leaked_threads")]

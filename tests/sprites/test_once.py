@@ -10,7 +10,6 @@ import requests
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.errors import (
     AlreadyExists,
     Denied,
@@ -20,6 +19,7 @@ from managoat_sandbox.errors import (
     SandboxError,
     Unavailable,
 )
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.types import Handle
 
 from .wire import body, calls, ndjson, query, url

@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from managoat_sandbox import config
-from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.errors import CommandExited, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.types import Command, Handle
 
 from ..conftest import wait_until

@@ -13,7 +13,6 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.contract import Capability
 from managoat_sandbox.errors import (
     Denied,
@@ -26,6 +25,7 @@ from managoat_sandbox.errors import (
     Truncated,
     Unavailable,
 )
+from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.types import Handle, NetworkPolicy, Session
 
 from .wire import BASE, body, calls, ndjson, query, url

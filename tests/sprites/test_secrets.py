@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from managoat_sandbox import config
+from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.providers.sprites.settings import load
-from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.types import Handle, NetworkPolicy
 
 CANARY = "canary-3b9d-SPRITES-SECRET"
