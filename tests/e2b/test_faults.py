@@ -15,7 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from managoat_sandbox import config
+from managoat_sandbox._http import HttpClient
 from managoat_sandbox.adapters.e2b import E2B
+from managoat_sandbox.adapters.e2b.settings import Settings
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import (
     Denied,
@@ -388,3 +390,40 @@ def test_write_file_reads_back_with_its_mode(e2b: E2B, handle: Handle) -> None:
     script = "cat notes/dir/file.txt; stat -c ' %a' notes/dir/file.txt"
     result = e2b.exec(handle, "bash", ["-c", script])
     assert result == (b"hello 600\n", 0)
+
+
+def _live_commands(e2b: E2B, handle: Handle) -> list[str]:
+    """The command lines envd lists as running (through envd's own ``List``)."""
+    envd = e2b._envd(Settings.load(), handle)
+    listing = envd.call(HttpClient(), "List", {})
+    return [" ".join([p["config"]["cmd"], *p["config"].get("args", [])])
+            for p in listing.get("processes", [])]
+
+
+def test_an_exec_past_its_deadline_is_killed_by_envd(e2b: E2B, handle: Handle) -> None:
+    with pytest.raises(Unavailable):
+        e2b.exec(handle, "sleep", ["31.5"], timeout=0.3)
+    assert wait_until(lambda: not any("31.5" in c for c in _live_commands(e2b, handle)),
+                      timeout=WAIT)
+
+
+def test_stopping_an_attach_kills_its_replayer_but_not_the_session(
+    e2b: E2B, handle: Handle
+) -> None:
+    box = Mailbox()
+    command = e2b.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box,
+                        stdin=True, detachable=True)
+    box.expect(is_stdout(command.ref), WAIT)
+    [session] = e2b.list_sessions(handle)
+    attached_box = Mailbox()
+    attached = e2b.attach(handle, session.id, owner=attached_box)
+    attached_box.expect(is_stdout(attached.ref), WAIT)
+    assert any("tail -c +1" in c for c in _live_commands(e2b, handle))
+    e2b.stop_command(attached)
+    assert wait_until(lambda: not any("tail -c +1" in c for c in _live_commands(e2b, handle)),
+                      timeout=WAIT)
+    e2b.write_stdin(command, "still-here\n")
+    frame = box.expect(is_stdout(command.ref), WAIT)
+    assert isinstance(frame, Stdout) and frame.data == b"still-here\n"
+    e2b.close_stdin(command)
+    assert one_terminal(box, command.ref) == Exit(command.ref, 0)
