@@ -190,6 +190,9 @@ def test_framed_channels_decode_complete_frames_only_and_exactly_once() -> None:
     assert channel.feed(stream[:3], final=False) == b""
     assert channel.feed(stream, final=False) == b"\x00\r\n"
     assert channel.feed(stream, final=True) == b""
+    assert not channel.ended
+    assert channel.feed(stream + b":\n", final=False) == b""
+    assert channel.ended
 
 
 def test_a_foreign_session_is_followed_as_raw_bytes() -> None:
@@ -260,6 +263,29 @@ def test_a_replayed_shorter_prefix_delivers_no_byte_twice(
     assert stdout_of(frames) == b"abc\x00def\n"
     assert stderr_of(frames) == b"e1\ne2"
     assert frames[-1] == Exit(command.ref, 0)
+
+
+END = OUT + b":\n" + ERR + b":\n"
+
+
+def test_a_stale_read_after_the_exit_is_read_again_until_both_end_frames(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    full = OUT + framed(b"first\n") + ERR + framed(b"oops\n") + OUT + framed(b"last") + END
+    fake.journals = [full[:14], full[:14], full]
+    command, box = run(daytona)
+    frames = finish(daytona, command, box)
+    assert stdout_of(frames) == b"first\nlast"
+    assert stderr_of(frames) == b"oops\n"
+    assert fake.log_reads == 3
+
+
+def test_a_complete_log_is_read_once_after_the_exit(daytona: Daytona, fake: FakeCommand) -> None:
+    fake.journals = [OUT + framed(b"all") + END]
+    command, box = run(daytona)
+    frames = finish(daytona, command, box)
+    assert stdout_of(frames) == b"all"
+    assert fake.log_reads == 1
 
 
 def test_lines_the_shim_did_not_frame_pass_through_as_text(
