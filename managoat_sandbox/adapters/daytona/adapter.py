@@ -501,11 +501,7 @@ class Daytona(Adapter):
             raise NotSupported("force_terminate_session")
         try:
             toolbox = self._toolbox(handle, wake=False, limit=timeout_ms / 1000)
-            toolbox.api.call(
-                "DELETE",
-                toolbox.base + "/process/session/" + session_id,
-                read_timeout=timeout_ms / 1000 + 5.0,
-            )
+            toolbox.delete_session(session_id, read_timeout=timeout_ms / 1000 + 5.0)
         except NotFound:
             return
         except Unavailable as error:

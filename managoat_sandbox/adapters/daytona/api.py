@@ -12,17 +12,15 @@ Settings are read from config scope ``daytona`` at call time: ``api_key``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 import attrs
-import requests
 
 from ... import config
 from ..._http import BODY_LIMIT, HttpClient, Response
-from ...errors import Denied, ProviderError, SandboxError, Unavailable
+from ...errors import Denied, ProviderError
 from .errors import error_from
 
 __all__ = ["LABELS", "Api", "Timeouts", "toolbox_base"]
@@ -108,14 +106,6 @@ class Api:
             raise error_from(response)
         return response
 
-    @contextmanager
-    def stream(self, method: str, url: str, *, read_timeout: float) -> Iterator[requests.Response]:
-        """An authenticated streaming request (the caller checks the status)."""
-        with self.http.stream(
-            method, url, headers=self.headers(), timeout=(self.timeouts.connect, read_timeout)
-        ) as response:
-            yield response
-
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.call(method, self.base_url() + path, read_timeout=self.timeouts.api,
                              **kwargs)
@@ -194,9 +184,3 @@ def _sandbox(answer: Any) -> Mapping[str, Any]:
         raise ProviderError(PROVIDER, ("not_a_sandbox", answer))
     return answer
 
-
-def unreachable(error: SandboxError) -> bool:
-    """Whether ``error`` says the transport failed (as opposed to an HTTP answer)."""
-    return isinstance(error, Unavailable) and not (
-        isinstance(error.detail, tuple) and error.detail[:1] == ("http",)
-    )

@@ -94,9 +94,11 @@ class Toolbox:
         """``POST /process/session`` (201)."""
         self._call("POST", "/process/session", json={"sessionId": session_id})
 
-    def delete_session(self, session_id: str) -> None:
-        """``DELETE /process/session/{id}`` (204): the daemon kills the session's process group."""
-        self._call("DELETE", self._session(session_id))
+    def delete_session(self, session_id: str, *, read_timeout: float | None = None) -> None:
+        """``DELETE /process/session/{id}`` (204): the daemon kills the session's process group
+        (TERM, a grace period, KILL) before it answers."""
+        timeout = self.api.timeouts.toolbox if read_timeout is None else read_timeout
+        self._call("DELETE", self._session(session_id), read_timeout=timeout)
 
     def sessions(self) -> list[Any]:
         """``GET /process/session``: a bare list (or ``{"sessions": [...]}``)."""
