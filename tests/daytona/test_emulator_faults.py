@@ -280,3 +280,24 @@ def test_an_invalid_allowlist_never_reaches_the_emulator(
     with pytest.raises(Invalid):
         daytona.apply_network_policy(handle, NetworkPolicy(allow=["10.0.0.0/8"]))
     assert emulator.requests == []
+
+
+# -- the exit code is the daemon's record ---------------------------------------------------
+
+
+@pytest.mark.parametrize("exit_trap", [False, True], ids=["v0.190-daemon", "exit-trap-daemon"])
+def test_the_daemon_records_the_real_exit_so_no_fallback_is_needed(
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, exit_trap: bool
+) -> None:
+    emulator.daemon_exit_trap = exit_trap
+    try:
+        emulator.clear_requests()
+        command, box = spawn(daytona, handle, ("bash", ["-c", "echo bye; exit 42"]))
+        frames = follow_to_end(daytona, command, box)
+        assert frames[-1] == Exit(command.ref, 42)
+        assert stdout_of(frames) == b"bye\n"
+        assert not [r for r in emulator.requests if r.path.endswith("/process/execute")], (
+            "the exit came from the daemon's command record, not the shim's fallback"
+        )
+    finally:
+        emulator.daemon_exit_trap = False
