@@ -411,6 +411,7 @@ def test_rate_limit_carries_retry_after_in_the_header_and_or_the_body(
     assert both.headers["Retry-After"] == "17"
     assert both.json()["retry_after_seconds"] == 17
     assert both.json()["error"] == "sprite_creation_rate_limited"
+    assert int(both.headers["X-RateLimit-Reset"]) >= int(time.time()) + 16
     emulator.rate_limit(retry_after=3, in_body=False)
     header_only = api("GET", "/v1/sprites")
     assert header_only.headers["Retry-After"] == "3"

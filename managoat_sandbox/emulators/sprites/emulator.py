@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -149,7 +150,8 @@ class SpritesEmulator(Emulator):
         body: dict[str, Any] = {"error": "sprite_creation_rate_limited",
                                 "message": "rate limit exceeded", "limit": 10,
                                 "window_seconds": 60}
-        headers = {"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0"}
+        headers = {"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0",
+                   "X-RateLimit-Reset": str(int(time.time()) + retry_after)}
         if in_body:
             body["retry_after_seconds"] = retry_after
         if header:
