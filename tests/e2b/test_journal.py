@@ -90,9 +90,11 @@ def test_the_replayer_replays_from_byte_zero_tails_and_ends_with_the_code(
     shim.stderr.close()
 
 
-def test_a_killed_replayer_leaves_no_process_behind(env: dict[str, str]) -> None:
+def test_a_killed_replayer_leaves_no_process_behind(home: Path, env: dict[str, str]) -> None:
     tag = journal.new_tag()
     shim = bash(journal.shim(tag, "cat", []), env)
+    # attach replays only sessions whose journal exists: wait for the shim to make it
+    assert wait_until((home / ".fountain" / f"{tag}.cmd").exists, timeout=5)
     replayer = bash(journal.replayer(tag), env)
     assert wait_until(lambda: _followers(tag) != [], timeout=5)
     replayer.send_signal(signal.SIGKILL)
