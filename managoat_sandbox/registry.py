@@ -32,6 +32,7 @@ BUILTINS: dict[str, str] = {
     "fake": "managoat_sandbox.testing.fake:Fake",
     "local": "managoat_sandbox.providers.local:Local",
     "sprites": "managoat_sandbox.providers.sprites:Sprites",
+    "daytona": "managoat_sandbox.providers.daytona:Daytona",
 }
 
 _lock = threading.RLock()

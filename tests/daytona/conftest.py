@@ -10,8 +10,8 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.daytona import Daytona
-from managoat_sandbox.adapters.daytona.logs import FollowPolicy
+from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.logs import FollowPolicy
 
 from ..conftest import wait_until
 

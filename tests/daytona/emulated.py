@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from managoat_sandbox.adapters.daytona import Daytona
-from managoat_sandbox.adapters.daytona.api import Timeouts
-from managoat_sandbox.adapters.daytona.logs import FollowPolicy
+from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.api import Timeouts
+from managoat_sandbox.providers.daytona.logs import FollowPolicy
 
 KEY = "emulated-dtn-key-canary"
 

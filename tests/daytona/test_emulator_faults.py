@@ -10,10 +10,10 @@ from typing import Any, cast
 import pytest
 
 from managoat_sandbox import NetworkPolicy, config
-from managoat_sandbox.adapters.daytona import Daytona
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid, RateLimited, Truncated, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
+from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Command, Handle
 

@@ -11,9 +11,9 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.daytona import Daytona
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Denied, SandboxError
+from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 
 from .conftest import API, KEY, TOOLBOX, sandbox

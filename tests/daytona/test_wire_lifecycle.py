@@ -10,7 +10,6 @@ import pytest
 import responses
 
 from managoat_sandbox import Capability, NetworkPolicy, config
-from managoat_sandbox.adapters.daytona import Daytona
 from managoat_sandbox.errors import (
     Denied,
     Invalid,
@@ -20,6 +19,7 @@ from managoat_sandbox.errors import (
     Truncated,
     Unavailable,
 )
+from managoat_sandbox.providers.daytona import Daytona
 
 from .conftest import API, KEY, PROXY, sandbox
 

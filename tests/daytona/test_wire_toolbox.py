@@ -16,8 +16,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import responses
 
-from managoat_sandbox.adapters.daytona import Daytona
-from managoat_sandbox.adapters.daytona.logs import Demux, FramedChannel, RawChannel
 from managoat_sandbox.errors import (
     CommandExited,
     Invalid,
@@ -27,6 +25,8 @@ from managoat_sandbox.errors import (
     WriteFailed,
 )
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
+from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.logs import Demux, FramedChannel, RawChannel
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
