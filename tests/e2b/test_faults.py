@@ -213,7 +213,7 @@ def test_stop_command_unblocks_a_silent_stream_at_once(
     command = e2b.spawn(handle, *SCRIPT, owner=box)
     started = time.monotonic()
     e2b.stop_command(command)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0, "stop must not wait for the 120 s idle timeout"
     assert not [name for name in adapter_threads() if str(command.ref) in name]
     box.refute(is_terminal(command.ref), 0.1)
 
