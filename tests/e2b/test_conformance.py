@@ -11,8 +11,8 @@ from __future__ import annotations
 import unittest
 from typing import Any, ClassVar
 
-from managoat_sandbox.adapters.e2b import E2B
 from managoat_sandbox.emulators.e2b import E2BEmulator
+from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.testing import ConformanceTests
 
 from .emulated import API_KEY, point_at

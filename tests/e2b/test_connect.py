@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from managoat_sandbox.adapters.e2b import connect
-from managoat_sandbox.adapters.e2b.connect import CodecError, Decoder, Envelope, encode
+from managoat_sandbox.providers.e2b import connect
+from managoat_sandbox.providers.e2b.connect import CodecError, Decoder, Envelope, encode
 
 START = {"event": {"start": {"pid": 42}}}
 DATA = {"event": {"data": {"stdout": "aGVsbG8K"}}}

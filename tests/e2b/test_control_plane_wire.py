@@ -9,7 +9,6 @@ import pytest
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.e2b import E2B
 from managoat_sandbox.errors import (
     Denied,
     Invalid,
@@ -18,6 +17,7 @@ from managoat_sandbox.errors import (
     Truncated,
     Unavailable,
 )
+from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.types import Handle, NetworkPolicy
 
 from .wire import API, API_KEY, LISTING, configure, found, item, sandbox

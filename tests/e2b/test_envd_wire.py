@@ -11,8 +11,6 @@ from collections.abc import Iterator
 import pytest
 import responses
 
-from managoat_sandbox.adapters.e2b import E2B
-from managoat_sandbox.adapters.e2b.connect import Decoder, encode
 from managoat_sandbox.errors import (
     CommandExited,
     Denied,
@@ -24,6 +22,8 @@ from managoat_sandbox.errors import (
     WriteFailed,
 )
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
+from managoat_sandbox.providers.e2b import E2B
+from managoat_sandbox.providers.e2b.connect import Decoder, encode
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Handle
 
@@ -309,6 +309,7 @@ def test_spawn_delivers_output_then_one_exit(rsps: responses.RequestsMock, e2b: 
     stream(rsps, start(), stdout(b"ready"), stderr(b"warn"), end(0), trailer())
     mailbox = Mailbox()
     command = e2b.spawn(box(e2b), "bash", owner=mailbox, stdin=True)
+    assert command.session_id is None
     assert mailbox.expect(is_terminal(command.ref), 2) == Exit(command.ref, 0)
     assert mailbox.history(command.ref) == [
         Stdout(command.ref, b"ready"), Stderr(command.ref, b"warn"), Exit(command.ref, 0),
@@ -445,6 +446,7 @@ def test_a_detachable_spawn_runs_the_journaling_shim(
     mailbox.expect(is_terminal(command.ref), 2)
     request = start_request(start_calls(rsps)[0])
     assert isinstance(request, dict)
+    assert command.session_id == request["tag"]
     process = request["process"]
     assert process["cmd"] == "bash" and process["args"][0] == "-c"
     script = process["args"][1]
@@ -573,6 +575,7 @@ def test_attach_replays_then_ends_with_the_journaled_exit(
     stream(rsps, start(9), stdout(b"replayed"), end(0), trailer())
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
+    assert command.session_id == "fountain-42"
     assert mailbox.expect(is_terminal(command.ref), 2) == Exit(command.ref, 7)
     assert mailbox.history(command.ref)[0] == Stdout(command.ref, b"replayed")
     request = start_request(start_calls(rsps)[0])

@@ -9,9 +9,9 @@ import pytest
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import config
-from managoat_sandbox.adapters.e2b import E2B
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.frames import Exit, Stdout
+from managoat_sandbox.providers.e2b import E2B
 
 from .emulated import API_KEY, point_at
 

@@ -16,8 +16,6 @@ import pytest
 
 from managoat_sandbox import config
 from managoat_sandbox._http import HttpClient
-from managoat_sandbox.adapters.e2b import E2B
-from managoat_sandbox.adapters.e2b.settings import Settings
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import (
     Denied,
@@ -28,6 +26,8 @@ from managoat_sandbox.errors import (
     Unavailable,
 )
 from managoat_sandbox.frames import Error, Exit, Stdout
+from managoat_sandbox.providers.e2b import E2B
+from managoat_sandbox.providers.e2b.settings import Settings
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Handle, NetworkPolicy
 

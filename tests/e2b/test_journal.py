@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from managoat_sandbox.adapters.e2b import journal
+from managoat_sandbox.providers.e2b import journal
 
 from ..conftest import wait_until
 

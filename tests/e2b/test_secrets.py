@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.e2b import E2B
-from managoat_sandbox.adapters.e2b.settings import Settings
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import SandboxError
+from managoat_sandbox.providers.e2b import E2B
+from managoat_sandbox.providers.e2b.settings import Settings
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 
 from ..conftest import wait_until

@@ -10,7 +10,7 @@ from typing import Any
 import responses
 
 from managoat_sandbox import config
-from managoat_sandbox.adapters.e2b.connect import encode
+from managoat_sandbox.providers.e2b.connect import encode
 
 API = "https://api.test"
 API_KEY = "e2b_canary_KEY_5f1d"

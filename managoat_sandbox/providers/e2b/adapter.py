@@ -244,6 +244,7 @@ class E2B(Adapter):
         tag: str,
         deadline: Deadline | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        detachable: bool = False,
     ) -> Command:
         stream, pid = self._guarded(envd, lambda: open_process(
             self._http, envd, request, owner=owner, stdin=stdin,
@@ -251,7 +252,8 @@ class E2B(Adapter):
             deadline=deadline, extra_headers=extra_headers,
         ))
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=E2BProcess(stream, envd, self._http, tag, pid))
+                       private=E2BProcess(stream, envd, self._http, tag, pid),
+                       session_id=tag if detachable else None)
 
     def _collect(
         self,
@@ -343,7 +345,8 @@ class E2B(Adapter):
         if detachable:
             cmd, argv, env = "bash", ("-c", journal.shim(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
-        return self._start(s, envd, request, owner=owner, stdin=stdin, tag=tag)
+        return self._start(s, envd, request, owner=owner, stdin=stdin, tag=tag,
+                           detachable=detachable)
 
     @staticmethod
     def _process(command: Command) -> E2BProcess:
@@ -400,7 +403,8 @@ class E2B(Adapter):
             on_stopped=lambda pid: self._kill_quietly(envd, pid),
         ))
         process = E2BProcess(stream, envd, self._http, session_id, None, live=not finished)
-        return Command(self.provider, stream.ref, frames=stream.frames, private=process)
+        return Command(self.provider, stream.ref, frames=stream.frames, private=process,
+                       session_id=session_id)
 
     def _exit_code(self, envd: Envd, session_id: str) -> int | None:
         return journal.parse_exit(
