@@ -373,7 +373,8 @@ def test_kill_of_an_unknown_or_ended_session_is_404_or_410(emulator: SpritesEmul
     assert kill(emulator, session_id).status_code == 404
     emulator.behaviour.kill_gone_status = 410
     assert kill(emulator, session_id).status_code == 410
-    assert kill(emulator, session_id, params={"signal": "SIGNOPE"}).status_code == 400
+    for bad in ({"signal": "SIGNOPE"}, {"signal": "999"}, {"timeout": "soon"}):
+        assert kill(emulator, session_id, params=bad).status_code == 400
 
 
 def test_a_malformed_kill_stream_does_nothing(emulator: SpritesEmulator) -> None:

@@ -43,7 +43,7 @@ def signal_number(name: str) -> int | None:
     """``SIGTERM``/``TERM``/``15`` → 15; None if unknown."""
     name = name.strip().upper()
     if name.isdigit():
-        return int(name)
+        return int(name) if int(name) in signal.valid_signals() else None
     return _SIGNALS.get(name if name.startswith("SIG") else f"SIG{name}")
 
 
