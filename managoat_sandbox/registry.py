@@ -33,6 +33,7 @@ BUILTINS: dict[str, str] = {
     "local": "managoat_sandbox.providers.local:Local",
     "sprites": "managoat_sandbox.providers.sprites:Sprites",
     "daytona": "managoat_sandbox.providers.daytona:Daytona",
+    "e2b": "managoat_sandbox.providers.e2b:E2B",
 }
 
 _lock = threading.RLock()
