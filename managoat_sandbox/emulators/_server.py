@@ -171,7 +171,10 @@ class Emulator:
         return False
 
     def close(self) -> None:
-        """Release provider state (processes, files); called by :meth:`stop`."""
+        """Release provider state (kill processes, end open streams); idempotent.
+
+        Called by :meth:`stop` while the server still runs.
+        """
 
     # -- the request log ---------------------------------------------------------
 
@@ -209,12 +212,16 @@ class Emulator:
         return self
 
     def stop(self) -> None:
-        """Stop serving, release provider state, remove a workdir made for it."""
+        """Release provider state, then stop serving and remove a workdir made for it.
+
+        :meth:`close` runs first, so that no handler is still following a live
+        command (which would hold the server's shutdown) when the loop stops.
+        """
+        self.close()
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(30)
-        self.close()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -679,18 +679,24 @@ def test_keepalives_are_sent_after_the_ping_interval_without_data(
 
 def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
     sandbox = raw.create()
-    start = {"process": {"cmd": "bash", "args": ["-c", "read line; echo got-$line"]},
+    # The second read keeps the process alive while CloseStdin is refused.
+    script = "read line; echo got-$line; read more; echo more-$more"
+    start = {"process": {"cmd": "bash", "args": ["-c", script]},
              "pty": {"size": {"cols": 80, "rows": 24}}}
     with raw.open_stream(sandbox, "Start", start) as r:
         live = Live(r)
         pid = live.next()[1]["pid"]
-        typed = base64.b64encode(b"x\n").decode()
-        assert raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                                "input": {"pty": typed}}).status_code == 200
-        closing = raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}})
-        assert closing.status_code == 500 and closing.json()["code"] == "unknown"
+        for line in (b"x\n", None, b"y\n"):
+            if line is None:
+                closing = raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}})
+                assert closing.status_code == 500 and closing.json()["code"] == "unknown"
+                continue
+            typed = base64.b64encode(line).decode()
+            assert raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
+                                                    "input": {"pty": typed}}).status_code == 200
         events = live.until("trailer")
     assert b"got-x" in stdout_of(events, "pty")
+    assert b"more-y" in stdout_of(events, "pty")
     assert not any(kind == "data" and "stdout" in body for kind, body in events)
 
 

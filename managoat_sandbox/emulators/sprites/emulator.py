@@ -96,12 +96,6 @@ class SpritesEmulator(Emulator):
         """Sprites' 401."""
         return wire.error(401, "unauthorized", "missing or invalid bearer token")
 
-    def stop(self) -> None:
-        """Abort open sockets and kill commands first, so that no handler still
-        follows a live command while the server shuts down; then stop serving."""
-        self.close()
-        super().stop()
-
     def close(self) -> None:
         """Abort open sockets, kill every command still running and wait (bounded) for
         their exits; idempotent."""
