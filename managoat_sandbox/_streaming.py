@@ -23,13 +23,15 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
-from .contract import Owner
+from ._args import flatten_bytes
+from .contract import Adapter, Owner
 from .errors import CommandExited, Invalid, SandboxError, Unavailable
 from .frames import Error, Exit, Frame, Stderr, Stdout
+from .types import Command
 
-__all__ = ["Stream", "new_ref"]
+__all__ = ["LocalEnd", "Stream", "StreamingAdapter", "new_ref"]
 
 log = logging.getLogger("managoat_sandbox.streaming")
 
@@ -183,3 +185,49 @@ class Stream:
         self.check_stdin()
         if self.finished.is_set():
             raise CommandExited("exited")
+
+
+class LocalEnd(Protocol):
+    """What a streaming adapter keeps in ``Command.private``: its end of one command."""
+
+    def write(self, data: bytes) -> None:
+        """Write to the command's stdin (totality rules of SPEC §5.7)."""
+
+    def close_stdin(self) -> None:
+        """Send EOF (SPEC §5.7)."""
+
+    def stop(self) -> None:
+        """Detach this end; never raises (SPEC §5.6)."""
+
+
+class StreamingAdapter(Adapter):
+    """An adapter whose commands keep a :class:`LocalEnd` in ``Command.private``.
+
+    Implements ``write_stdin``, ``close_stdin`` and ``stop_command`` once, by
+    delegation; a subclass names its end's class in :attr:`command_type`.
+    """
+
+    #: The class of this adapter's ``Command.private``.
+    command_type: ClassVar[type[LocalEnd]]
+
+    def local_end(self, command: Command) -> LocalEnd:
+        """The end a command of this adapter holds; ``Invalid`` for anyone else's."""
+        if not isinstance(command, Command):
+            raise TypeError(f"expected a Command, got {type(command).__name__}")
+        if not isinstance(command.private, self.command_type):
+            raise Invalid(f"not a command of the {self.provider} adapter")
+        return command.private
+
+    def write_stdin(self, command: Command, data: Any) -> None:
+        self.local_end(command).write(flatten_bytes(data))
+
+    def close_stdin(self, command: Command) -> None:
+        self.local_end(command).close_stdin()
+
+    def stop_command(self, command: Command) -> None:
+        """Detach this end; the remote process goes on. Idempotent; never raises
+        a taxonomy error (a command of another adapter has nothing to stop here)."""
+        if not isinstance(command, Command):
+            raise TypeError(f"expected a Command, got {type(command).__name__}")
+        if isinstance(command.private, self.command_type):
+            command.private.stop()

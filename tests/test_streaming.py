@@ -257,3 +257,18 @@ def test_random_scripts_and_races_yield_in_order_output_then_at_most_one_termina
         assert got[-1] is terminals[0]
     outputs = [f for f in got if not f.terminal]
     assert outputs == [f for f in sent if not f.terminal]
+
+
+def test_streaming_adapters_delegate_stdin_and_stop_to_their_own_end_only() -> None:
+    from managoat_sandbox.providers.local import Local
+    from managoat_sandbox.types import Command
+
+    local = Local()
+    foreign = Command("local", "r", private=object())
+    with pytest.raises(Invalid):
+        local.write_stdin(foreign, b"x")
+    with pytest.raises(Invalid):
+        local.close_stdin(foreign)
+    local.stop_command(foreign)
+    with pytest.raises(TypeError):
+        local.stop_command("not a command")  # type: ignore[arg-type]

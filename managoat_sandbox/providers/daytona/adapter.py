@@ -49,8 +49,8 @@ from typing import Any
 from ... import _args
 from ..._deadline import Deadline, collect_exec
 from ..._http import HttpClient
-from ..._streaming import Stream, new_ref
-from ...contract import Adapter, Capability, Owner
+from ..._streaming import Stream, StreamingAdapter, new_ref
+from ...contract import Capability, Owner
 from ...errors import (
     Invalid,
     NotFound,
@@ -143,7 +143,7 @@ def _sanitised(error: SandboxError) -> SandboxError:
     return Unavailable("termination_unconfirmed")
 
 
-class Daytona(Adapter):
+class Daytona(StreamingAdapter):
     """Daytona sandboxes (see the module docstring for the rules it keeps).
 
     Keyword arguments tune what config does not: ``follow`` (log polling
@@ -153,6 +153,7 @@ class Daytona(Adapter):
     """
 
     provider = PROVIDER
+    command_type = DaytonaCommand
 
     _CAPABILITIES = frozenset(
         {
@@ -422,24 +423,6 @@ class Daytona(Adapter):
         toolbox = self._toolbox(handle)
         return self._launch(handle, toolbox, stream, prefix=SPAWN_PREFIX, cmd=cmd,
                             args=argv, env=env_vars, dir=cwd)
-
-    @staticmethod
-    def _command_state(command: Command) -> DaytonaCommand:
-        if not isinstance(command, Command):
-            raise TypeError(f"expected a Command, got {type(command).__name__}")
-        if not isinstance(command.private, DaytonaCommand):
-            raise Invalid("not a command of the daytona adapter")
-        return command.private
-
-    def write_stdin(self, command: Command, data: Any) -> None:
-        self._command_state(command).write(_args.flatten_bytes(data))
-
-    def close_stdin(self, command: Command) -> None:
-        self._command_state(command).close_stdin()
-
-    def stop_command(self, command: Command) -> None:
-        """Stop following locally; the remote command keeps running (attach rejoins it)."""
-        self._command_state(command).stop()
 
     # -- sessions -----------------------------------------------------------------------
 

@@ -44,8 +44,9 @@ from typing import Any
 from ... import _args
 from ..._deadline import Deadline, collect_exec
 from ..._http import HttpClient
+from ..._streaming import StreamingAdapter
 from ..._version import __version__
-from ...contract import Adapter, Capability, Owner
+from ...contract import Capability, Owner
 from ...errors import Denied, Invalid, NotFound, NotSupported, ProviderError, Unavailable
 from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
 from . import journal
@@ -65,7 +66,7 @@ _SMALL_FILE = 64 * 1024
 _STATUS: Mapping[Any, Any] = {"running": "running", "paused": "suspended"}
 
 
-class E2B(Adapter):
+class E2B(StreamingAdapter):
     """E2B sandboxes; see the module docstring for what each operation does.
 
     ``heartbeat_interval`` (seconds between TTL renewals while a command
@@ -75,6 +76,7 @@ class E2B(Adapter):
     """
 
     provider = "e2b"
+    command_type = E2BProcess
 
     _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH})
 
@@ -271,7 +273,7 @@ class E2B(Adapter):
                                deadline=deadline, extra_headers=extra_headers)
 
         def stop(command: Command) -> None:
-            self._process(command).stop()
+            self.local_end(command).stop()
 
         return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
 
@@ -347,25 +349,6 @@ class E2B(Adapter):
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
         return self._start(s, envd, request, owner=owner, stdin=stdin, tag=tag,
                            detachable=detachable)
-
-    @staticmethod
-    def _process(command: Command) -> E2BProcess:
-        if not isinstance(command, Command):
-            raise TypeError(f"expected a Command, got {type(command).__name__}")
-        if not isinstance(command.private, E2BProcess):
-            raise Invalid("not a command of the e2b adapter")
-        return command.private
-
-    def write_stdin(self, command: Command, data: Any) -> None:
-        process = self._process(command)
-        process.write(_args.flatten_bytes(data))
-
-    def close_stdin(self, command: Command) -> None:
-        self._process(command).close_stdin()
-
-    def stop_command(self, command: Command) -> None:
-        """Close this end of the stream; the remote process goes on."""
-        self._process(command).stop()
 
     # -- sessions -----------------------------------------------------------
 

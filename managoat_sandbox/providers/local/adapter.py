@@ -36,8 +36,8 @@ from typing import Any
 from ... import _args
 from ... import _engine as engine
 from ..._deadline import Deadline, collect_exec
-from ..._streaming import Stream, new_ref
-from ...contract import Adapter, Capability, Owner
+from ..._streaming import Stream, StreamingAdapter, new_ref
+from ...contract import Capability, Owner
 from ...errors import (
     AlreadyExists,
     Invalid,
@@ -68,10 +68,11 @@ def _sessions(path: Path, kind: str = layout.SESSIONS) -> Iterator[Path]:
                 yield entry
 
 
-class Local(Adapter):
+class Local(StreamingAdapter):
     """Real processes on this machine; see the module docstring for isolation."""
 
     provider = "local"
+    command_type = LocalCommand
 
     _CAPABILITIES = frozenset(
         {
@@ -285,24 +286,6 @@ class Local(Adapter):
         path = layout.existing(handle.name)
         return self._start(path, layout.SESSIONS, cmd, argv, owner=owner, env=env, dir=dir,
                            stdin=stdin, tty=tty)
-
-    @staticmethod
-    def _state(command: Command) -> LocalCommand:
-        if not isinstance(command, Command):
-            raise TypeError(f"expected a Command, got {type(command).__name__}")
-        if not isinstance(command.private, LocalCommand):
-            raise Invalid("not a command of the local adapter")
-        return command.private
-
-    def write_stdin(self, command: Command, data: Any) -> None:
-        self._state(command).write(_args.flatten_bytes(data))
-
-    def close_stdin(self, command: Command) -> None:
-        self._state(command).close_stdin()
-
-    def stop_command(self, command: Command) -> None:
-        """Detach this end; the session keeps running and stays attachable."""
-        self._state(command).stop()
 
     # -- sessions -----------------------------------------------------------------------
 

@@ -40,8 +40,8 @@ from typing import Any
 from ... import _args
 from ..._deadline import Deadline, collect_exec
 from ..._http import HttpClient
-from ..._streaming import Stream, new_ref
-from ...contract import Adapter, Capability, Owner
+from ..._streaming import Stream, StreamingAdapter, new_ref
+from ...contract import Capability, Owner
 from ...errors import Invalid, NotSupported, SandboxError
 from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session, Status
 from . import checkpoints, once
@@ -61,7 +61,7 @@ _BOUNDED_LIMIT = 120.0
 _DEFAULT_MODE = 0o644
 
 
-class Sprites(Adapter):
+class Sprites(StreamingAdapter):
     """Sprites (sprites.dev); see the module docstring.
 
     ``keepalive`` is the WebSocket ping interval in seconds (a connection
@@ -70,6 +70,7 @@ class Sprites(Adapter):
     """
 
     provider = "sprites"
+    command_type = SpritesCommand
 
     _ALWAYS = frozenset(
         {
@@ -302,26 +303,6 @@ class Sprites(Adapter):
         state = SpritesCommand(stream, ws, tty=tty, attached=attached, keepalive=self._keepalive)
         state.start()
         return Command(self.provider, stream.ref, frames=stream.frames, private=state)
-
-    @staticmethod
-    def _state(command: Command) -> SpritesCommand:
-        if not isinstance(command, Command):
-            raise TypeError(f"expected a Command, got {type(command).__name__}")
-        if not isinstance(command.private, SpritesCommand):
-            raise Invalid("not a command of the sprites adapter")
-        return command.private
-
-    def write_stdin(self, command: Command, data: Any) -> None:
-        state = self._state(command)
-        state.write(_args.flatten_bytes(data))
-
-    def close_stdin(self, command: Command) -> None:
-        self._state(command).close_stdin()
-
-    def stop_command(self, command: Command) -> None:
-        """Close this socket only; the remote process keeps running. Never raises."""
-        if isinstance(command, Command) and isinstance(command.private, SpritesCommand):
-            command.private.stop()
 
     # -- sessions ---------------------------------------------------------
 
