@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from managoat_sandbox._streaming import Stream, new_ref
 from managoat_sandbox.errors import CommandExited, Invalid, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
+from managoat_sandbox.providers.local import Local
+from managoat_sandbox.types import Command
 
 from .conftest import wait_until
 
@@ -260,9 +262,6 @@ def test_random_scripts_and_races_yield_in_order_output_then_at_most_one_termina
 
 
 def test_streaming_adapters_delegate_stdin_and_stop_to_their_own_end_only() -> None:
-    from managoat_sandbox.providers.local import Local
-    from managoat_sandbox.types import Command
-
     local = Local()
     foreign = Command("local", "r", private=object())
     with pytest.raises(Invalid):
