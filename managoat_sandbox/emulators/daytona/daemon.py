@@ -275,6 +275,11 @@ class Daemon:
             data += "\n"
         fd = self._open_input(command)
         try:
+            # The echo is journaled before the command can read (and answer) the
+            # input, so the log shows input and response in that order.
+            if not command.suppress_input_echo:
+                with open(command.log_path, "ab") as log:
+                    log.write(STDOUT_MARK + data.encode())
             os.set_blocking(fd, True)
             view = memoryview(data.encode())
             while view:
@@ -283,9 +288,6 @@ class Daemon:
             raise DaemonError(500, f"failed to write to input pipe: {error.strerror}") from None
         finally:
             os.close(fd)
-        if not command.suppress_input_echo:
-            with open(command.log_path, "ab") as log:
-                log.write(STDOUT_MARK + data.encode())
 
     @staticmethod
     def _open_input(command: Command) -> int:
