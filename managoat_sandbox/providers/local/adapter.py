@@ -2,7 +2,8 @@
 
 Every command runs as a real process in its own process group under a small
 supervisor (:mod:`managoat_sandbox._engine`) that journals stdout and stderr in
-arrival order and records the exit code atomically. A reader thread tails that
+the order it reads them (writes to both streams within the same instant cannot be
+ordered across two pipes) and records the exit code atomically. A reader thread tails that
 journal into frames, so the exit code is always the recorded one; a supervisor
 that died without recording one ends the stream with
 ``Error(…, Unavailable("closed_before_exit"))``.
