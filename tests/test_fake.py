@@ -6,6 +6,8 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from managoat_sandbox.errors import (
     AlreadyExists,
@@ -16,7 +18,7 @@ from managoat_sandbox.errors import (
     RateLimited,
     Unavailable,
 )
-from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
+from managoat_sandbox.frames import Error, Exit, Stderr, Stdout, iter_frames
 from managoat_sandbox.retry import transient
 from managoat_sandbox.testing import Fake
 from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
@@ -277,3 +279,58 @@ def test_spawn_and_attach_report_their_session_id(fake: Fake) -> None:
     [session] = fake.list_sessions(handle)
     assert command.session_id == session.id
     assert fake.attach(handle, session.id).session_id == session.id
+
+
+instructions = st.lists(
+    st.one_of(
+        st.builds(lambda s: f"out:{s}", st.text("abc", min_size=1, max_size=4)),
+        st.builds(lambda s: f"err:{s}", st.text("xyz", min_size=1, max_size=4)),
+        st.builds(lambda n: f"exit:{n}", st.integers(0, 255)),
+        st.just("drop"),
+    ),
+    max_size=8,
+)
+
+
+def _model(script: list[str]) -> tuple[list[tuple[str, bytes]], tuple[str, object]]:
+    """What a script must produce: its output up to the first terminal, and that terminal."""
+    output: list[tuple[str, bytes]] = []
+    for arg in script:
+        kind, _, value = arg.partition(":")
+        if kind in ("out", "err"):
+            output.append((kind, value.encode()))
+        elif kind == "exit":
+            return output, ("exit", int(value))
+        else:
+            return output, ("error", Unavailable("closed_before_exit"))
+    return output, ("exit", 0)
+
+
+def _observed(frames: list[Any]) -> tuple[list[tuple[str, bytes]], tuple[str, object]]:
+    output = [("out" if isinstance(f, Stdout) else "err", f.data) for f in frames[:-1]]
+    last = frames[-1]
+    return output, ("exit", last.code) if isinstance(last, Exit) else ("error", last.reason)
+
+
+@settings(max_examples=40, deadline=None)
+@given(script=instructions)
+def test_spawn_attach_and_exec_agree_with_the_script_model(script: list[str]) -> None:
+    """Property: for any script, spawn delivers exactly the model's frames with one
+    terminal frame last, a later attach replays the same, and exec folds the same."""
+    fake = Fake()
+    handle = fake.create("model")
+    expected = _model(script)
+    command = fake.spawn(handle, "emit", script)
+    frames = list(iter_frames(command, timeout=2))
+    assert _observed(frames) == expected
+    [session] = fake.list_sessions(handle)
+    replay = fake.attach(handle, session.id)
+    assert _observed(list(iter_frames(replay, timeout=2))) == expected
+    output, verdict = expected
+    if verdict[0] == "error":
+        with pytest.raises(Unavailable):
+            fake.exec(handle, "emit", script, stderr_to_stdout=True)
+    else:
+        assert fake.exec(handle, "emit", script, stderr_to_stdout=True) == (
+            b"".join(data for _, data in output), verdict[1])
+    fake.reset()
