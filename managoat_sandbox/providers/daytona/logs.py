@@ -161,7 +161,7 @@ class FollowPolicy:
     the last error. ``read_timeout`` bounds each request.
     """
 
-    min_interval: float = 0.2
+    min_interval: float = 0.05
     max_interval: float = 1.0
     probe_after: float = 2.0
     max_probe_interval: float = 16.0
