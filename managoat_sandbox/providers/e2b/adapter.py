@@ -2,22 +2,39 @@
 
 Identity. E2B assigns sandbox ids; callers think in names. A sandbox is
 created with metadata ``fountain_name=<name>`` (and ``fountain=1``), a TTL of
-1800 s and ``autoPause``, and every operation finds it again by that metadata,
-running or paused. ``create`` adopts an existing name; a paused sandbox is
-resumed (``connect``) before any envd call, and the last network policy this
-adapter applied to it is applied again after such a resume (E2B rebuilds the
-network config from the snapshot; whether a ``PUT /network`` before the pause
+1800 s and ``autoPause``, and is found again by that metadata, running or
+paused. ``create`` adopts an existing name; a paused sandbox is resumed
+(``connect``) before any envd call, and the last network policy this adapter
+applied to it is applied again after such a resume (E2B rebuilds the network
+config from the snapshot; whether a ``PUT /network`` before the pause
 survives is not guaranteed). ``destroy`` deletes every sandbox stamped with
 the name. A create/create race can still make two sandboxes of one name.
+``get``, ``suspend``, ``resume``, ``destroy`` and ``apply_network_policy``
+always look the name up (they need the sandbox's state).
+
+Remembered sandboxes. The operations that only talk to envd (``exec``,
+``spawn``, ``write_file``, ``list_sessions``, ``attach``) remember, per
+adapter instance and per control plane and account, the sandbox a name
+resolved to and its envd access token, and use them without a lookup. The
+entry is replaced by ``create`` and ``resume``, dropped by ``destroy`` and
+``suspend``, by any lookup that finds the sandbox paused or another id, and
+by any failed envd call (the next operation looks the name up again). When
+envd refuses an operation's first call in a way that says the entry is out
+of date — 401 (the token) or the edge proxy's 502 for a sandbox it cannot
+reach (gone, or paused behind our back) — and the call was never dispatched
+(a refusal of the request, not an error from a started process), the name
+is looked up again (resuming the sandbox if it is paused) and, only when
+that finds another sandbox, a new token or had to resume it, the call is
+made once more. A refusal that the lookup cannot explain stands, and a
+command that may have started is never sent twice.
 
 envd. Every envd call carries the sandbox's ``X-Access-Token`` (from the
-create/connect answer, else ``GET /sandboxes/{id}``; cached per sandbox id and
-dropped when envd answers 401) and goes to ``sandbox_url`` when configured,
-else to ``https://49983-<id>.<domain>``.
+create/connect answer, else ``GET /sandboxes/{id}``) and goes to
+``sandbox_url`` when configured, else to ``https://49983-<id>.<domain>``.
 
 Commands. ``exec`` and ``spawn`` are envd ``Start`` streams. ``exec`` checks
-its deadline before the name lookup and again after it (``timeout=0`` makes no
-request), sends ``Connect-Timeout-Ms`` with a finite timeout (so envd kills
+its deadline before resolving the name and again after it (``timeout=0``
+makes no request), sends ``Connect-Timeout-Ms`` with a finite timeout (so envd kills
 the process when the caller gives up), and collects with the shared
 collector. stdin and EOF go to the process by **pid**, never by tag. While a
 command streams, its sandbox's TTL is renewed every 240 s. ``stop_command``
@@ -35,11 +52,12 @@ but nothing opens a port, and a dead URL is worse than none).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ... import _args
 from ..._deadline import Deadline, collect_exec
@@ -47,7 +65,15 @@ from ..._http import HttpClient
 from ..._streaming import StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
-from ...errors import Denied, Invalid, NotFound, NotSupported, ProviderError, Unavailable
+from ...errors import (
+    Denied,
+    Invalid,
+    NotFound,
+    NotSupported,
+    ProviderError,
+    SandboxError,
+    Unavailable,
+)
 from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
 from . import journal
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
@@ -61,9 +87,41 @@ __all__ = ["E2B"]
 
 HEARTBEAT_SECONDS = 240.0
 IDLE_TIMEOUT_SECONDS = 120.0
-_ACCESS_CACHE = 4096
+_REMEMBERED = 4096
 _SMALL_FILE = 64 * 1024
 _STATUS: Mapping[Any, Any] = {"running": "running", "paused": "suspended"}
+
+T = TypeVar("T")
+#: What a name is remembered under: control plane, account (a digest of the key), name.
+Key = tuple[str, str, str]
+#: An operation's first envd call; the event is given to a ``Start`` as ``accepted``.
+FirstCall = Callable[[Envd, threading.Event], T]
+
+
+def _key(s: Settings, name: str) -> Key:
+    """The same name under another control plane or API key is another sandbox."""
+    return (s.base_url, hashlib.sha256(s.api_key.encode("utf-8")).hexdigest(), name)
+
+
+def _stale(error: SandboxError, sandbox_id: str) -> bool:
+    """Whether envd's refusal says a remembered sandbox or token is out of date.
+
+    401 (the token), or the edge proxy's 502 for a sandbox it cannot reach
+    (``"The sandbox was not found"``, for a killed or paused one) naming this
+    sandbox, or no sandbox at all. Any other 502 (say, a gateway that lost an
+    upstream it had already sent the request to) is not.
+    """
+    detail = error.detail
+    if not (isinstance(detail, tuple) and len(detail) == 3 and detail[0] == "http"):
+        return False
+    status, body = detail[1], detail[2]
+    if status == 401:
+        return isinstance(error, Denied)
+    if status != 502 or not isinstance(body, Mapping):
+        return False
+    message = str(body.get("message", "")).lower()
+    return (body.get("sandboxId", sandbox_id) == sandbox_id
+            and ("not found" in message or "paused" in message))
 
 
 class E2B(StreamingAdapter):
@@ -91,7 +149,7 @@ class E2B(StreamingAdapter):
         self._heartbeats = Heartbeats(_args.seconds(heartbeat_interval, "heartbeat_interval"))
         self._idle_timeout = _args.seconds(idle_timeout, "idle_timeout")
         self._lock = threading.Lock()
-        self._access: OrderedDict[str, SandboxAccess] = OrderedDict()
+        self._sandboxes: OrderedDict[Key, SandboxAccess] = OrderedDict()
         self._policies: dict[str, tuple[str, ...]] = {}
 
     def capabilities(self) -> frozenset[str]:
@@ -115,23 +173,47 @@ class E2B(StreamingAdapter):
             raise NotFound(("sandbox", handle.name))
         return matches[0]
 
-    def _remember(self, access: SandboxAccess) -> None:
-        with self._lock:
-            self._access[access.sandbox_id] = access
-            self._access.move_to_end(access.sandbox_id)
-            while len(self._access) > _ACCESS_CACHE:
-                self._access.popitem(last=False)
+    # -- remembered sandboxes ---------------------------------------------------
 
-    def _forget(self, sandbox_id: str, *, policy: bool = False) -> None:
+    def _recall(self, key: Key) -> SandboxAccess | None:
         with self._lock:
-            self._access.pop(sandbox_id, None)
-            if policy:
-                self._policies.pop(sandbox_id, None)
+            access = self._sandboxes.get(key)
+            if access is not None:
+                self._sandboxes.move_to_end(key)
+            return access
+
+    def _remember(self, key: Key, access: SandboxAccess) -> None:
+        with self._lock:
+            self._sandboxes[key] = access
+            self._sandboxes.move_to_end(key)
+            while len(self._sandboxes) > _REMEMBERED:
+                self._sandboxes.popitem(last=False)
+
+    def _forget(self, key: Key, sandbox_id: str | None = None, token: str | None = None) -> None:
+        """Drop the name's entry; with ``sandbox_id``, only if it still holds that id and token
+        (an entry another thread has just refreshed stays)."""
+        with self._lock:
+            access = self._sandboxes.get(key)
+            if access is not None and (
+                sandbox_id is None or (access.sandbox_id, access.token) == (sandbox_id, token)
+            ):
+                del self._sandboxes[key]
+
+    def _reconcile(self, s: Settings, name: str, item: Mapping[str, Any]) -> None:
+        """After a lookup: drop the entry if the name now means a paused or another sandbox."""
+        key = _key(s, name)
+        with self._lock:
+            access = self._sandboxes.get(key)
+        if access is not None and (
+            item.get("state") == "paused" or access.sandbox_id != sandbox_id_of(item)
+        ):
+            self._forget(key, access.sandbox_id, access.token)
+
+    # -- lookup -------------------------------------------------------------------
 
     def _connect(self, s: Settings, sandbox_id: str, *, resumed: bool) -> SandboxAccess:
         """Connect (resuming if paused); after a resume, re-apply our network policy."""
         access = self._api.connect(s, sandbox_id)
-        self._remember(access)
         with self._lock:
             allow = self._policies.get(sandbox_id)
         if resumed and allow is not None:
@@ -139,23 +221,75 @@ class E2B(StreamingAdapter):
         return access
 
     def _running(self, s: Settings, handle: Handle) -> str:
-        """The id of the handle's sandbox, resumed first if it was paused."""
+        """The id of the handle's sandbox (looked up), resumed first if it was paused."""
         item = self._found(s, handle)
         sandbox_id = sandbox_id_of(item)
         if item.get("state") == "paused":
-            self._connect(s, sandbox_id, resumed=True)
+            self._remember(_key(s, handle.name), self._connect(s, sandbox_id, resumed=True))
+        else:
+            self._reconcile(s, handle.name, item)
         return sandbox_id
 
-    def _envd(self, s: Settings, handle: Handle) -> Envd:
-        """envd of the handle's running sandbox, with its access token."""
-        sandbox_id = self._running(s, handle)
-        with self._lock:
-            access = self._access.get(sandbox_id)
-        if access is None:
+    def _lookup(self, s: Settings, handle: Handle) -> tuple[SandboxAccess, bool]:
+        """Look the name up, resume the sandbox if paused, fetch its token; remember it.
+
+        Also says whether the sandbox had to be resumed.
+        """
+        item = self._found(s, handle)
+        sandbox_id = sandbox_id_of(item)
+        resumed = item.get("state") == "paused"
+        if resumed:
+            access = self._connect(s, sandbox_id, resumed=True)
+        else:
             access = self._api.detail(s, sandbox_id)
-            self._remember(access)
-        return Envd(s.envd_url(sandbox_id, access.domain), sandbox_id, access.token, s.user,
-                    s.timeout)
+        self._remember(_key(s, handle.name), access)
+        return access, resumed
+
+    def _envd_of(self, s: Settings, access: SandboxAccess) -> Envd:
+        return Envd(s.envd_url(access.sandbox_id, access.domain), access.sandbox_id,
+                    access.token, s.user, s.timeout)
+
+    def _envd(self, s: Settings, handle: Handle) -> Envd:
+        """envd of the handle's running sandbox (remembered, else looked up)."""
+        access = self._recall(_key(s, handle.name))
+        if access is None:
+            access, _ = self._lookup(s, handle)
+        return self._envd_of(s, access)
+
+    def _on_sandbox(self, s: Settings, handle: Handle, call: FirstCall[T]) -> tuple[Envd, T]:
+        """Make an operation's first envd call on the handle's sandbox: its envd and answer.
+
+        A remembered sandbox is used without a lookup; a stale refusal of an
+        undispatched call is looked up and retried once (see the module
+        docstring). ``call`` gets the envd and an event a ``Start`` sets once
+        accepted (a refusal raised while it is clear started nothing).
+        """
+        key = _key(s, handle.name)
+        access = self._recall(key)
+        remembered = access is not None
+        if access is None:
+            access, _ = self._lookup(s, handle)
+        envd = self._envd_of(s, access)
+        accepted = threading.Event()
+        try:
+            return envd, call(envd, accepted)
+        except SandboxError as error:
+            self._forget(key, access.sandbox_id, access.token)
+            if not remembered or accepted.is_set() or not _stale(error, access.sandbox_id):
+                raise
+            fresh, resumed = self._lookup(s, handle)
+            if fresh == access and not resumed:
+                raise
+        envd = self._envd_of(s, fresh)
+        return envd, call(envd, threading.Event())
+
+    def _guarded(self, key: Key, envd: Envd, call: Callable[[], T]) -> T:
+        """A later envd call of an operation: if it fails, the entry is dropped."""
+        try:
+            return call()
+        except SandboxError:
+            self._forget(key, envd.sandbox_id, envd.token)
+            raise
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -167,23 +301,29 @@ class E2B(StreamingAdapter):
         s = Settings.load()
         matches = self._api.find(s, name)
         if matches:
+            self._reconcile(s, name, matches[0])
             return Handle(self.provider, name, private=sandbox_id_of(matches[0]))
         access = self._api.create(s, name)
-        self._remember(access)
+        self._remember(_key(s, name), access)
         return Handle(self.provider, name, private=access.sandbox_id)
 
     def get(self, handle: Handle) -> Info:
         """``running`` / ``suspended`` (paused) / ``unknown``; ``raw`` is the listing item."""
-        item = self._found(Settings.load(), handle)
+        s = Settings.load()
+        item = self._found(s, handle)
+        self._reconcile(s, handle.name, item)
         return Info(status=_STATUS.get(item.get("state"), "unknown"), raw=item)
 
     def destroy(self, handle: Handle) -> None:
         """Kill every sandbox stamped with the name; none (or a 404) is fine."""
         s = Settings.load()
-        for item in self._api.find(s, self._check_handle(handle).name):
+        items = self._api.find(s, self._check_handle(handle).name)
+        self._forget(_key(s, handle.name))
+        for item in items:
             sandbox_id = sandbox_id_of(item)
             self._api.kill(s, sandbox_id)
-            self._forget(sandbox_id, policy=True)
+            with self._lock:
+                self._policies.pop(sandbox_id, None)
 
     def list_all_names(self) -> frozenset[str]:
         return self._api.list_names(Settings.load())
@@ -192,6 +332,7 @@ class E2B(StreamingAdapter):
         """Pause the sandbox (already paused, or a 409, is fine)."""
         s = Settings.load()
         item = self._found(s, handle)
+        self._forget(_key(s, handle.name))
         if item.get("state") != "paused":
             self._api.pause(s, sandbox_id_of(item))
 
@@ -200,7 +341,8 @@ class E2B(StreamingAdapter):
         s = Settings.load()
         item = self._found(s, handle)
         sandbox_id = sandbox_id_of(item)
-        self._connect(s, sandbox_id, resumed=item.get("state") == "paused")
+        access = self._connect(s, sandbox_id, resumed=item.get("state") == "paused")
+        self._remember(_key(s, handle.name), access)
         return Handle(self.provider, handle.name, private=sandbox_id)
 
     # -- files --------------------------------------------------------------
@@ -213,20 +355,15 @@ class E2B(StreamingAdapter):
             raise TypeError(f"mode must be an int, got {type(mode).__name__}")
         payload = _args.flatten_bytes(data)
         s = Settings.load()
-        envd = self._envd(s, self._check_handle(handle))
-        self._guarded(envd, lambda: envd.upload(self._http, path, payload))
+        self._check_handle(handle)
+        envd, _ = self._on_sandbox(s, handle, lambda envd, _: envd.upload(self._http, path,
+                                                                          payload))
         if mode is not None:
-            result = self._run(s, envd, "chmod", [format(mode, "o"), "--", path])
+            key = _key(s, handle.name)
+            result = self._guarded(key, envd, lambda: self._run(
+                s, envd, "chmod", [format(mode, "o"), "--", path]))
             if result.exit_code != 0:
                 raise Invalid(("chmod_failed", result.exit_code, result.text[:200]))
-
-    def _guarded(self, envd: Envd, call: Callable[[], Any]) -> Any:
-        """Run an envd call; a 401 drops the cached access token before re-raising."""
-        try:
-            return call()
-        except Denied:
-            self._forget(envd.sandbox_id)
-            raise
 
     # -- commands -----------------------------------------------------------
 
@@ -247,12 +384,13 @@ class E2B(StreamingAdapter):
         deadline: Deadline | None = None,
         extra_headers: Mapping[str, str] | None = None,
         detachable: bool = False,
+        accepted: threading.Event | None = None,
     ) -> Command:
-        stream, pid = self._guarded(envd, lambda: open_process(
+        stream, pid = open_process(
             self._http, envd, request, owner=owner, stdin=stdin,
             keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
-            deadline=deadline, extra_headers=extra_headers,
-        ))
+            deadline=deadline, extra_headers=extra_headers, accepted=accepted,
+        )
         return Command(self.provider, stream.ref, frames=stream.frames,
                        private=E2BProcess(stream, envd, self._http, tag, pid),
                        session_id=tag if detachable else None)
@@ -267,22 +405,31 @@ class E2B(StreamingAdapter):
         *,
         stderr_to_stdout: bool = False,
         extra_headers: Mapping[str, str] | None = None,
+        accepted: threading.Event | None = None,
     ) -> ExecResult:
         def start(owner: Any) -> Command:
             return self._start(s, envd, request, owner=owner, stdin=False, tag=tag,
-                               deadline=deadline, extra_headers=extra_headers)
+                               deadline=deadline, extra_headers=extra_headers,
+                               accepted=accepted)
 
         def stop(command: Command) -> None:
             self.local_end(command).stop()
 
         return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
 
-    def _run(self, s: Settings, envd: Envd, cmd: str, args: Sequence[str]) -> ExecResult:
+    def _run(
+        self,
+        s: Settings,
+        envd: Envd,
+        cmd: str,
+        args: Sequence[str],
+        accepted: threading.Event | None = None,
+    ) -> ExecResult:
         """An internal command (chmod, the session lister), bounded by ``timeout_ms``."""
         tag = journal.new_tag()
         request = start_request(cmd, args, env=None, cwd=None, tag=tag, stdin=False)
         try:
-            return self._collect(s, envd, request, tag, Deadline(s.timeout))
+            return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted)
         except Unavailable as error:
             if isinstance(error.detail, tuple) and error.detail[:1] == ("exec_timeout",):
                 raise Unavailable("timeout") from None
@@ -299,7 +446,7 @@ class E2B(StreamingAdapter):
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
-        """Run to exit; the deadline is checked before and after the name lookup."""
+        """Run to exit; the deadline is checked before and after resolving the name."""
         cmd = _args.command_name(cmd)
         argv = _args.str_args(args)
         env = _args.env_map(env)
@@ -309,15 +456,19 @@ class E2B(StreamingAdapter):
         deadline = Deadline(_args.optional_seconds(timeout))
         deadline.check()
         s = Settings.load()
-        envd = self._envd(s, handle)
-        deadline.check()
         tag = journal.new_tag()
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=False)
         headers = None
         if timeout is not None and math.isfinite(timeout):
             headers = {"Connect-Timeout-Ms": str(math.ceil(timeout * 1000))}
-        return self._collect(s, envd, request, tag, deadline, stderr_to_stdout=stderr_to_stdout,
-                             extra_headers=headers)
+
+        def run(envd: Envd, accepted: threading.Event) -> ExecResult:
+            deadline.check()
+            return self._collect(s, envd, request, tag, deadline,
+                                 stderr_to_stdout=stderr_to_stdout, extra_headers=headers,
+                                 accepted=accepted)
+
+        return self._on_sandbox(s, handle, run)[1]
 
     def spawn(
         self,
@@ -342,21 +493,24 @@ class E2B(StreamingAdapter):
             raise NotSupported("tty")
         detachable = _args.flag(detachable, "detachable")
         s = Settings.load()
-        envd = self._envd(s, self._check_handle(handle))
+        self._check_handle(handle)
         tag = journal.new_tag()
         if detachable:
             cmd, argv, env = "bash", ("-c", journal.shim(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
-        return self._start(s, envd, request, owner=owner, stdin=stdin, tag=tag,
-                           detachable=detachable)
+        return self._on_sandbox(s, handle, lambda envd, accepted: self._start(
+            s, envd, request, owner=owner, stdin=stdin, tag=tag, detachable=detachable,
+            accepted=accepted,
+        ))[1]
 
     # -- sessions -----------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
         """The journaled (detachable) commands of the sandbox, finished ones included."""
         s = Settings.load()
-        envd = self._envd(s, self._check_handle(handle))
-        result = self._run(s, envd, "bash", ["-c", journal.lister()])
+        self._check_handle(handle)
+        _, result = self._on_sandbox(s, handle, lambda envd, accepted: self._run(
+            s, envd, "bash", ["-c", journal.lister()], accepted))
         if result.exit_code != 0:
             raise ProviderError(PROVIDER, ("session_listing_failed", result.exit_code))
         return journal.parse_listing(result.output)
@@ -369,17 +523,21 @@ class E2B(StreamingAdapter):
         session_id = _args.session_id(session_id)
         stdin = _args.flag(stdin, "stdin")
         s = Settings.load()
-        envd = self._envd(s, handle)
-        if not journal.is_tag(session_id):
+        key = _key(s, handle.name)
+
+        def journaled(envd: Envd, _: threading.Event) -> bytes | None:
+            if not journal.is_tag(session_id):
+                return None
+            return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE)
+
+        envd, spec = self._on_sandbox(s, handle, journaled)
+        if spec is None:
             raise NotFound(("session", session_id))
-        if self._guarded(envd, lambda: envd.download(
-                self._http, journal.cmd_path(session_id), _SMALL_FILE)) is None:
-            raise NotFound(("session", session_id))
-        finished = self._exit_code(envd, session_id) is not None
+        finished = self._guarded(key, envd, lambda: self._exit_code(envd, session_id)) is not None
         tag = journal.new_tag()
         request = start_request("bash", ["-c", journal.replayer(session_id)], env=None,
                                 cwd=None, tag=tag, stdin=False)
-        stream, _ = self._guarded(envd, lambda: open_process(
+        stream, _ = self._guarded(key, envd, lambda: open_process(
             self._http, envd, request, owner=owner, stdin=stdin,
             keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
             recover=lambda: self._exit_code(envd, session_id),

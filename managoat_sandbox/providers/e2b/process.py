@@ -14,6 +14,13 @@ the body without ``end`` → ``Error(Unavailable("closed_before_exit"))``, made
 by the shared base, never an invented exit. In *replay* mode (``attach``) the
 code comes from the session's exit file instead, which also rescues a stream
 that closed without ``end`` — a missing exit file is never turned into a code.
+
+After ``end`` the rest of the body (the end-of-stream envelope and the final
+chunk) is read before the exit frame is delivered, so that urllib3 returns the
+connection to its pool instead of discarding it; that read is bounded (at most
+:data:`TRAILER_WAIT` seconds, half of what is left of an exec deadline, and
+:data:`TRAILER_LIMIT` bytes) and whatever it finds is ignored: the ``end``
+event decided the outcome. If it gives up, the connection is dropped as before.
 """
 
 from __future__ import annotations
@@ -45,6 +52,10 @@ log = logging.getLogger("managoat_sandbox.e2b")
 
 #: Bytes of stdin per ``SendInput`` call.
 STDIN_PIECE = 256 * 1024
+#: The longest wait, after ``end``, for the body to end (so the connection can be reused).
+TRAILER_WAIT = 0.5
+#: The most bytes read after ``end`` while waiting for the body to end.
+TRAILER_LIMIT = 64 * 1024
 
 Keepalive = Callable[[], Callable[[], None]]
 
@@ -78,6 +89,7 @@ def _trailer_error(envelope: connect.Envelope) -> SandboxError | None:
 class _Pump:
     """The reader thread's loop over one open stream."""
 
+    response: requests.Response
     chunks: Iterator[bytes]
     decoder: connect.Decoder
     pending: list[connect.Envelope]
@@ -85,6 +97,7 @@ class _Pump:
     keepalive: Keepalive
     recover: Callable[[], int | None] | None
     on_stopped: Callable[[], None] | None
+    deadline: Deadline | None
 
     def __call__(self, stream: Stream) -> None:
         release = self.keepalive()
@@ -137,10 +150,31 @@ class _Pump:
         return False
 
     def _end(self, stream: Stream, code: int) -> None:
+        self._finish_body()
         if self.recover is None:
             stream.exit(code)
         else:
             self._recovered_exit(stream)
+
+    def _finish_body(self) -> None:
+        """Read the body to its end, bounded (see the module docstring); never raises."""
+        bound = TRAILER_WAIT
+        remaining = None if self.deadline is None else self.deadline.remaining()
+        if remaining is not None:
+            bound = min(bound, remaining / 2)
+        give_up = time.monotonic() + bound
+        read = 0
+        try:
+            while (left := give_up - time.monotonic()) > 0:
+                set_read_timeout(self.response, left)
+                chunk = next(self.chunks, b"")
+                if not chunk:
+                    return
+                read += len(chunk)
+                if read > TRAILER_LIMIT:
+                    return
+        except Unavailable:
+            return
 
     def _recovered_exit(self, stream: Stream) -> None:
         assert self.recover is not None
@@ -306,6 +340,7 @@ def open_process(
     extra_headers: Mapping[str, str] | None = None,
     recover: Callable[[], int | None] | None = None,
     on_stopped: Callable[[int | None], None] | None = None,
+    accepted: threading.Event | None = None,
 ) -> tuple[Stream, int | None]:
     """Start the process, wait for its ``start`` event, then pump it into a new Stream.
 
@@ -314,12 +349,17 @@ def open_process(
     ``idle_timeout`` (envd sends keepalives well within it). ``recover``
     turns on replay mode (see the module docstring); ``on_stopped(pid)`` runs
     in the reader thread when the command was stopped before its end.
+    ``accepted`` is set as soon as envd has answered the ``Start`` with 200:
+    from then on the process may be running, so the call must not be repeated
+    (an error raised while it is clear was a refusal: nothing was started).
     """
     with ExitStack() as stack:
         response = stack.enter_context(
             envd.stream(http, "Start", request, read_timeout=envd.timeout,
                         extra_headers=extra_headers)
         )
+        if accepted is not None:
+            accepted.set()
         chunks = read_chunks(response)
         decoder = connect.Decoder()
         pid, pending = _wait_for_start(response, chunks, decoder, bound=envd.timeout,
@@ -328,6 +368,7 @@ def open_process(
         closer = stack.pop_all()
     stream = Stream(new_ref("e2b"), owner, label="e2b", stdin=stdin)
     stopped = None if on_stopped is None else (lambda: on_stopped(pid))
-    pump = _Pump(chunks, decoder, pending, closer, keepalive, recover, stopped)
+    pump = _Pump(response, chunks, decoder, pending, closer, keepalive, recover, stopped,
+                 deadline)
     stream.start(pump, on_stop=lambda: interrupt(response))
     return stream, pid
