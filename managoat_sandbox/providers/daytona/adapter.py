@@ -23,7 +23,8 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
   followed by polling the command's log with stdout and stderr kept apart, and
   de-duplicated per stream by bytes delivered (:mod:`.logs`). A command whose
   session vanishes without an exit ends in ``Unavailable("closed_before_exit")``.
-  Every spawn is a detachable session; ``attach`` replays from byte zero, then
+  Every spawn is a detachable session, named by its ``Command.session_id`` (the
+  toolbox session id, as listed); ``attach`` replays from byte zero, then
   tails. Sessions live in the daemon's memory: a stop wipes them (disk kept),
   so a suspended sandbox lists none.
 * Stdin goes through the command-input endpoint; ``close_stdin`` really closes
@@ -355,6 +356,7 @@ class Daytona(StreamingAdapter):
         return Command(
             self.provider, stream.ref, frames=stream.frames,
             private=DaytonaCommand(stream, toolbox, session_id, command_id),
+            session_id=session_id if prefix == SPAWN_PREFIX else None,
         )
 
     @staticmethod
@@ -471,6 +473,7 @@ class Daytona(StreamingAdapter):
         return Command(
             self.provider, stream.ref, frames=stream.frames,
             private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live),
+            session_id=session_id,
         )
 
     def terminate_session(

@@ -21,6 +21,10 @@ Behaviour worth knowing:
   abandons the remote process in the same way when its deadline passes.
   ``env``, when given, replaces the sprite's default environment (provider
   behaviour). A 503 while a fresh sprite boots is ``Unavailable`` (transient).
+* ``attach`` returns a ``Command`` whose ``session_id`` is the id attached to.
+  A spawn's ``session_id`` is ``None``: its id arrives in the ``session_info``
+  text frame, which the reader thread reads after ``spawn`` has returned (the
+  upgrade answer carries no id), and ``spawn`` does not wait for it.
 * ``apply_network_policy(NetworkPolicy(allow=[]))`` sends one explicit rule
   denying ``*`` — an empty rule list would mean "no enforcement" to Sprites.
 * Checkpoints (and ``create_checkpoint_once``) exist only while
@@ -286,6 +290,7 @@ class Sprites(StreamingAdapter):
         tty: bool,
         attached: bool,
         deadline: Deadline | None = None,
+        session_id: str | None = None,
     ) -> Command:
         timeout = settings.timeout
         if deadline is not None:
@@ -302,7 +307,8 @@ class Sprites(StreamingAdapter):
             raise
         state = SpritesCommand(stream, ws, tty=tty, attached=attached, keepalive=self._keepalive)
         state.start()
-        return Command(self.provider, stream.ref, frames=stream.frames, private=state)
+        return Command(self.provider, stream.ref, frames=stream.frames, private=state,
+                       session_id=session_id)
 
     # -- sessions ---------------------------------------------------------
 
@@ -325,7 +331,8 @@ class Sprites(StreamingAdapter):
         settings = load()
         stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
         return self._connect(settings, stream, sprite_path(name, "exec", session_id),
-                             [("stdin", _bool(stdin))], tty=False, attached=True)
+                             [("stdin", _bool(stdin))], tty=False, attached=True,
+                             session_id=session_id)
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
