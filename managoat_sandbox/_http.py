@@ -22,10 +22,11 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import attrs
@@ -38,8 +39,10 @@ __all__ = [
     "HttpClient",
     "Response",
     "error_for",
+    "interrupt",
     "parse_body",
     "retry_after_from",
+    "set_read_timeout",
     "transport_error",
 ]
 
@@ -151,6 +154,13 @@ class HttpClient:
         self._local = threading.local()
         self._user_agent = user_agent
 
+    def release(self) -> None:
+        """Close this thread's pooled session, if it has one (a reader thread ending)."""
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is not None:
+            session.close()
+            self._local.session = None
+
     def session(self) -> requests.Session:
         """This thread's pooled session."""
         session: requests.Session | None = getattr(self._local, "session", None)
@@ -216,3 +226,25 @@ def read_bounded(response: requests.Response, limit: int) -> bytes:
     except requests.RequestException as error:
         raise transport_error(error) from None
     return b"".join(chunks)
+
+
+def _socket_of(response: requests.Response) -> socket.socket | None:
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def set_read_timeout(response: requests.Response, seconds: float) -> None:
+    """Bound each further read of a streaming ``response`` to ``seconds`` (if it has a socket)."""
+    sock = _socket_of(response)
+    if sock is not None:
+        with suppress(OSError):
+            sock.settimeout(max(seconds, 0.001))
+
+
+def interrupt(response: requests.Response) -> None:
+    """Unblock a read of a streaming ``response`` in another thread: shut its socket down."""
+    sock = _socket_of(response)
+    if sock is not None:
+        with suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

@@ -67,3 +67,12 @@ def test_transport_failures_are_unavailable_and_name_no_url() -> None:
     with pytest.raises(Unavailable) as caught:
         HttpClient().request("GET", URL, timeout=(1, 1))
     assert caught.value.detail == "timeout"
+
+
+def test_release_closes_only_this_threads_session() -> None:
+    client = HttpClient()
+    first = client.session()
+    client.release()
+    assert client.session() is not first
+    client.release()
+    client.release()

@@ -267,7 +267,7 @@ class LogFollower:
                 if not fresh:
                     interval = min(interval * 1.5, policy.max_interval)
         finally:
-            self.toolbox.api.http.session().close()
+            self.toolbox.api.http.release()
 
     def _recorded_exit(self) -> int | None:
         record = self.toolbox.command(self.session_id, self.command_id)

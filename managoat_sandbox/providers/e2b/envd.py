@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -31,9 +30,7 @@ from .settings import ENVD_PORT
 __all__ = [
     "KEEPALIVE_SECONDS",
     "Envd",
-    "interrupt",
     "read_chunks",
-    "set_read_timeout",
     "start_request",
 ]
 
@@ -174,25 +171,3 @@ def read_chunks(response: requests.Response) -> Iterator[bytes]:
         if not data:
             return
         yield data
-
-
-def _socket_of(response: requests.Response) -> socket.socket | None:
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    return sock if isinstance(sock, socket.socket) else None
-
-
-def set_read_timeout(response: requests.Response, seconds: float) -> None:
-    """Bound each further read of ``response`` to ``seconds`` (where there is a socket)."""
-    sock = _socket_of(response)
-    if sock is not None:
-        with suppress(OSError):
-            sock.settimeout(max(seconds, 0.001))
-
-
-def interrupt(response: requests.Response) -> None:
-    """Unblock a read of ``response`` in another thread: shut its socket down."""
-    sock = _socket_of(response)
-    if sock is not None:
-        with suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)

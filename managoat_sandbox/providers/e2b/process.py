@@ -38,12 +38,12 @@ import attrs
 import requests
 
 from ..._deadline import Deadline
-from ..._http import HttpClient
+from ..._http import HttpClient, interrupt, set_read_timeout
 from ..._streaming import Stream, new_ref
 from ...contract import Owner
 from ...errors import CommandExited, Invalid, NotFound, SandboxError, Unavailable, WriteFailed
 from . import connect
-from .envd import Envd, interrupt, read_chunks, set_read_timeout
+from .envd import Envd, read_chunks
 from .errors import codec_error, connect_error
 
 __all__ = ["E2BProcess", "open_process"]
