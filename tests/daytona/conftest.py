@@ -1,19 +1,22 @@
-"""Fixtures for the Daytona adapter's wire-contract tests (``responses`` mocks)."""
+"""Fixtures for the Daytona adapter's tests: ``responses`` mocks for the wire contract, and
+one emulator per test module for the tests through the real protocol."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import responses
 
 from managoat_sandbox import config
+from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.logs import FollowPolicy
 
 from ..conftest import wait_until
+from . import emulated
 
 API = "https://api.test/api"
 PROXY = "https://proxy.test/toolbox"
@@ -48,3 +51,10 @@ def daytona() -> Iterator[Daytona]:
     baseline = threading.active_count()
     yield Daytona(follow=FAST, start_timeout=2.0, max_pages=5)
     assert wait_until(lambda: threading.active_count() <= baseline, 5), "a reader thread leaked"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[DaytonaEmulator]:
+    """A Daytona emulator shared by one test module, accepting the emulated API key."""
+    with cast(DaytonaEmulator, DaytonaEmulator(credential=emulated.KEY)) as emu:
+        yield emu

@@ -5,7 +5,7 @@ reader thread left behind."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -27,12 +27,6 @@ LINES = 30
 COUNTER = ("bash", ["-c", f"for i in $(seq 1 {LINES}); do echo line-$i; sleep 0.02; done"])
 EXPECTED = b"".join(b"line-%d\n" % i for i in range(1, LINES + 1))
 COMMAND_PATHS = r"/command/[^/]+(/logs)?$"
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[DaytonaEmulator]:
-    with cast(DaytonaEmulator, DaytonaEmulator(credential=KEY)) as emu:
-        yield emu
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ session id, which the listing names and ``attach`` takes and carries back."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import cast
 
 import pytest
 
@@ -20,12 +19,6 @@ from .emulated import KEY, emulated_adapter, reader_threads
 pytestmark = pytest.mark.timeout(60)
 
 WAIT = 10.0
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[DaytonaEmulator]:
-    with cast(DaytonaEmulator, DaytonaEmulator(credential=KEY)) as emu:
-        yield emu
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from managoat_sandbox import config
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
@@ -12,3 +14,9 @@ def point_at(emulator: E2BEmulator, **extra: object) -> None:
     """Config scope ``e2b`` aimed at ``emulator`` (API and envd on its one port)."""
     config.configure("e2b", **{"api_key": API_KEY, "base_url": emulator.base_url,
                                "sandbox_url": emulator.base_url, **extra})
+
+
+def adapter_threads() -> list[str]:
+    """Names of the E2B adapter's threads alive now: readers and TTL heartbeats."""
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith(("e2b-e2b-", "e2b-heartbeat-"))]

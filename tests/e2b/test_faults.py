@@ -8,7 +8,6 @@ one terminal frame, no hang past the deadline and no leaked adapter thread
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 
@@ -32,23 +31,12 @@ from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Handle, NetworkPolicy
 
 from ..conftest import wait_until
-from .emulated import API_KEY, point_at
+from .emulated import adapter_threads, point_at
 
 pytestmark = pytest.mark.timeout(60)
 
 WAIT = 10.0
 SCRIPT = ("bash", ["-c", "echo one; echo two >&2; echo three; exit 4"])
-
-
-def adapter_threads() -> list[str]:
-    return [t.name for t in threading.enumerate()
-            if t.name.startswith(("e2b-e2b-", "e2b-heartbeat-"))]
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[E2BEmulator]:
-    with E2BEmulator(credential=API_KEY) as running:
-        yield running  # type: ignore[misc]
 
 
 @pytest.fixture

@@ -27,18 +27,12 @@ from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.types import Handle, NetworkPolicy
 
 from . import wire
-from .emulated import API_KEY, point_at
+from .emulated import point_at
 
 pytestmark = pytest.mark.timeout(60)
 
 START = "/process.Process/Start"
 LISTING = "/v2/sandboxes"
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[E2BEmulator]:
-    with E2BEmulator(credential=API_KEY) as running:
-        yield running  # type: ignore[misc]
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ journal tag, which the listing names and ``attach`` takes and carries back."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -15,22 +14,11 @@ from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
 from managoat_sandbox.types import Handle
 
 from ..conftest import wait_until
-from .emulated import API_KEY, point_at
+from .emulated import adapter_threads, point_at
 
 pytestmark = pytest.mark.timeout(60)
 
 WAIT = 10.0
-
-
-def adapter_threads() -> list[str]:
-    return [t.name for t in threading.enumerate()
-            if t.name.startswith(("e2b-e2b-", "e2b-heartbeat-"))]
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[E2BEmulator]:
-    with E2BEmulator(credential=API_KEY) as running:
-        yield running  # type: ignore[misc]
 
 
 @pytest.fixture
