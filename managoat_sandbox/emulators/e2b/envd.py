@@ -383,14 +383,21 @@ class Envd:
                              request.query.get("username", ""), record.access_token, expiration)
         return hmac.compare_digest(given.encode(), expected.encode())
 
-    async def _read_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
-        if not self._file_authorised(request, record, "read"):
+    def _file_caller(self, request: web.Request, record: SandboxRecord,
+                     operation: str) -> str | web.StreamResponse:
+        """The user a ``/files`` request acts as, or the 401 that refuses it."""
+        if not self._file_authorised(request, record, operation):
             return _http_error(401, "unauthorized access, please provide a valid access token "
                                     "or method signing if supported")
         try:
-            user = self._file_user(request)
+            return self._file_user(request)
         except RpcError as error:
             return _http_error(401, error.message)
+
+    async def _read_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
+        user = self._file_caller(request, record, "read")
+        if isinstance(user, web.StreamResponse):
+            return user
         path = request.query.get("path")
         if not path:
             return _http_error(400, "path is required")
@@ -403,13 +410,9 @@ class Envd:
         return web.Response(body=target.read_bytes(), content_type="application/octet-stream")
 
     async def _write_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
-        if not self._file_authorised(request, record, "write"):
-            return _http_error(401, "unauthorized access, please provide a valid access token "
-                                    "or method signing if supported")
-        try:
-            user = self._file_user(request)
-        except RpcError as error:
-            return _http_error(401, error.message)
+        user = self._file_caller(request, record, "write")
+        if isinstance(user, web.StreamResponse):
+            return user
         body = await request.read()  # aiohttp has already undone a gzip Content-Encoding
         content_type = request.headers.get("Content-Type", "")
         query_path = request.query.get("path")
