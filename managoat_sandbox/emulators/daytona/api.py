@@ -125,7 +125,12 @@ class ApiRoutes:
         if self.emulator.legacy_list:
             rows = [r for r in self.store.all() if query.admits(r)]
             return web.json_response([r.to_json(self.emulator.toolbox_url) for r in rows])
+        endless = self.emulator.faults.take("list_endless", request.method, request.path)
+        if endless is not None:
+            query.cursor = None
         rows, next_cursor = self.store.page(query)
+        if endless is not None:
+            next_cursor = self.emulator.next_endless_cursor()
         items = [r.list_item(self.emulator.toolbox_url) for r in rows]
         await self.emulator.after_list_page()
         return web.json_response({"items": items, "nextCursor": next_cursor})

@@ -27,6 +27,9 @@ them too with the same ``kind`` names):
 * :meth:`close_log_stream_early` — a follow that ends (Close 1000) without an exit;
 * :meth:`serve_stale_log_prefix` — a log snapshot that is only a prefix (re-reads
   then duplicate bytes for a client that does not count what it has seen);
+* :meth:`cut_log_reads` — a log snapshot cut short of its ``Content-Length`` by a
+  close or a reset;
+* :meth:`endless_listing` — a listing whose every page names a next cursor;
 * :meth:`mutate_listing` — a listing that changes while it is walked.
 """
 
@@ -46,7 +49,7 @@ from .._server import Emulator
 from .api import ApiRoutes
 from .blocking import run_blocking
 from .daemon import Daemon
-from .sandboxes import Sandbox, SandboxStore, label_ops
+from .sandboxes import Sandbox, SandboxStore, encode_cursor, label_ops
 from .shapes import ApiError, DaemonError, api_error_response, daemon_error_response, iso
 from .toolbox import ToolboxRoutes
 
@@ -79,6 +82,7 @@ class DaytonaEmulator(Emulator):
         self._daemons: dict[str, tuple[int, Daemon]] = {}
         self._daemons_lock = threading.Lock()
         self._mutations: list[_ListMutation] = []
+        self._endless_pages = 0
 
     # -- wiring ---------------------------------------------------------------------
 
@@ -267,6 +271,26 @@ class DaytonaEmulator(Emulator):
     def serve_stale_log_prefix(self, size: int, *, times: int = 1) -> None:
         """The next log snapshot (plain GET) holds only the journal's first ``size`` bytes."""
         self.faults.add("log_stale_prefix", path=r"/logs$", size=size, times=times)
+
+    def cut_log_reads(self, after_bytes: int = 0, *, reset: bool = False,
+                      times: int = 1) -> None:
+        """The next log snapshots (plain GET) promise the whole journal in
+        ``Content-Length`` but stop after ``after_bytes`` bytes (always at least one
+        short): the connection is closed (FIN), or with ``reset`` reset (RST)."""
+        self.faults.add("log_cut", method="GET", path=r"/logs$", size=after_bytes,
+                        body="reset" if reset else "close", times=times)
+
+    def endless_listing(self, *, times: int = 1000) -> None:
+        """The next ``times`` ``GET /sandbox`` pages each carry a fresh ``nextCursor``
+        (each page is served from the start of the listing, whatever cursor was sent)."""
+        self.faults.add("list_endless", method="GET", path=r"^/api/sandbox$", times=times)
+
+    def next_endless_cursor(self) -> str:
+        """A cursor never served before (for :meth:`endless_listing`)."""
+        with self._daemons_lock:
+            self._endless_pages += 1
+            served = self._endless_pages
+        return encode_cursor("endless", f"endless-{served}")
 
     def mutate_listing(self, after_page: int, ops: Sequence[tuple[str, str]]) -> None:
         """After the ``after_page``-th ``GET /sandbox`` page from now, apply ``ops``.

@@ -22,6 +22,8 @@ from aiohttp import WSMsgType, web
 
 from managoat_sandbox import _engine as engine
 
+from .. import _cut
+from .._server import Fault
 from .blocking import run_blocking
 from .daemon import Command, Daemon, Session
 from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
@@ -227,6 +229,9 @@ class ToolboxRoutes:
             return await self._websocket(request, session, command, follow=follow)
         if follow:
             return await self._chunked(request, session, command)
+        cut = self.emulator.faults.take("log_cut", request.method, request.path)
+        if cut is not None:
+            return await self._cut_snapshot(request, command, cut)
         return self._snapshot(request, command)
 
     def _snapshot(self, request: web.Request, command: Command) -> web.StreamResponse:
@@ -242,6 +247,20 @@ class ToolboxRoutes:
                                       "stderr": stderr.decode("utf-8", "replace")})
         body = journal if mode == "raw" else strip(journal)
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
+
+    async def _cut_snapshot(self, request: web.Request, command: Command,
+                            fault: Fault) -> web.StreamResponse:
+        """A raw snapshot whose ``Content-Length`` is the whole journal, cut after
+        ``fault.size`` bytes (at least one byte short) by a reset or a close."""
+        journal = command.log_path.read_bytes()
+        response = web.StreamResponse(status=200,
+                                      headers={"Content-Type": "text/plain; charset=utf-8"})
+        response.content_length = len(journal) + 1
+        await response.prepare(request)
+        await response.write(journal[: fault.size])
+        cut = _cut.reset if fault.body == "reset" else _cut.close
+        cut(request.transport)
+        return response
 
     def _chunks(self, request: web.Request, session: Session, command: Command, *,
                 follow: bool) -> Any:

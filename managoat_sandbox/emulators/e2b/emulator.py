@@ -168,7 +168,7 @@ class E2BEmulator(Emulator):
         """Queue a stream fault for the next ``times`` Start/Connect streams.
 
         ``kind`` is one of ``no_start``, ``no_end``, ``error_end``, ``split``,
-        ``merge``, ``hang``, ``reset`` or ``garbage`` (see :meth:`.Envd.plan`),
+        ``merge``, ``hang``, ``reset``, ``rst`` or ``garbage`` (see :meth:`.Envd.plan`),
         ``rpc`` narrows it to ``"Start"`` or ``"Connect"``, ``after`` is the
         count the kind uses (data events, envelopes, or bytes per chunk for
         ``split``) and ``body`` the error value for ``error_end`` or the

@@ -53,7 +53,7 @@ STREAM_CONTENT_TYPE = "application/connect+json"
 DEFAULT_KEEPALIVE = 90.0
 _HOST = re.compile(r"^(?P<port>\d+)-(?P<id>[a-z0-9]+)\.")
 _STREAM_FAULTS = ("stream_no_start", "stream_no_end", "stream_error_end", "stream_split",
-                  "stream_merge", "stream_hang", "stream_reset", "stream_garbage")
+                  "stream_merge", "stream_hang", "stream_reset", "stream_rst", "stream_garbage")
 
 
 def sandbox_target(request: web.Request) -> tuple[str | None, str | None]:
@@ -243,6 +243,7 @@ class Envd:
         ``stream_merge`` (all envelopes in one chunk at the end),
         ``stream_hang`` (silent after ``size`` envelopes, connection open),
         ``stream_reset`` (connection shut mid-envelope after ``size`` envelopes),
+        ``stream_rst`` (a TCP reset between envelopes after ``size`` envelopes),
         ``stream_garbage`` (``body`` ``"json"``: a malformed payload,
         ``"compressed"``: a flag-0x01 envelope, right after ``start``).
         """
@@ -266,6 +267,8 @@ class Envd:
                 plan.hang_after = fault.size
             elif kind == "stream_reset":
                 plan.reset_after = fault.size
+            elif kind == "stream_rst":
+                plan.rst_after = fault.size
             else:
                 plan.garbage = fault.body if isinstance(fault.body, str) else "json"
         return plan

@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from ... import _engine
+from .. import _cut
 from . import connect
 from .processes import Process
 from .state import SandboxRecord
@@ -49,6 +50,8 @@ class StreamPlan:
     ``merge``: every envelope held back and written as one chunk at the end.
     ``hang_after`` / ``reset_after``: after that many envelopes the stream goes
     silent with the connection open / the connection is shut mid-envelope.
+    ``rst_after``: after that many envelopes the connection is reset (TCP RST)
+    between two envelopes.
     ``garbage``: ``"json"`` or ``"compressed"``, one bad envelope after start.
     """
 
@@ -59,6 +62,7 @@ class StreamPlan:
     merge: bool = False
     hang_after: int | None = None
     reset_after: int | None = None
+    rst_after: int | None = None
     garbage: str | None = None
 
 
@@ -84,6 +88,9 @@ class EnvelopeWriter:
         plan = self.plan
         if plan.hang_after is not None and self.sent >= plan.hang_after:
             await self._hang()
+        if plan.rst_after is not None and self.sent >= plan.rst_after:
+            _cut.reset(self._request.transport)
+            raise Disconnected
         if plan.reset_after is not None and self.sent >= plan.reset_after:
             await self._write(envelope[: max(1, len(envelope) // 2)])
             transport = self._request.transport

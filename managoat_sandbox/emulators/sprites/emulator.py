@@ -25,6 +25,9 @@ RESTORE_PATH = r"/restore$"
 EXEC_PATH = r"/exec(/[^/]+)?$"
 LIST_PATH = r"^/v1/sprites$"
 MALFORMED = ('{"type":"signal","signal":"SIGTERM"', "not json at all")
+TORN = ('{"type":"signal","message":"Signaling SIGTERM to process group 1",'
+        '"signal":"SIGTERM","pid":1}', '{"type":"exited","mess')
+STREAM_PATHS = {"kill": KILL_PATH, "checkpoint": CHECKPOINT_PATH, "restore": RESTORE_PATH}
 
 
 class SpritesEmulator(Emulator):
@@ -58,13 +61,14 @@ class SpritesEmulator(Emulator):
       exec upgrades with 503 (count-based boot window);
     * :meth:`refuse_upgrade` — a WebSocket upgrade (exec or attach) refused with a status;
     * :meth:`drop_exec` — the socket goes after N output frames, before the exit
-      frame: a TCP abort, or a normal 1000 close without the exit;
+      frame: a TCP abort, a TCP reset, or a normal 1000 close without the exit;
     * :meth:`exit_frame` — a different exit message (``03`` alone, trailing bytes, text);
     * :meth:`endless_listing` — the listing always says ``has_more`` with a fresh token;
       :meth:`truncate` — a body whose Content-Length exceeds what is sent;
     * :meth:`stall` — the request waits ``seconds`` before it is handled;
-    * :meth:`script_ndjson` / :meth:`malformed_ndjson` — a kill, checkpoint or
-      restore stream replaced by the given lines (nothing is done);
+    * :meth:`script_ndjson` / :meth:`malformed_ndjson` / :meth:`truncate_ndjson` — a
+      kill, checkpoint or restore stream replaced by the given lines, or cut inside
+      one (nothing is done);
     * :meth:`oversize` — an oversized body instead of the answer;
     * :meth:`drop_connection` — the TCP connection closed without an answer.
 
@@ -180,13 +184,15 @@ class SpritesEmulator(Emulator):
         return self.faults.add("ws_reject", method="GET", path=path, times=times, status=status,
                                headers=dict(headers or {}), body=body)
 
-    def drop_exec(self, after_frames: int = 1, *, close_frame: bool = False,
+    def drop_exec(self, after_frames: int = 1, *, close_frame: bool = False, reset: bool = False,
                   path: str = EXEC_PATH, times: int = 1) -> Fault:
         """End matching exec/attach sockets after ``after_frames`` output frames, before
-        the exit frame: a TCP abort, or (``close_frame``) a normal 1000 close. The
-        process keeps running."""
+        the exit frame: a TCP abort, a TCP reset (``reset``: RST, the client's read
+        fails with ECONNRESET) or (``close_frame``) a normal 1000 close. The process
+        keeps running."""
+        kind = "close" if close_frame else "reset" if reset else "abort"
         return self.faults.add("ws_drop", method="GET", path=path, times=times,
-                               size=after_frames, body="close" if close_frame else "abort")
+                               size=after_frames, body=kind)
 
     def exit_frame(self, payload: bytes | str, *, path: str = EXEC_PATH, times: int = 1) -> Fault:
         """Send ``payload`` instead of the exit frame of matching sockets: bytes as a binary
@@ -217,18 +223,28 @@ class SpritesEmulator(Emulator):
         """Close the TCP connection without answering."""
         return self.faults.add("drop", method=method, path=path, times=times)
 
-    def script_ndjson(self, lines: Sequence[Any], *, path: str, times: int = 1) -> Fault:
+    def script_ndjson(self, lines: Sequence[Any], *, path: str, times: int = 1,
+                      cut: bool = False) -> Fault:
         """Answer a matching kill/checkpoint/restore POST with exactly ``lines`` (objects,
-        or raw strings sent as they are) instead of doing anything."""
-        return self.faults.add("ndjson", method="POST", path=path, times=times, body=list(lines))
+        or raw strings sent as they are) instead of doing anything. ``cut``: the last
+        line loses its newline and the connection closes before the chunked body
+        ends (a stream truncated inside a line)."""
+        return self.faults.add("ndjson", method="POST", path=path, times=times, body=list(lines),
+                               size=1 if cut else 0)
+
+    def truncate_ndjson(self, stream: str = "kill", lines: Sequence[Any] | None = None,
+                        *, times: int = 1) -> Fault:
+        """A ``kill``, ``checkpoint`` or ``restore`` stream cut inside a line (default: the
+        ``signal`` event, then half of an ``exited`` event, then the connection closes)."""
+        return self.script_ndjson(TORN if lines is None else lines, path=STREAM_PATHS[stream],
+                                  times=times, cut=True)
 
     def malformed_ndjson(self, stream: str = "kill", lines: Sequence[Any] | None = None,
                          *, times: int = 1) -> Fault:
         """A malformed ``kill``, ``checkpoint`` or ``restore`` stream (default: a torn
         JSON line and a non-JSON line, no ``complete``)."""
-        paths = {"kill": KILL_PATH, "checkpoint": CHECKPOINT_PATH, "restore": RESTORE_PATH}
-        return self.script_ndjson(MALFORMED if lines is None else lines, path=paths[stream],
-                                  times=times)
+        return self.script_ndjson(MALFORMED if lines is None else lines,
+                                  path=STREAM_PATHS[stream], times=times)
 
 
 async def _version_header(request: web.Request, response: web.StreamResponse) -> None:

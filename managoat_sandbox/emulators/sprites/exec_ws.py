@@ -25,6 +25,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from ... import _engine as engine
+from .. import _cut
 from .._server import Fault, Faults
 from . import wire
 from .aio import in_thread, tail
@@ -211,7 +212,7 @@ class Exec:
         signame, signum, grace = parsed
         script = self.faults.take("ndjson", request.method, request.path)
         if script is not None:
-            return await wire.scripted(request, script.body or [])
+            return await wire.scripted(request, script.body or [], cut=script.size > 0)
         if session.ended():
             return wire.error(self.behaviour.kill_gone_status, "not_found", "session has exited")
         return await _kill_stream(request, session, signame, signum, grace)
@@ -322,6 +323,8 @@ class Connection:
             return False
         if self.drop.body == "close":
             await self.ws.close()
+        elif self.drop.body == "reset":
+            _cut.reset(self.request.transport)
         else:
             self._abort()
         return True

@@ -224,7 +224,7 @@ class Rest:
             return wire.invalid("comment must be a string")
         script = self.faults.take("ndjson", request.method, request.path)
         if script is not None:
-            return await wire.scripted(request, script.body or [])
+            return await wire.scripted(request, script.body or [], cut=script.size > 0)
         stream = await wire.NdjsonStream(request).open()
         await stream.line(wire.event("info", data="Creating checkpoint..."))
         sprite.checkpoint_counter += 1
@@ -273,7 +273,7 @@ class Rest:
                               "checkpoint not found")
         script = self.faults.take("ndjson", request.method, request.path)
         if script is not None:
-            return await wire.scripted(request, script.body or [])
+            return await wire.scripted(request, script.body or [], cut=script.size > 0)
         stream = await wire.NdjsonStream(request).open()
         await stream.line(wire.event("info", data=f"Restoring checkpoint {wanted}..."))
         if found is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .. import _cut
 from .state import now, rfc3339
 
 NDJSON = "application/x-ndjson"
@@ -91,9 +92,20 @@ class NdjsonStream:
         return self.response
 
 
-async def scripted(request: web.Request, lines: Sequence[Any]) -> web.StreamResponse:
-    """Answer with exactly ``lines`` (objects or raw strings) as an NDJSON stream."""
+async def scripted(request: web.Request, lines: Sequence[Any], *,
+                   cut: bool = False) -> web.StreamResponse:
+    """Answer with exactly ``lines`` (objects or raw strings) as an NDJSON stream.
+
+    ``cut``: the last line goes out without its newline and the connection is
+    closed before the chunked body ends — a stream truncated inside a line.
+    """
     stream = await NdjsonStream(request).open()
-    for record in lines:
-        await stream.line(record if isinstance(record, (str, dict)) else json.dumps(record))
-    return await stream.finish()
+    texts = [record if isinstance(record, str) else json.dumps(record) for record in lines]
+    if not cut:
+        for text in texts:
+            await stream.line(text)
+        return await stream.finish()
+    body = "\n".join(texts).encode()
+    await stream.response.write(body)
+    _cut.close(request.transport)
+    return stream.response
