@@ -1,7 +1,11 @@
-"""Shared fixtures: a clean library configuration around every test.
+"""Shared fixtures: a clean library configuration around every test, and the secrets canary.
 
 Configuration is process-global, so tests that write it run serially (the
 suite does not run tests in parallel; see ``test_config_guardrail.py``).
+
+The canary (:mod:`tests.canary`) is installed for the whole session: every
+hosted adapter's credential is :data:`tests.canary.CANARY`, and a test in
+whose logs, errors, value reprs or report the token shows up fails.
 """
 
 from __future__ import annotations
@@ -12,6 +16,53 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from managoat_sandbox import config
+
+from .canary import CANARY, Watch
+
+WATCH = Watch()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    WATCH.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    WATCH.uninstall()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Fail a test whose report (failure text, captured output or logs) holds the canary."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    sections = [("the failure text", report.longreprtext), *report.sections]
+    found = WATCH.sightings_in_report(sections)
+    if found:
+        original = report.longreprtext.replace(CANARY, "<the canary>")
+        report.outcome = "failed"
+        report.longrepr = f"the secrets canary appeared in: {', '.join(found)}\n\n{original}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Sightings no test owned (a background thread after its test ended) fail the run."""
+    late = WATCH.take()
+    if late:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"the secrets canary appeared after its test ended in: {late}", red=True,
+            )
+
+
+@pytest.fixture(autouse=True)
+def secrets_canary() -> Iterator[None]:
+    """Fail the test if the canary was seen in a log record, an error or a value's repr."""
+    yield
+    found = WATCH.take()
+    if found:
+        where = ", ".join(sorted(set(found)))
+        pytest.fail(f"the secrets canary appeared in: {where}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

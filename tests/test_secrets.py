@@ -13,7 +13,7 @@ from managoat_sandbox.errors import Denied, Unavailable, UnknownProvider
 from managoat_sandbox.testing import Fake
 from managoat_sandbox.types import Command, Handle
 
-CANARY = "canary-7f3a9c-SECRET-TOKEN"
+from .canary import CANARY
 
 
 def test_handles_and_commands_hide_private_state_and_instance_ids() -> None:

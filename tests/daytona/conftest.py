@@ -15,13 +15,14 @@ from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.logs import FollowPolicy
 
+from ..canary import CANARY
 from ..conftest import wait_until
 from . import emulated
 
 API = "https://api.test/api"
 PROXY = "https://proxy.test/toolbox"
 TOOLBOX = f"{PROXY}/sbx-1"
-KEY = "dtn-canary-5b1e-SECRET"
+KEY = CANARY
 
 FAST = FollowPolicy(
     min_interval=0.01,

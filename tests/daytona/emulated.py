@@ -8,7 +8,9 @@ from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.api import Timeouts
 from managoat_sandbox.providers.daytona.logs import FollowPolicy
 
-KEY = "emulated-dtn-key-canary"
+from ..canary import CANARY
+
+KEY = CANARY
 
 #: Polling paced for a local emulator (the defaults suit daytona.io).
 EMULATOR_FOLLOW = FollowPolicy(

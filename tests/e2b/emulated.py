@@ -7,7 +7,9 @@ import threading
 from managoat_sandbox import config
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
-API_KEY = "e2b_emulated_canary_KEY_77aa"
+from ..canary import CANARY
+
+API_KEY = CANARY
 
 
 def point_at(emulator: E2BEmulator, **extra: object) -> None:

@@ -319,7 +319,10 @@ def test_a_refused_connection_is_unavailable(e2b: E2B) -> None:
         e2b.get(box(e2b))
 
 
-def test_a_missing_api_key_is_denied_before_any_request(e2b: E2B) -> None:
+def test_a_missing_api_key_is_denied_before_any_request(
+    e2b: E2B, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("E2B_API_KEY")
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         for operation in (lambda: e2b.create("box"), lambda: e2b.get(box(e2b)),
                           e2b.list_all_names, lambda: e2b.exec(box(e2b), "true")):

@@ -12,10 +12,11 @@ from managoat_sandbox import config
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.providers.sprites import Sprites
 
+from ..canary import CANARY
 from ..conftest import wait_until
 from . import wire
 
-TOKEN = "sprites-test-token-0d2c"
+TOKEN = CANARY
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from managoat_sandbox.errors import (
 from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.types import Handle, NetworkPolicy, Session
 
-from .wire import BASE, body, calls, ndjson, query, url
+from .wire import BASE, TOKEN, body, calls, ndjson, query, url
 
 BOX = Handle("sprites", "box")
 
@@ -151,7 +151,7 @@ def test_create_posts_the_name_then_makes_the_url_public(
     assert calls(api) == [("POST", "/v1/sprites"), ("PUT", "/v1/sprites/box")]
     assert body(api, 0) == {"name": "box"}
     assert body(api, 1) == {"url_settings": {"auth": "public"}}
-    assert api.calls[0].request.headers["Authorization"] == "Bearer wire-token-5e1f"
+    assert api.calls[0].request.headers["Authorization"] == f"Bearer {TOKEN}"
 
 
 def test_create_without_public_urls_makes_one_request(

@@ -8,8 +8,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import responses
 
+from ..canary import CANARY
+
 BASE = "https://api.sprites.test"
-TOKEN = "wire-token-5e1f"
+TOKEN = CANARY
 
 
 def url(path: str) -> str:
