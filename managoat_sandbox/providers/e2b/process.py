@@ -98,6 +98,8 @@ class _Pump:
     recover: Callable[[], int | None] | None
     on_stopped: Callable[[], None] | None
     deadline: Deadline | None
+    _closing: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
 
     def __call__(self, stream: Stream) -> None:
         release = self.keepalive()
@@ -106,9 +108,18 @@ class _Pump:
                 self._recovered_exit(stream)
         finally:
             release()
-            self.closer.close()
+            with self._closing:
+                self._closed = True
+                self.closer.close()
             if stream.stopped.is_set() and not stream.finished.is_set() and self.on_stopped:
                 self.on_stopped()
+
+    def interrupt(self) -> None:
+        """Unblock the reader's read, unless the stream is closed already: once closed,
+        its connection may be back in the pool, serving another request."""
+        with self._closing:
+            if not self._closed:
+                interrupt(self.response)
 
     def _drive(self, stream: Stream) -> bool:
         """Deliver events until a terminal one (True) or the body's end (False)."""
@@ -370,5 +381,5 @@ def open_process(
     stopped = None if on_stopped is None else (lambda: on_stopped(pid))
     pump = _Pump(response, chunks, decoder, pending, closer, keepalive, recover, stopped,
                  deadline)
-    stream.start(pump, on_stop=lambda: interrupt(response))
+    stream.start(pump, on_stop=pump.interrupt)
     return stream, pid
