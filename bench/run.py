@@ -1,116 +1,175 @@
-"""Benchmarks: run with ``python bench/run.py``; prints a table of medians and ratios.
+"""Every benchmark in one run: ``python bench/run.py [--quick] [--json PATH] [--chart PATH]``.
 
-Timing lives here, never in pass/fail tests. Measured:
-- ``import managoat_sandbox`` in a fresh interpreter (target < 150 ms);
-- exec round trip through the facade vs the adapter called directly (the
-  facade's overhead: resolution, argument checks, tagging);
-- spawn-to-first-frame latency on the Fake;
-- fan-out: N concurrent streaming commands, counting lost or duplicated frames;
-- exec round trip and spawn-to-first-frame on the ``local`` provider (real processes).
+Prints one table, writes the rows as JSON (``bench/results.json`` unless
+``--json`` says otherwise) and, when matplotlib is importable, the chart of
+the latency and throughput ratios (``docs/performance.png``, see
+:mod:`chart`). Timing lives here, never in pass/fail tests; nothing here
+fails the run on a missed target: a row says ``MISS``, and a measurement that
+raised says ``error: <class>`` (the detail on stderr) while the rest go on.
+
+Sections, in order (``--only`` picks some):
+
+* ``import``: ``import managoat_sandbox`` vs each official SDK (:mod:`inprocess`);
+* ``fake``: facade overhead and first frame on the Fake, the conformance suite's
+  run time, and a Fake fan-out;
+* ``local``: exec and first frame on real local processes, and a local fan-out;
+* ``sprites``, ``e2b``, ``daytona``: each against its emulator in a child
+  process: ours vs the raw client vs the SDK (:mod:`providers`), then a
+  fan-out (:mod:`fanout`).
+
+``--quick`` takes under two minutes on 2 cores; the full run takes about
+twenty (most of it streaming 256 MiB per sample through Sprites and E2B).
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
+import importlib.util
+import json
+import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import fanout
+import inprocess
+import providers
+from measure import Row, guarded, table
+from served import emulator_process
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import config
-from managoat_sandbox.frames import Frame, Stdout
 from managoat_sandbox.testing import Fake
 
-
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - began)
-    return statistics.median(samples)
+BENCH = Path(__file__).resolve().parent
+MIB = providers.MIB
 
 
-def import_time() -> float:
-    code = (
-        "import time; t = time.perf_counter(); import managoat_sandbox; "
-        "print(time.perf_counter() - t)"
-    )
-    runs = [float(subprocess.check_output([sys.executable, "-c", code])) for _ in range(7)]
-    return statistics.median(runs)
+@dataclass(frozen=True)
+class Plan:
+    """How much work a run does."""
+
+    name: str
+    rounds: int  # pairs (or samples) per latency figure
+    import_rounds: int
+    suite_rounds: int
+    fan_out: int
+    sizes: providers.Sizes
 
 
-def fan_out(fake: Fake, commands: int, chunks: int) -> tuple[int, int]:
-    handle = sandbox.create("fake", "bench-fanout")
-    received: dict[object, list[bytes]] = {}
-    lock = threading.Lock()
-    done = threading.Semaphore(0)
-
-    def owner(frame: Frame) -> None:
-        with lock:
-            if isinstance(frame, Stdout):
-                received.setdefault(frame.ref, []).append(frame.data)
-        if frame.terminal:
-            done.release()
-
-    script = [f"out:{n}" for n in range(chunks)]
-    refs = [sandbox.spawn(handle, "emit", script, owner=owner).ref for _ in range(commands)]
-    for _ in refs:
-        done.acquire(timeout=60)
-    expected = [str(n).encode() for n in range(chunks)]
-    lost = sum(1 for ref in refs if received.get(ref) != expected)
-    return len(refs), lost
+QUICK = Plan("quick", rounds=7, import_rounds=3, suite_rounds=1, fan_out=50,
+             sizes=providers.Sizes(rounds=7, stream_rounds=2, stream_bytes=8 * MIB,
+                                   daytona_stream_bytes=1 * MIB))
+FULL = Plan("full", rounds=31, import_rounds=11, suite_rounds=5, fan_out=500,
+            sizes=providers.Sizes(rounds=31, stream_rounds=5, stream_bytes=256 * MIB,
+                                  daytona_stream_bytes=16 * MIB))
+SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona")
 
 
-def local_latencies() -> tuple[float, float]:
+def fake_fan_out(commands: int) -> list[Row]:
+    with config.override(adapters={"fake": Fake()}):
+        handle = sandbox.create("fake", "bench-fanout")
+        return fanout.fan_out_rows("fake", handle, fanout.FAKE, commands)
+
+
+def local_fan_out(commands: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as root, config.override("local", root=root):
-        handle = sandbox.create("local", "bench")
-
-        def first_frame() -> None:
-            command = sandbox.spawn(handle, "echo", ["x"])
-            assert command.frames is not None
-            command.frames.get(timeout=10)
-            sandbox.stop_command(command)
-
-        exec_time = median_seconds(lambda: sandbox.exec(handle, "true"), 20)
-        first = median_seconds(first_frame, 20)
-        sandbox.destroy(handle)
-    return exec_time, first
+        handle = sandbox.create("local", "bench-fanout")
+        try:
+            return fanout.fan_out_rows("local", handle, fanout.BASH, commands)
+        finally:
+            sandbox.destroy(handle)
 
 
-def main() -> None:
-    fake = Fake()
-    config.configure(adapters={"fake": fake})
+def hosted(name: str, plan: Plan) -> list[Row]:
+    """A provider's comparison rows and its fan-out, against one child-process emulator."""
+    provider = providers.PROVIDERS[name]
+    with emulator_process(name) as served:
+        rows = providers.measure(provider, served, plan.sizes)
+
+        def fan() -> list[Row]:
+            with providers.our_sandbox(name, "bench-fanout") as handle:
+                return fanout.fan_out_rows(name, handle, fanout.BASH, plan.fan_out)
+
+        return rows + guarded(name, f"fan-out {plan.fan_out}", fan)
+
+
+def section(name: str, plan: Plan) -> list[Row]:
+    """The rows of one section; one that raised outright is one error row."""
+    steps: dict[str, list[tuple[str, Callable[[], list[Row]]]]] = {
+        "import": [("import times", lambda: inprocess.import_rows(plan.import_rounds))],
+        "fake": [("facade and first frame", lambda: inprocess.fake_rows(plan.rounds)),
+                 ("conformance suite", lambda: inprocess.suite_rows(plan.suite_rounds)),
+                 (f"fan-out {plan.fan_out}", lambda: fake_fan_out(plan.fan_out))],
+        "local": [("latencies", lambda: inprocess.local_rows(plan.rounds)),
+                  (f"fan-out {plan.fan_out}", lambda: local_fan_out(plan.fan_out))],
+    }
+    if name not in steps:
+        return guarded(name, "emulator", lambda: hosted(name, plan))
+    return [row for measurement, rows in steps[name] for row in guarded(name, measurement, rows)]
+
+
+def machine() -> dict[str, str]:
+    """What the figures were measured on."""
+    def run(*argv: str) -> str:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=10,
+                                  check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    model = next((line.split(":", 1)[1].strip() for line in run("lscpu").splitlines()
+                  if line.startswith("Model name")), "")
+    return {"cpu": model, "nproc": run("nproc"), "kernel": platform.release(),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def write_chart(results: Path, chart: Path) -> str:
+    """Draw the chart with ``bench/chart.py`` if matplotlib is importable; say what happened."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return "no chart (matplotlib is not installed: pip install -e '.[bench]')"
+    drawn = subprocess.run([sys.executable, str(BENCH / "chart.py"), str(results), str(chart)],
+                           capture_output=True, text=True, timeout=120, check=False)
+    if drawn.returncode:
+        print(drawn.stderr, file=sys.stderr)
+        return "no chart: bench/chart.py failed (stderr above)"
+    return drawn.stdout.strip()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small N and sizes (< 2 minutes)")
+    parser.add_argument("--json", type=Path, default=BENCH / "results.json",
+                        help="where to write the results (default: bench/results.json)")
+    parser.add_argument("--chart", type=Path, default=BENCH.parent / "docs" / "performance.png",
+                        help="where to draw the chart (default: docs/performance.png)")
+    parser.add_argument("--no-chart", action="store_true", help="do not draw the chart")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        help="run only these sections")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
     config.configure("retry", attempts=1)
-    handle = sandbox.create("fake", "bench")
-    direct = median_seconds(lambda: fake.exec(handle, "emit", ["out:x"]), 2000)
-    facade = median_seconds(lambda: sandbox.exec(handle, "emit", ["out:x"]), 2000)
-
-    def first_frame() -> None:
-        command = sandbox.spawn(handle, "emit", ["out:x"])
-        assert command.frames is not None
-        command.frames.get(timeout=5)
-        sandbox.stop_command(command)
-
-    spawn = median_seconds(first_frame, 300)
-    local_exec, local_first = local_latencies()
-    commands, lost = fan_out(fake, 500, 20)
-    rows = [
-        ("import managoat_sandbox", f"{import_time() * 1000:.1f} ms", "target < 150 ms"),
-        ("exec via adapter (Fake)", f"{direct * 1e6:.1f} us", ""),
-        ("exec via facade (Fake)", f"{facade * 1e6:.1f} us", f"{facade / direct:.2f}x adapter"),
-        ("spawn -> first frame (Fake)", f"{spawn * 1e6:.1f} us", ""),
-        (f"fan-out {commands} commands", f"{lost} lost/duplicated", "must be 0"),
-        ("exec round trip (local)", f"{local_exec * 1000:.1f} ms", "a real process each"),
-        ("spawn -> first frame (local)", f"{local_first * 1000:.1f} ms", ""),
-    ]
-    width = max(len(r[0]) for r in rows)
-    for name, value, note in rows:
-        print(f"{name:<{width}}  {value:>22}  {note}")
-    fake.reset()
+    began = time.monotonic()
+    rows: list[Row] = []
+    for name in args.only:
+        rows += section(name, plan)
+    seconds = time.monotonic() - began
+    print(table(rows))
+    results = {"plan": asdict(plan), "seconds": round(seconds, 1), "machine": machine(),
+               "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+               "rows": [row.as_json() for row in rows]}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1) + "\n")
+    footer = [f"{plan.name} run, {seconds:.0f} s; latency figures: medians of {plan.rounds} "
+              f"alternating rounds, ratio = median per-round ours/reference [IQR]",
+              f"results: {args.json}"]
+    if not args.no_chart:
+        footer.append(write_chart(args.json, args.chart))
+    print("\n".join(footer))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+"""An emulator served from a child process, so that its CPU and memory are not ours.
+
+``python -m managoat_sandbox.emulators <provider> --port 0`` prints its base
+URL once it accepts connections; its request log is read over HTTP
+(``/_emulator/requests``). Every wait is bounded by :data:`measure.WAIT`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import requests
+from measure import WAIT
+from raw import CREDENTIAL
+
+#: Pause before reading the request log, so that requests a call left in flight are counted.
+SETTLE = 0.2
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running emulator: where it is, and its request log."""
+
+    provider: str
+    base_url: str
+
+    def requests_made(self, fn: Callable[[], object]) -> int:
+        """How many HTTP requests (WebSocket upgrades included) one call of ``fn`` made."""
+        requests.delete(f"{self.base_url}/_emulator/requests", timeout=WAIT).raise_for_status()
+        fn()
+        time.sleep(SETTLE)
+        answer = requests.get(f"{self.base_url}/_emulator/requests", timeout=WAIT)
+        answer.raise_for_status()
+        return len(answer.json())
+
+
+@contextlib.contextmanager
+def emulator_process(provider: str) -> Iterator[Served]:
+    """Serve ``provider``'s emulator from a child process until the block ends."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "managoat_sandbox.emulators", provider, "--port", "0",
+         "--token", CREDENTIAL], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        readable, _, _ = select.select([child.stdout], [], [], WAIT)
+        line = child.stdout.readline() if readable else ""
+        if not line.startswith("http://"):
+            raise RuntimeError(f"{provider} emulator did not start")
+        yield Served(provider, line.strip())
+    finally:
+        child.terminate()
+        try:
+            child.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(WAIT)
