@@ -87,9 +87,14 @@ def _trailer_error(envelope: connect.Envelope) -> SandboxError | None:
 
 @attrs.define(eq=False)
 class _Pump:
-    """The reader thread's loop over one open stream."""
+    """The reader thread's loop over one open stream.
 
-    response: requests.Response
+    Once the stream is closed the pump lets go of its response: a finished
+    command its caller still holds must not keep the connection's pool (and
+    an idle socket in it) alive after the pool's session has been closed.
+    """
+
+    response: requests.Response | None
     chunks: Iterator[bytes]
     decoder: connect.Decoder
     pending: list[connect.Envelope]
@@ -111,6 +116,7 @@ class _Pump:
             with self._closing:
                 self._closed = True
                 self.closer.close()
+                self.response, self.chunks = None, iter(())
             if stream.stopped.is_set() and not stream.finished.is_set() and self.on_stopped:
                 self.on_stopped()
 
@@ -118,7 +124,7 @@ class _Pump:
         """Unblock the reader's read, unless the stream is closed already: once closed,
         its connection may be back in the pool, serving another request."""
         with self._closing:
-            if not self._closed:
+            if not self._closed and self.response is not None:
                 interrupt(self.response)
 
     def _drive(self, stream: Stream) -> bool:
@@ -169,6 +175,9 @@ class _Pump:
 
     def _finish_body(self) -> None:
         """Read the body to its end, bounded (see the module docstring); never raises."""
+        response = self.response
+        if response is None:
+            return
         bound = TRAILER_WAIT
         remaining = None if self.deadline is None else self.deadline.remaining()
         if remaining is not None:
@@ -177,7 +186,7 @@ class _Pump:
         read = 0
         try:
             while (left := give_up - time.monotonic()) > 0:
-                set_read_timeout(self.response, left)
+                set_read_timeout(response, left)
                 chunk = next(self.chunks, b"")
                 if not chunk:
                     return
