@@ -1,131 +1,138 @@
-"""Soak: thousands of exec/spawn cycles with random faults, counting lost or duplicated frames.
+"""Soak: thousands of exec/spawn/attach cycles with random faults, on every adapter.
 
-Run with ``python bench/soak.py [--cycles N] [--seed S]``. Each cycle picks a
-random Fake script (output, exit codes, drops), sometimes an injected transient
-fault, sometimes a stop or an attach, and checks every delivered stream against
-the script: output complete and in order, exactly one terminal frame, nothing
-after a stop. A smaller share of cycles runs real processes on ``local``. The
-answer it prints must be ``0 lost, 0 duplicated, 0 wrong``.
+Run with ``python bench/soak.py [--cycles N] [--seconds S] [--seed X] [--short]``.
+The adapters run one after another — the Fake, ``local``, then Sprites, E2B
+and Daytona against their emulators (started in this process) — each for at
+most ``--cycles`` cycles and its share of ``--seconds`` (time one adapter
+leaves unused passes to the next). Every cycle (see ``soak_cycles``) runs a
+random command through the facade, sometimes with an injected fault, a stop
+(from inside the owner callback or from another thread) or an attach, and
+checks what was delivered against what the command must produce
+(``soak_check``): output complete and in order, exactly one terminal frame,
+nothing after a stop, the real exit code, and faults ending in their
+taxonomy error. After each adapter, threads beyond those alive before it
+started (its emulator included) are leaked threads, after a bounded wait.
+
+It prints a progress line every ``--progress`` seconds and, at the end, one
+row per adapter; every problem column must be 0, else the exit status is 1.
+``--short`` (the CI run, well under a minute) is ``--cycles 300 --seconds 35``.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import random
-import tempfile
+import sys
 import threading
 import time
+from collections.abc import Callable
 
-import managoat_sandbox as sandbox
+from soak_check import PROBLEMS, Tally, leaked_threads
+from soak_cycles import Driver, cycle
+from soak_hosted import DaytonaDriver, E2BDriver, SpritesDriver
+from soak_local import FakeDriver, LocalDriver
+
 from managoat_sandbox import config
-from managoat_sandbox.errors import SandboxError, Unavailable
-from managoat_sandbox.frames import Exit, Frame, Stdout
-from managoat_sandbox.testing import Fake
+
+DRIVERS: dict[str, Callable[[], Driver]] = {
+    "fake": FakeDriver, "local": LocalDriver, "sprites": SpritesDriver, "e2b": E2BDriver,
+    "daytona": DaytonaDriver,
+}
+#: Cycles between fresh sandboxes (bounds session lists and disk use).
+RECYCLE = 200
+COLUMNS = ("cycles", "faults", "errors", *PROBLEMS)
 
 
-def fake_script(rng: random.Random) -> tuple[list[str], bytes, object]:
-    """A random script, the stdout it must produce, and its terminal (code or 'drop')."""
-    args: list[str] = []
-    out = b""
-    for n in range(rng.randint(0, 6)):
-        chunk = f"{n}-{rng.randint(0, 999)}"
-        args.append(f"out:{chunk}")
-        out += chunk.encode()
-    end: object = rng.choice([0, 0, 3, 255, "drop"])
-    args.append("drop" if end == "drop" else f"exit:{end}")
-    return args, out, end
+def soak(driver: Driver, rng: random.Random, *, cycles: int, seconds: float, progress: float,
+         began: float) -> Tally:
+    """Run one adapter's cycles within both bounds; count its leaked threads after."""
+    tally = Tally(driver.name)
+    baseline = {thread.ident for thread in threading.enumerate()}
+    start = time.monotonic()
+    try:
+        driver.open()
+    except Exception as error:
+        tally.problem("bad_end", f"could not start: {error!r}")
+        return tally
+    shown = start
+    try:
+        for n in range(1, cycles + 1):
+            if time.monotonic() - start >= seconds:
+                break
+            try:
+                cycle(driver, rng, n, tally)
+                if n % RECYCLE == 0:
+                    driver.recycle()
+            except Exception as error:
+                tally.problem("bad_end", f"cycle {n} crashed: {error!r}")
+            if time.monotonic() - shown >= progress:
+                shown = time.monotonic()
+                print(f"[{shown - began:7.1f} s] {_brief(tally)}", flush=True)
+    finally:
+        driver.close()
+    for name in leaked_threads(baseline):
+        tally.problem("leaked_threads", name)
+    tally.counts["seconds"] = round(time.monotonic() - start)
+    print(f"[{time.monotonic() - began:7.1f} s] done: {_brief(tally)}", flush=True)
+    return tally
 
 
-class Tally:
-    def __init__(self) -> None:
-        self.cycles = self.lost = self.duplicated = self.wrong = self.faults = 0
-
-    def check(self, frames: list[Frame], out: bytes, end: object) -> None:
-        terminals = [f for f in frames if f.terminal]
-        if len(terminals) > 1:
-            self.duplicated += 1
-        if not terminals or frames[-1] is not terminals[0]:
-            self.lost += 1
-            return
-        data = b"".join(f.data for f in frames if isinstance(f, Stdout))
-        verdict = terminals[0].code if isinstance(terminals[0], Exit) else "drop"
-        if data != out or verdict != end:
-            self.wrong += 1
+def _brief(tally: Tally) -> str:
+    counts = tally.counts
+    return (f"{tally.name}: {counts['cycles']} cycles, {counts['faults']} faults "
+            f"({counts['errors']} ended in accepted errors), {tally.problems} problems")
 
 
-def fake_cycle(rng: random.Random, handle: sandbox.Handle, fake: Fake, tally: Tally) -> None:
-    args, out, end = fake_script(rng)
-    if rng.random() < 0.1:
-        fake.fail_next("spawn", Unavailable("soak"))
-        tally.faults += 1
-        try:
-            sandbox.spawn(handle, "emit", args)
-        except SandboxError:
-            return
-        tally.wrong += 1
-        return
-    frames: list[Frame] = []
-    done = threading.Event()
-
-    def owner(frame: Frame) -> None:
-        frames.append(frame)
-        if frame.terminal:
-            done.set()
-
-    command = sandbox.spawn(handle, "emit", args, owner=owner)
-    if rng.random() < 0.2:
-        sandbox.stop_command(command)
-        seen = len(frames)
-        replay = sandbox.attach(handle, command.session_id or "")
-        tally.check(list(sandbox.iter_frames(replay, timeout=5)), out, end)
-        if len(frames) != seen:
-            tally.duplicated += 1
-        return
-    if not done.wait(5):
-        tally.lost += 1
-        return
-    tally.check(frames, out, end)
+def report(tallies: list[Tally]) -> str:
+    header = f"{'adapter':<9}" + "".join(f"{c:>15}" for c in (*COLUMNS, "seconds"))
+    rows = [f"{t.name:<9}" + "".join(f"{t.counts[c]:>15}" for c in (*COLUMNS, "seconds"))
+            for t in tallies]
+    total = Tally("total")
+    for tally in tallies:
+        total.counts.update(tally.counts)
+    rows.append(f"{'total':<9}" + "".join(f"{total.counts[c]:>15}"
+                                          for c in (*COLUMNS, "seconds")))
+    details = [f"  {t.name} {example}" for t in tallies for example in t.examples]
+    return "\n".join([header, *rows, *(["problems (first ones):", *details] if details else [])])
 
 
-def local_cycle(rng: random.Random, handle: sandbox.Handle, tally: Tally) -> None:
-    code = rng.choice([0, 1, 7])
-    lines = rng.randint(1, 50)
-    command = sandbox.spawn(handle, "bash", ["-c", f"seq {lines}; exit {code}"])
-    frames = list(sandbox.iter_frames(command, timeout=30))
-    expected = "".join(f"{n}\n" for n in range(1, lines + 1)).encode()
-    tally.check(frames, expected, code)
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=5000)
+    parser.add_argument("--cycles", type=int, default=2000, help="at most N cycles per adapter")
+    parser.add_argument("--seconds", type=float, default=300.0, help="wall-clock budget, total")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--short", action="store_true", help="the CI run: 300 cycles, 35 s")
+    parser.add_argument("--progress", type=float, default=10.0, help="seconds between lines")
+    parser.add_argument("--adapters", default=",".join(DRIVERS),
+                        help=f"comma-separated subset of {','.join(DRIVERS)}")
     args = parser.parse_args()
+    if args.short:
+        args.cycles, args.seconds = 300, 35.0
+    names = [name for name in args.adapters.split(",") if name]
+    unknown = sorted(set(names) - set(DRIVERS))
+    if unknown:
+        parser.error(f"unknown adapters {unknown}")
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    rng = random.Random(seed)
-    fake = Fake()
-    tally = Tally()
+    print(f"soak: seed {seed}, {args.cycles} cycles per adapter, {args.seconds:.0f} s, "
+          f"adapters {','.join(names)}", flush=True)
+    config.configure("retry", attempts=1)
+    # The emulators' server logs the connection resets that injected faults cause.
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
     began = time.monotonic()
-    with tempfile.TemporaryDirectory() as root:
-        config.configure(adapters={"fake": fake})
-        config.configure("local", root=root)
-        config.configure("retry", attempts=1)
-        fake_box = sandbox.create("fake", "soak")
-        local_box = sandbox.create("local", "soak")
-        for n in range(args.cycles):
-            if n % 50 == 49:
-                local_cycle(rng, local_box, tally)
-            else:
-                fake_cycle(rng, fake_box, fake, tally)
-            tally.cycles += 1
-            if n % 500 == 499:
-                fake.reset()
-                fake_box = sandbox.create("fake", "soak")
-        sandbox.destroy(local_box)
-    print(f"seed {seed}: {tally.cycles} cycles ({tally.faults} injected faults) in "
-          f"{time.monotonic() - began:.1f} s: {tally.lost} lost, {tally.duplicated} duplicated, "
-          f"{tally.wrong} wrong")
+    tallies = []
+    for index, name in enumerate(names):
+        share = (args.seconds - (time.monotonic() - began)) / (len(names) - index)
+        rng = random.Random(f"{seed}-{name}")
+        tallies.append(soak(DRIVERS[name](), rng, cycles=args.cycles, seconds=share,
+                            progress=args.progress, began=began))
+    print(report(tallies))
+    failed = sum(t.problems for t in tallies)
+    print(f"seed {seed}: {sum(t.counts['cycles'] for t in tallies)} cycles in "
+          f"{time.monotonic() - began:.1f} s: "
+          + ("all problem counts 0" if not failed else f"{failed} problems"))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
