@@ -116,11 +116,20 @@ def run_fan_out(handle: Handle, script: Script, commands: int) -> FanOutResult:
     began = time.monotonic()
     deadline = began + WAIT + commands * 0.5
     running: list[Command] = []
+    lock = threading.Lock()
+
+    def spawn(_: int) -> None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("fan-out spawns did not get there in time")
+        command = sandbox.spawn(handle, script.cmd, list(script.args), owner=collected.owner,
+                                stdin=True)
+        with lock:
+            running.append(command)
+
     try:
         with ThreadPoolExecutor(SPAWNERS) as pool:
-            running += pool.map(lambda _: sandbox.spawn(
-                handle, script.cmd, list(script.args), owner=collected.owner, stdin=True),
-                range(commands))
+            for _ in pool.map(spawn, range(commands)):
+                pass
         refs = [command.ref for command in running]
         collected.wait(lambda: all(collected.stdout.get(ref, b"") == FIRST_HALF for ref in refs),
                        deadline)
