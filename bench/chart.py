@@ -48,8 +48,8 @@ def draw(results: Mapping[str, Any], out: Path) -> None:
     figure = Figure(figsize=(12, max(3.0, 0.45 * len(latency) + 1.5)))
     left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     _bars(left, latency, "Latency (lower is better)", [(1.0, "SDK bar"), (1.2, "raw bar")])
-    _bars(right, throughput, "stdout throughput through spawn (higher is better)",
-          [(0.8, "raw bar")])
+    _bars(right, throughput, "Throughput (higher is better)", [(0.8, "raw bar")])
+    right.set_xlim(0, max([1.1, *(row["spread"][1] * 1.05 for row in throughput)]))
     machine = results.get("machine", {})
     figure.suptitle(f"managoat_sandbox on the emulators: {results.get('plan', {}).get('name')} "
                     f"run, {machine.get('nproc', '?')} cores, Python {machine.get('python', '?')}",
