@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from measure import FASTER_THAN_SDK, WAIT, Row, Target, compared, elapsed, paired, repeated, single
@@ -51,8 +52,7 @@ def import_rows(rounds: int) -> list[Row]:
     rows = [single("import", "import managoat_sandbox", ours, unit="ms", scale=1000,
                    target=IMPORT_TARGET)]
     for provider, (module, sdk) in IMPORTS.items():
-        found = paired(lambda module=module: import_seconds(module),
-                       lambda sdk=sdk: import_seconds(sdk), rounds)
+        found = paired(partial(import_seconds, module), partial(import_seconds, sdk), rounds)
         rows.append(compared("import", f"{provider} adapter vs SDK client", found, unit="ms",
                              scale=1000, reference_name="SDK", kind="import",
                              target=FASTER_THAN_SDK))
