@@ -16,8 +16,10 @@ and hands both to :class:`Tally`, which counts problems by kind:
   (including any non-taxonomy exception);
 * ``leaked_threads`` — counted by :func:`leaked_threads` per adapter.
 
-Every count must be zero. Stdout and stderr are judged separately: the
-contract promises each stream's bytes in order, not their interleaving.
+Every count must be zero. A count is of commands (or threads), not of
+frames: chunk boundaries are not promised, so a command with bytes missing
+counts once. Stdout and stderr are judged separately: the contract promises
+each stream's bytes in order, not their interleaving.
 """
 
 from __future__ import annotations

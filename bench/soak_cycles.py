@@ -47,10 +47,11 @@ class Job:
 class Fault:
     """An injectable fault and the taxonomy errors that may end its cycle.
 
-    ``arm`` queues it before the operation; ``mid`` strikes after the first
-    frame of a spawn; ``timeout`` is an exec deadline shorter than the (slow)
-    job. ``errors`` empty means the fault must be ridden out: only the exact
-    result is right.
+    ``ops`` are the cycle kinds it may be drawn for; in ``stop`` and ``attach``
+    cycles it strikes the attach, never the spawn before it. ``arm`` queues it
+    before the operation; ``mid`` strikes after the first frame of a spawn;
+    ``timeout`` is an exec deadline shorter than the (slow) job. ``errors``
+    empty means the fault must be ridden out: only the exact result is right.
     """
 
     name: str
