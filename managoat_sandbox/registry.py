@@ -13,7 +13,6 @@ import importlib
 import logging
 import threading
 from collections.abc import Mapping
-from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
@@ -45,6 +44,8 @@ _entry_points: dict[str, Any] | None = None
 def _load_entry_points() -> dict[str, Any]:
     global _entry_points
     if _entry_points is None:
+        # importlib.metadata costs ~15 ms to import: paid at the first resolution, not at import.
+        metadata = importlib.import_module("importlib.metadata")
         found: dict[str, Any] = {}
         for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
             found[entry.name] = entry

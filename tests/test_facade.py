@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import queue
 from collections.abc import Callable
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_explicit_map_beats_entry_points_which_beat_builtins(
 
     monkeypatch.setattr(registry, "_entry_points", None)
     monkeypatch.setattr(
-        registry.metadata, "entry_points",
+        importlib.metadata, "entry_points",
         lambda group: [Entry("fake"), Entry("thirdparty")] if group == registry.ENTRY_POINT_GROUP
         else [],
     )
