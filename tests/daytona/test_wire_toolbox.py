@@ -331,7 +331,7 @@ def test_a_vanished_session_without_an_exit_is_closed_before_exit_never_exit_zer
 def test_an_exit_the_daemon_never_recorded_is_recovered_from_the_sentinel(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + framed(b"done\n")]
+    fake.journals = [OUT + framed(b"done\n") + END]
     fake.exit_after = None
     fake.execute_reply = lambda cmd: (200, {}, json.dumps(
         {"exitCode": 0, "result": "23\n" if "/code" in cmd else ""}))

@@ -23,7 +23,10 @@ killed); a shim that died without writing one means the command is gone. A
 command that is gone, or whose session vanished — the daemon restarted, the
 session was deleted, the sandbox is gone — ends with
 ``Unavailable("closed_before_exit")`` after its last output; an exit code is
-never invented. Transient failures are retried (honouring a
+never invented. A code learnt from the shim is delivered only once the log
+read after it has shown both streams' end frames: an ``Exit`` means all the
+output was delivered, so a log that can no longer be read (or only a stale
+prefix of it) ends with ``closed_before_exit`` instead. Transient failures are retried (honouring a
 429's advice) within a budget, after which the last error ends the stream.
 """
 
@@ -314,18 +317,27 @@ class LogFollower:
         if latest is not None:
             self.deliver(stream, latest, final=True)
 
-    def _finish(self, stream: Stream, found: int | str) -> None:
-        """After draining the log: the shim's exit code, or closed before exit."""
+    def _complete(self) -> bool:
+        """Whether every stream's end frame has been delivered.
+
+        Only a framed stream can prove that: a raw one carries no end mark.
+        The shim writes both end frames before its exit code, so once it has
+        a code, a log read that lacks them lost output.
+        """
+        return all(
+            isinstance(channel, FramedChannel) and channel.ended for channel in self.channels
+        )
+
+    def _finish(self, stream: Stream, found: int | str | None) -> None:
+        """Drain the log, then the shim's exit code — only if the whole log was
+        delivered (:meth:`_complete`); otherwise closed before exit."""
         self._drain(stream, None)
-        if isinstance(found, int):
+        if isinstance(found, int) and self._complete():
             stream.exit(found)
         else:
             stream.fail(Unavailable("closed_before_exit"))
 
     def _vanished(self, stream: Stream) -> None:
-        """The command or its session is gone: the shim's code, else closed before exit."""
-        found = self._probe()
-        if isinstance(found, int):
-            stream.exit(found)
-        else:
-            stream.fail(Unavailable("closed_before_exit"))
+        """The command or its session is gone: the shim's code after the rest of
+        the log (read while it still answers), else closed before exit."""
+        self._finish(stream, self._probe())

@@ -1,0 +1,149 @@
+"""What the soak found, pinned through the Daytona emulator: a command whose exit the
+shim recorded while its log could no longer be read whole ends with
+``closed_before_exit`` — never an ``Exit`` after lost output.
+
+Each test holds the command at a gate file after its first half of output, waits until
+the follower has delivered that half, blinds the follower (a fault), opens the gate
+and waits on disk for the shim's exit code, so the follower meets the recorded code
+while the second half is still unread: the order is forced, no race is won by timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from managoat_sandbox import config
+from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from managoat_sandbox.errors import Unavailable
+from managoat_sandbox.frames import Error, Exit, Frame, Stdout
+from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.adapter import DaytonaCommand
+from managoat_sandbox.providers.daytona.api import Timeouts
+from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
+from managoat_sandbox.types import Command, Handle
+
+from ..conftest import wait_until
+from .emulated import EMULATOR_FOLLOW, KEY, reader_threads
+
+pytestmark = pytest.mark.timeout(60)
+
+#: The failure budget outlasts every wait below, so a blinded follower keeps retrying.
+PATIENT = attrs.evolve(EMULATOR_FOLLOW, unreachable_after=45.0)
+FIRST = b"".join(b"line-%d\n" % i for i in range(1, 6))
+SECOND = b"".join(b"line-%d\n" % i for i in range(6, 11))
+MANY = 1_000_000
+
+
+@pytest.fixture
+def daytona(emulator: DaytonaEmulator) -> Iterator[Daytona]:
+    config.configure("daytona", api_key=KEY, api_url=emulator.api_url)
+    emulator.faults.clear()
+    adapter = Daytona(follow=PATIENT, timeouts=Timeouts(connect=2.0, api=10.0, toolbox=10.0),
+                      start_timeout=10.0)
+    yield adapter
+    emulator.faults.clear()
+    assert wait_until(lambda: not reader_threads(), 5), f"leaked: {reader_threads()}"
+    for name in adapter.list_all_names():
+        adapter.destroy(adapter.build_handle(name))
+
+
+@pytest.fixture
+def handle(daytona: Daytona, request: pytest.FixtureRequest) -> Handle:
+    return daytona.create(f"soak-{request.node.name[:40]}")
+
+
+@pytest.fixture
+def root(emulator: DaytonaEmulator, handle: Handle) -> Path:
+    """The sandbox's directory on the emulator's disk."""
+    return emulator.sandbox_dir(emulator.store.find(handle.name).id)
+
+
+def stdout_of(frames: list[Frame]) -> bytes:
+    return b"".join(f.data for f in frames if isinstance(f, Stdout))
+
+
+def spawn_gated(daytona: Daytona, handle: Handle, gate: Path) -> tuple[Command, Mailbox]:
+    """Prints FIRST, waits for ``gate`` to exist, prints SECOND, exits 42; returns once
+    FIRST has been delivered."""
+    script = (f"for i in 1 2 3 4 5; do echo line-$i; done; "
+              f"while [ ! -e '{gate}' ]; do sleep 0.01; done; "
+              f"for i in 6 7 8 9 10; do echo line-$i; done; exit 42")
+    box = Mailbox()
+    command = daytona.spawn(handle, "bash", ["-c", script], owner=box)
+    assert wait_until(lambda: stdout_of(box.history(command.ref)) == FIRST, 10)
+    return command, box
+
+
+def finish_behind_the_follower(root: Path, command: Command, gate: Path) -> None:
+    """Let the command run to its exit and wait until the shim has recorded it."""
+    gate.touch()
+    code = root / "tmp" / "managoat" / str(command.session_id) / "code"
+    assert wait_until(lambda: code.exists() and code.read_text().strip() == "42", 15)
+
+
+def command_path(command: Command, suffix: str) -> str:
+    state: DaytonaCommand = command.private
+    return f"/session/{state.session_id}/command/{state.command_id}{suffix}"
+
+
+def terminal_of(daytona: Daytona, command: Command, box: Mailbox) -> list[Frame]:
+    """The command's frames, once its one terminal frame has come and stayed the last."""
+    box.expect(is_terminal(command.ref), 15)
+    box.refute(is_terminal(command.ref), 0.1)
+    daytona.stop_command(command)
+    frames = box.history(command.ref)
+    assert [f for f in frames if f.terminal] == [frames[-1]], "exactly one terminal frame, last"
+    return frames
+
+
+def test_a_command_lost_by_the_daemon_after_its_exit_is_closed_before_exit_not_exit(
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
+) -> None:
+    """The soak's case: record and log answer 404 once the command has exited, the
+    shim's code is 42 and half the output was never read."""
+    gate = root / "home" / "gate"
+    command, box = spawn_gated(daytona, handle, gate)
+    emulator.unavailable(path=command_path(command, "$"), times=MANY)
+    finish_behind_the_follower(root, command, gate)
+    command.private.toolbox.delete_session(command.session_id)
+    emulator.faults.clear()
+    frames = terminal_of(daytona, command, box)
+    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert not any(isinstance(f, Exit) for f in frames)
+    assert stdout_of(frames) == FIRST
+
+
+def test_a_shim_exit_whose_log_reads_stay_stale_is_closed_before_exit_not_exit(
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
+) -> None:
+    """The daemon never records the exit (its record answers "running"), the shim's
+    code is 42, and every log read is a stale prefix without the end frames."""
+    gate = root / "home" / "gate"
+    command, box = spawn_gated(daytona, handle, gate)
+    emulator.faults.add("status", status=200, path=command_path(command, "$"), times=MANY,
+                        body={"id": command.private.command_id, "command": "bash"})
+    journal = next(root.rglob(f"{command.private.command_id}/output.log"))
+    emulator.serve_stale_log_prefix(len(journal.read_bytes()), times=MANY)
+    finish_behind_the_follower(root, command, gate)
+    frames = terminal_of(daytona, command, box)
+    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert not any(isinstance(f, Exit) for f in frames)
+    assert stdout_of(frames) == FIRST
+
+
+def test_a_shim_exit_after_the_whole_log_is_the_real_exit(
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
+) -> None:
+    """The same unrecorded exit with a log that reads whole: Exit(42) after all of it."""
+    gate = root / "home" / "gate"
+    command, box = spawn_gated(daytona, handle, gate)
+    emulator.faults.add("status", status=200, path=command_path(command, "$"), times=MANY,
+                        body={"id": command.private.command_id, "command": "bash"})
+    finish_behind_the_follower(root, command, gate)
+    frames = terminal_of(daytona, command, box)
+    assert stdout_of(frames) == FIRST + SECOND
+    assert frames[-1] == Exit(command.ref, 42)
