@@ -550,6 +550,7 @@ def test_list_sessions_parses_the_journal_listing(rsps: responses.RequestsMock, 
 def test_attach_to_an_unknown_session_is_not_found(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
     rsps.add(responses.GET, f"{ENVD}/files", status=404, json={"code": 404, "message": "nope"})
+    rsps.add(responses.POST, f"{ENVD}/process.Process/List", json={"processes": []})
     with pytest.raises(NotFound):
         e2b.attach(box(e2b), "fountain-42")
     with pytest.raises(NotFound):
@@ -588,7 +589,7 @@ def test_attach_replays_then_ends_with_the_journaled_exit(
     ]
 
 
-def test_attach_closed_without_end_recovers_the_exit_file(
+def test_attach_closed_without_end_is_closed_before_exit_despite_the_exit_file(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:
     running(rsps)
@@ -596,7 +597,9 @@ def test_attach_closed_without_end_recovers_the_exit_file(
     stream(rsps, start(9), stdout(b"replayed"), trailer())
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
-    assert mailbox.expect(is_terminal(command.ref), 2) == Exit(command.ref, 17)
+    assert mailbox.expect(is_terminal(command.ref), 2) == Error(
+        command.ref, Unavailable("closed_before_exit")
+    )
 
 
 @pytest.mark.parametrize("exit_file", [(404, b'{"code":404}'), (200, b"bad")])

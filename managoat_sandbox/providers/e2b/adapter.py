@@ -42,7 +42,10 @@ closes this end only: the remote process goes on.
 
 Detachable spawns run under a journaling shim (:mod:`.journal`); ``attach``
 replays the journal from byte zero, tails it, and ends with the journaled exit
-code. Sessions are the journaled commands (finished ones included). Without
+code. A session is attachable as soon as ``spawn`` returns: one whose shim
+has not yet written its ``.cmd`` is recognised by its live, tagged shim in
+envd's ``List`` (a look taken only when the ``.cmd`` is missing). Sessions
+are the journaled commands (finished ones included). Without
 ``detachable=True`` nothing is journaled and the command cannot be attached.
 
 Not supported: tty, checkpoints, ``terminate_session``, ``create_new``,
@@ -531,7 +534,10 @@ class E2B(StreamingAdapter):
             return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE)
 
         envd, spec = self._on_sandbox(s, handle, journaled)
-        if spec is None:
+        if spec is None and not (
+            journal.is_tag(session_id)
+            and self._guarded(key, envd, lambda: self._starting(envd, session_id))
+        ):
             raise NotFound(("session", session_id))
         finished = self._guarded(key, envd, lambda: self._exit_code(envd, session_id)) is not None
         tag = journal.new_tag()
@@ -546,6 +552,22 @@ class E2B(StreamingAdapter):
         process = E2BProcess(stream, envd, self._http, session_id, None, live=not finished)
         return Command(self.provider, stream.ref, frames=stream.frames, private=process,
                        session_id=session_id)
+
+    def _starting(self, envd: Envd, session_id: str) -> bool:
+        """Whether a session without a ``.cmd`` is one whose shim has not written it yet.
+
+        envd reports a shim started before the shim has run a line, so
+        ``spawn`` can hand out a session whose journal is not there yet. It
+        is that session if envd lists the shim of that tag alive, or if the
+        ``.cmd`` is there on a second look (the shim finished in between).
+        """
+        listing = envd.call(self._http, "List", {})
+        processes = listing.get("processes") if isinstance(listing, Mapping) else None
+        for entry in processes if isinstance(processes, list) else []:
+            if (isinstance(entry, Mapping) and entry.get("tag") == session_id
+                    and journal.is_shim(session_id, entry.get("config"))):
+                return True
+        return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE) is not None
 
     def _exit_code(self, envd: Envd, session_id: str) -> int | None:
         return journal.parse_exit(

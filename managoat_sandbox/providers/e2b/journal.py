@@ -10,7 +10,11 @@ files API (``~/`` paths) agree on; the caller's ``env`` is given to the command
 alone (``env --``), so an overridden ``HOME`` cannot move the journal. Layout,
 for a session (tag) ``T``:
 
-* ``T.cmd`` — the command line (``cmd`` and its args joined by spaces);
+* ``T.cmd`` — the command line (``cmd`` and its args joined by spaces),
+  written by the shim before it runs the command — but after envd has
+  reported the shim started, so a session just spawned may not have it yet:
+  its live shim, listed by envd under the tag, is recognised by
+  :func:`is_shim` instead;
 * ``T.out`` / ``T.err`` — every byte the command wrote to stdout / stderr;
 * ``T.exit`` — the exit code, created (atomically, by rename) only after both
   journals are complete, so its presence means "finished, journal whole".
@@ -36,6 +40,7 @@ __all__ = [
     "TAG_PREFIX",
     "exit_path",
     "cmd_path",
+    "is_shim",
     "is_tag",
     "lister",
     "new_tag",
@@ -80,8 +85,20 @@ def exit_path(tag: str) -> str:
 
 
 def cmd_path(tag: str) -> str:
-    """The files-API path of the session's command line (present from its start)."""
+    """The files-API path of the session's command line (written first by its shim)."""
     return f"{JOURNAL_DIR}/{tag}.cmd"
+
+
+_SHIM_HEAD = f"mkdir -p {_SCRIPT_DIR} || exit 125\nprintf %s "
+
+
+def _shim_tail(tag: str) -> str:
+    """The shim's last lines: keep the exit code, then exit with it."""
+    b = _base(tag)
+    return (
+        f"[ -s {b}.rc ] && mv -f {b}.rc {b}.exit\n"
+        f'exit "$(cat {b}.exit 2>/dev/null || echo 255)"\n'
+    )
 
 
 def shim(
@@ -101,17 +118,36 @@ def shim(
     line = " ".join((cmd, *args))
     b = _base(tag)
     return (
-        f"mkdir -p {_SCRIPT_DIR} || exit 125\n"
-        f"printf %s {quote(line)} > {b}.cmd\n"
+        f"{_SHIM_HEAD}{quote(line)} > {b}.cmd\n"
         f"{{ {{ {argv}; echo $? > {b}.rc; }} 2>&1 1>&3 3>&- "
         f"| tee -a {b}.err >&2 3>&-; }} 3>&1 | tee -a {b}.out\n"
-        f"[ -s {b}.rc ] && mv -f {b}.rc {b}.exit\n"
-        f'exit "$(cat {b}.exit 2>/dev/null || echo 255)"\n'
+        f"{_shim_tail(tag)}"
     )
+
+
+def is_shim(tag: str, config: object) -> bool:
+    """Whether ``config`` (a ``ProcessConfig`` from envd's ``List``) is the shim of ``tag``.
+
+    It is when it runs ``bash -c`` with a script that begins as every shim
+    does and ends with the lines only the shim of ``tag`` has (the caller's
+    words all come between the two).
+    """
+    if not isinstance(config, Mapping) or config.get("cmd") != "bash":
+        return False
+    args = config.get("args")
+    if not (isinstance(args, list) and len(args) == 2 and args[0] == "-c"
+            and isinstance(args[1], str)):
+        return False
+    script = args[1]
+    return (script.startswith(_SHIM_HEAD) and script.endswith(_shim_tail(tag))
+            and f" > {_base(tag)}.cmd\n" in script)
 
 
 def replayer(tag: str) -> str:
     """The bash script an attach runs: the journals from byte zero, then followed.
+
+    It makes the journal directory and files if they are not there yet (a
+    shim that envd has started may not have reached its first line).
 
     The stdout journal goes to stdout and the stderr journal to stderr. A
     sentinel ends once the exit file appears (or the replayer itself is
@@ -120,7 +156,7 @@ def replayer(tag: str) -> str:
     """
     b = _base(tag)
     return (
-        f"touch {b}.out {b}.err || exit 125\n"
+        f"mkdir -p {_SCRIPT_DIR} && touch {b}.out {b}.err || exit 125\n"
         f"( while kill -0 $$ 2>/dev/null && [ ! -e {b}.exit ]; do sleep 0.1; done ) & s=$!\n"
         f"tail -c +1 -s 0.1 --pid=$s -f {b}.out & o=$!\n"
         f"tail -c +1 -s 0.1 --pid=$s -f {b}.err >&2 & e=$!\n"

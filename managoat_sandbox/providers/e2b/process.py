@@ -12,8 +12,11 @@ absent ``exitCode`` being 0 (proto-JSON omits zero values); an end-of-stream
 envelope carrying an error → ``Error`` with the mapped error; a clean end of
 the body without ``end`` → ``Error(Unavailable("closed_before_exit"))``, made
 by the shared base, never an invented exit. In *replay* mode (``attach``) the
-code comes from the session's exit file instead, which also rescues a stream
-that closed without ``end`` — a missing exit file is never turned into a code.
+code at ``end`` comes from the session's exit file instead, and a missing exit
+file is never turned into a code. A replay whose body ends without ``end`` is
+also ``Error(Unavailable("closed_before_exit"))``, even when the exit file is
+there: the cut may have come before the whole journal was replayed, and an
+``Exit`` promises that all output was delivered.
 
 After ``end`` the rest of the body (the end-of-stream envelope and the final
 chunk) is read before the exit frame is delivered, so that urllib3 returns the
@@ -109,8 +112,7 @@ class _Pump:
     def __call__(self, stream: Stream) -> None:
         release = self.keepalive()
         try:
-            if not self._drive(stream) and self.recover is not None and not stream.stopped.is_set():
-                self._recovered_exit(stream)
+            self._drive(stream)
         finally:
             release()
             with self._closing:
@@ -127,22 +129,20 @@ class _Pump:
             if not self._closed and self.response is not None:
                 interrupt(self.response)
 
-    def _drive(self, stream: Stream) -> bool:
-        """Deliver events until a terminal one (True) or the body's end (False)."""
+    def _drive(self, stream: Stream) -> None:
+        """Deliver events until a terminal one or the body's end; at the body's end
+        without a terminal frame the shared base fails the stream ``closed_before_exit``."""
         try:
             if self._handle(stream, self.pending):
-                return True
+                return
             for chunk in self.chunks:
                 if self._handle(stream, self.decoder.feed(chunk)):
-                    return True
+                    return
         except connect.CodecError as error:
             stream.fail(codec_error(error.reason))
-            return True
         except Unavailable as error:
             if not stream.stopped.is_set():
                 stream.fail(error)
-            return True
-        return False
 
     def _handle(self, stream: Stream, envelopes: list[connect.Envelope]) -> bool:
         for envelope in envelopes:
