@@ -81,7 +81,8 @@ class Watch:
         package = logging.getLogger("managoat_sandbox")
         level = package.level
         package.setLevel(logging.DEBUG)
-        self._restore.append(lambda: (root.removeHandler(handler), package.setLevel(level)))
+        self._restore.append(functools.partial(root.removeHandler, handler))
+        self._restore.append(functools.partial(package.setLevel, level))
 
         for cls in (*_ERROR_CLASSES, *_VALUE_CLASSES):
             if "__init__" in vars(cls):

@@ -11,7 +11,8 @@ whose logs, errors, value reprs or report the token shows up fails.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, Any, None]:
     """Fail a test whose report (failure text, captured output or logs) holds the canary."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
