@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -31,29 +30,12 @@ from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Handle, NetworkPolicy
 
 from ..conftest import wait_until
-from .emulated import adapter_threads, point_at
+from .emulated import adapter_threads
 
 pytestmark = pytest.mark.timeout(60)
 
 WAIT = 10.0
 SCRIPT = ("bash", ["-c", "echo one; echo two >&2; echo three; exit 4"])
-
-
-@pytest.fixture
-def e2b(emulator: E2BEmulator) -> Iterator[E2B]:
-    point_at(emulator)
-    emulator.faults.clear()
-    yield E2B()
-    emulator.faults.clear()
-    assert wait_until(lambda: not adapter_threads(), timeout=WAIT), adapter_threads()
-
-
-@pytest.fixture
-def handle(e2b: E2B, emulator: E2BEmulator) -> Iterator[Handle]:
-    created = e2b.create(f"faults-{time.monotonic_ns()}")
-    yield created
-    emulator.faults.clear()
-    e2b.destroy(created)
 
 
 def sandbox_id(e2b: E2B, handle: Handle) -> str:

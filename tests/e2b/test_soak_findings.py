@@ -24,8 +24,7 @@ from managoat_sandbox.providers.e2b.process import E2BProcess
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
-from ..conftest import wait_until
-from .emulated import API_KEY, adapter_threads, point_at
+from .emulated import API_KEY
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,23 +38,6 @@ GATE = """case $BASH_EXECUTION_STRING in
     for _ in $(seq 1000); do [ -e "$HOME/release" ] && break; sleep 0.01; done ;;
 esac
 """
-
-
-@pytest.fixture
-def e2b(emulator: E2BEmulator) -> Iterator[E2B]:
-    point_at(emulator)
-    emulator.faults.clear()
-    yield E2B()
-    emulator.faults.clear()
-    assert wait_until(lambda: not adapter_threads(), timeout=WAIT), adapter_threads()
-
-
-@pytest.fixture
-def handle(e2b: E2B, emulator: E2BEmulator) -> Iterator[Handle]:
-    created = e2b.create(f"soak-{time.monotonic_ns()}")
-    yield created
-    emulator.faults.clear()
-    e2b.destroy(created)
 
 
 @pytest.fixture
