@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from managoat_sandbox import config
+from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.api import Timeouts
 from managoat_sandbox.providers.daytona.logs import FollowPolicy
 
 from ..canary import CANARY
+from ..conftest import wait_until
 
 KEY = CANARY
 
@@ -23,10 +28,25 @@ EMULATOR_FOLLOW = FollowPolicy(
 )
 
 
-def emulated_adapter(**kwargs: object) -> Daytona:
+def emulated_adapter(follow: FollowPolicy = EMULATOR_FOLLOW, **kwargs: object) -> Daytona:
     """An adapter paced for the emulator (config must point it there)."""
-    return Daytona(follow=EMULATOR_FOLLOW, timeouts=Timeouts(connect=2.0, api=10.0, toolbox=10.0),
+    return Daytona(follow=follow, timeouts=Timeouts(connect=2.0, api=10.0, toolbox=10.0),
                    start_timeout=10.0, **kwargs)  # type: ignore[arg-type]
+
+
+@contextmanager
+def serving(emulator: DaytonaEmulator, **kwargs: object) -> Iterator[Daytona]:
+    """An emulated adapter (``kwargs`` as for :func:`emulated_adapter`) with config pointed
+    at ``emulator`` and no pending fault; afterwards the faults are cleared, no reader
+    thread may be left (bounded wait) and every sandbox is destroyed."""
+    config.configure("daytona", api_key=KEY, api_url=emulator.api_url)
+    emulator.faults.clear()
+    adapter = emulated_adapter(**kwargs)  # type: ignore[arg-type]
+    yield adapter
+    emulator.faults.clear()
+    assert wait_until(lambda: not reader_threads(), 5), f"leaked: {reader_threads()}"
+    for name in adapter.list_all_names():
+        adapter.destroy(adapter.build_handle(name))
 
 
 def reader_threads() -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from managoat_sandbox import NetworkPolicy, config
+from managoat_sandbox import NetworkPolicy
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid, RateLimited, Truncated, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
@@ -17,8 +17,7 @@ from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Command, Handle
 
-from ..conftest import wait_until
-from .emulated import KEY, emulated_adapter, reader_threads
+from .emulated import emulated_adapter, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,14 +30,8 @@ COMMAND_PATHS = r"/command/[^/]+(/logs)?$"
 
 @pytest.fixture
 def daytona(emulator: DaytonaEmulator) -> Iterator[Daytona]:
-    config.configure("daytona", api_key=KEY, api_url=emulator.api_url)
-    emulator.faults.clear()
-    adapter = emulated_adapter(page_size=2)
-    yield adapter
-    emulator.faults.clear()
-    assert wait_until(lambda: not reader_threads(), 5), f"leaked: {reader_threads()}"
-    for name in adapter.list_all_names():
-        adapter.destroy(adapter.build_handle(name))
+    with serving(emulator, page_size=2) as adapter:
+        yield adapter
 
 
 @pytest.fixture

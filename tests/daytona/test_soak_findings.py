@@ -16,18 +16,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-from managoat_sandbox import config
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.adapter import DaytonaCommand
-from managoat_sandbox.providers.daytona.api import Timeouts
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
 from ..conftest import wait_until
-from .emulated import EMULATOR_FOLLOW, KEY, reader_threads
+from .emulated import EMULATOR_FOLLOW, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,15 +38,8 @@ MANY = 1_000_000
 
 @pytest.fixture
 def daytona(emulator: DaytonaEmulator) -> Iterator[Daytona]:
-    config.configure("daytona", api_key=KEY, api_url=emulator.api_url)
-    emulator.faults.clear()
-    adapter = Daytona(follow=PATIENT, timeouts=Timeouts(connect=2.0, api=10.0, toolbox=10.0),
-                      start_timeout=10.0)
-    yield adapter
-    emulator.faults.clear()
-    assert wait_until(lambda: not reader_threads(), 5), f"leaked: {reader_threads()}"
-    for name in adapter.list_all_names():
-        adapter.destroy(adapter.build_handle(name))
+    with serving(emulator, follow=PATIENT) as adapter:
+        yield adapter
 
 
 @pytest.fixture
@@ -100,6 +91,12 @@ def terminal_of(daytona: Daytona, command: Command, box: Mailbox) -> list[Frame]
     return frames
 
 
+def record_says_running(emulator: DaytonaEmulator, command: Command) -> None:
+    """The daemon never records the exit: the command record answers without ``exitCode``."""
+    emulator.faults.add("status", status=200, path=command_path(command, "$"), times=MANY,
+                        body={"id": command.private.command_id, "command": "bash"})
+
+
 def test_a_command_lost_by_the_daemon_after_its_exit_is_closed_before_exit_not_exit(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
 ) -> None:
@@ -124,8 +121,7 @@ def test_a_shim_exit_whose_log_reads_stay_stale_is_closed_before_exit_not_exit(
     code is 42, and every log read is a stale prefix without the end frames."""
     gate = root / "home" / "gate"
     command, box = spawn_gated(daytona, handle, gate)
-    emulator.faults.add("status", status=200, path=command_path(command, "$"), times=MANY,
-                        body={"id": command.private.command_id, "command": "bash"})
+    record_says_running(emulator, command)
     journal = next(root.rglob(f"{command.private.command_id}/output.log"))
     emulator.serve_stale_log_prefix(len(journal.read_bytes()), times=MANY)
     finish_behind_the_follower(root, command, gate)
@@ -141,8 +137,7 @@ def test_a_shim_exit_after_the_whole_log_is_the_real_exit(
     """The same unrecorded exit with a log that reads whole: Exit(42) after all of it."""
     gate = root / "home" / "gate"
     command, box = spawn_gated(daytona, handle, gate)
-    emulator.faults.add("status", status=200, path=command_path(command, "$"), times=MANY,
-                        body={"id": command.private.command_id, "command": "bash"})
+    record_says_running(emulator, command)
     finish_behind_the_follower(root, command, gate)
     frames = terminal_of(daytona, command, box)
     assert stdout_of(frames) == FIRST + SECOND
