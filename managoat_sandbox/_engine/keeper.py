@@ -1,0 +1,104 @@
+"""The keeper: the host-side process of an isolated sandbox.
+
+Started by :func:`.launch.launch`, it runs bubblewrap (which runs the agent
+inside the namespaces), records the agent's host pid and start time in
+``agent.json`` (so a ``destroy`` can kill it even if it no longer answers),
+tells the launcher the agent is ready, and then serves the sandbox's egress:
+every connection a command makes to the proxy port arrives here as a passed
+descriptor and is handled by :func:`.egress.serve_connection` on its own
+thread. The keeper exits when bubblewrap does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+
+from .agent_process import write_record
+from .egress import serve_connection
+from .tree import start_time
+
+_INFO_LIMIT = 64 * 1024
+
+
+def _read_info(fd: int) -> dict[str, object]:
+    data = b""
+    while len(data) < _INFO_LIMIT:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        with contextlib.suppress(ValueError):
+            info = json.loads(data)
+            if isinstance(info, dict):
+                return info
+    return {}
+
+
+def _serve_egress(channel: socket.socket, state_fd: int) -> None:
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(channel, 16, 8)
+        except OSError:
+            return
+        if not fds:
+            return
+        for fd in fds:
+            client = socket.socket(fileno=fd)
+            threading.Thread(target=serve_connection, args=(client, state_fd),
+                             name="egress", daemon=True).start()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the keeper process."""
+    parser = argparse.ArgumentParser(prog="managoat_sandbox keeper")
+    parser.add_argument("--state", type=int, required=True)
+    parser.add_argument("--listen", type=int, required=True)
+    parser.add_argument("--ready", type=int, required=True)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--command", required=True)
+    args = parser.parse_args(argv)
+    command: list[str] = json.loads(args.command)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    agent_ready_r, agent_ready_w = os.pipe()
+    info_r, info_w = os.pipe()
+    command = [command[0], "--info-fd", str(info_w), *command[1:],
+               "--state", str(args.state), "--listen", str(args.listen),
+               "--ready", str(agent_ready_w), "--egress", str(theirs.fileno()),
+               "--config", args.config]
+    passed = (args.state, args.listen, agent_ready_w, theirs.fileno(), info_w)
+    proc = subprocess.Popen(command, pass_fds=passed, stdin=subprocess.DEVNULL)
+    for fd in (args.listen, agent_ready_w, info_w):
+        os.close(fd)
+    theirs.close()
+    info = _read_info(info_r)
+    os.close(info_r)
+    pid = info.get("child-pid")
+    ready = os.read(agent_ready_r, 1)
+    os.close(agent_ready_r)
+    if ready != b"R" or not isinstance(pid, int):
+        proc.wait()
+        return 1
+    write_record(args.state, "agent.json", {"pid": pid, "start": start_time(pid)})
+    os.write(args.ready, b"R")
+    os.close(args.ready)
+
+    def wait_for_sandbox() -> None:
+        proc.wait()
+        os._exit(0)
+
+    threading.Thread(target=wait_for_sandbox, name="bwrap", daemon=True).start()
+    _serve_egress(ours, args.state)
+    proc.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Starting a box's agent: under bubblewrap (isolated) or as a plain host process.
+
+An isolated sandbox sees, and only sees:
+
+* its own directory ``fs/`` as ``/``, writable (``/tmp``, ``/home/<user>`` and
+  anything a command or ``write_file`` creates live there);
+* the host's ``/usr`` (and ``/bin``, ``/lib``… as the host has them), a
+  chosen set of system files from ``/etc`` (:data:`ETC`), and the Python
+  installation that runs the agent, all read-only;
+* generated ``/etc/passwd``, ``group``, ``hosts`` and ``hostname``;
+* its own ``/proc`` (only its processes), a minimal ``/dev``, a ``/run``
+  tmpfs, and the agent's code read-only under ``/run/managoat``;
+* a network namespace holding only loopback.
+
+Its process tree: a *keeper* (a host process, :mod:`.keeper`: it runs the
+egress proxy) → ``bwrap`` → the agent (process 1 of the sandbox) → commands.
+Without isolation the agent is started directly. Either way the agent gets
+its state directory, control socket and ready pipe as inherited descriptors,
+and an environment holding nothing but ``PATH`` and ``LANG``.
+
+Mount points that bubblewrap needs inside ``fs/`` are checked before each
+start: whatever a command left in their place (a symlink where ``/bin`` goes,
+a file where ``/proc`` goes) is moved aside to ``<name>.displaced-<hex>``,
+so a sandbox can never make its own agent unstartable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import select
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import cgroup, isolation
+from .errors import EngineError
+from .limits import CHILD_OPEN_FILES
+from .mounts import Mount, system_mounts
+from .mounts import args as mount_args
+from .settings import DEFAULT_PATH, BoxSettings
+
+ENGINE_DIR = Path(__file__).resolve().parent
+AGENT_HOME = "/run/managoat"
+SOCKET = "agent.sock"
+LOG = "agent.log"
+LAUNCH_LOCK = "launch.lock"
+POLICY = "policy.json"
+_LOG_LIMIT = 1024 * 1024
+_SUN_PATH = 100
+_LAUNCH_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
+
+#: Run a module of the engine as a top-level package, from the directory given
+#: as the first argument: the engine imports nothing outside itself, so the
+#: interpreter starts isolated (-I) and without site-packages (-S).
+BOOTSTRAP = ("import sys; sys.path.append(sys.argv.pop(1)); "
+             "from _engine.{module} import main; sys.exit(main(sys.argv[1:]))")
+
+#: System files of /etc that commands commonly need, bound read-only where the host has them.
+ETC = ("alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf",
+       "crypto-policies", "debian_version", "gai.conf", "host.conf", "inputrc", "ld.so.cache",
+       "ld.so.conf", "ld.so.conf.d", "locale.alias", "localtime", "magic", "mime.types",
+       "nsswitch.conf", "os-release", "pki", "profile", "profile.d", "protocols", "services",
+       "ssl", "terminfo", "timezone")
+GENERATED_ETC = ("passwd", "group", "hosts", "hostname")
+
+_launched: list[subprocess.Popen[bytes]] = []
+
+
+def agent_python() -> tuple[str, tuple[str, ...]]:
+    """The interpreter that runs the agent, and the host paths it needs inside.
+
+    This process's own interpreter: a version known to run the engine. Its
+    installation is bound read-only at the same path unless it is under ``/usr``.
+    """
+    executable = os.path.realpath(sys.executable)
+    prefixes = {os.path.realpath(sys.base_prefix)}
+    home = os.path.dirname(os.path.dirname(executable))
+    if not any(executable.startswith(p + os.sep) for p in prefixes):
+        prefixes.add(home)
+    return executable, tuple(sorted(p for p in prefixes if not _under(p, "/usr")))
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + os.sep)
+
+
+def mounts(settings: BoxSettings, state: Path, python_paths: tuple[str, ...]) -> list[Mount]:
+    """Everything mounted over ``fs/`` in an isolated sandbox, in bubblewrap order."""
+    found = system_mounts()
+    found += [Mount("ro-bind", f"/etc/{name}", f"/etc/{name}") for name in ETC
+              if os.path.lexists(f"/etc/{name}")]
+    found += [Mount("ro-bind", f"/etc/{name}", str(state / "etc" / name))
+              for name in GENERATED_ETC]
+    found += [Mount("proc", "/proc"), Mount("dev", "/dev"), Mount("tmpfs", "/run")]
+    found += [Mount("ro-bind", path, path) for path in python_paths]
+    return found
+
+
+def bwrap_command(bwrap: str, settings: BoxSettings, fs: Path, state: Path,
+                  python: str, python_paths: tuple[str, ...]) -> list[str]:
+    """The bubblewrap command line that starts the agent inside the sandbox."""
+    args = [bwrap, *isolation.NAMESPACE_FLAGS, "--uid", str(settings.uid), "--gid",
+            str(settings.uid), "--hostname", settings.hostname, "--bind", str(fs), "/"]
+    args += mount_args(mounts(settings, state, python_paths))
+    args += ["--ro-bind", str(ENGINE_DIR), f"{AGENT_HOME}/_engine",
+             "--clearenv", "--setenv", "PATH", DEFAULT_PATH, "--setenv", "LANG", "C.UTF-8",
+             "--chdir", "/", "--",
+             python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"), AGENT_HOME]
+    return args
+
+
+def write_generated_etc(state: Path, settings: BoxSettings) -> None:
+    """The sandbox's own passwd, group, hosts and hostname (in ``state/etc``)."""
+    etc = state / "etc"
+    etc.mkdir(mode=0o755, exist_ok=True)
+    user, uid, home = settings.user, settings.uid, settings.home
+    files = {
+        "passwd": f"root:x:0:0:root:/root:/bin/sh\n{user}:x:{uid}:{uid}:{user}:{home}:/bin/bash\n"
+                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\n{user}:x:{uid}:\nnogroup:x:65534:\n",
+        "hosts": f"127.0.0.1\tlocalhost {settings.hostname}\n::1\tlocalhost ip6-localhost\n",
+        "hostname": f"{settings.hostname}\n",
+    }
+    for name, text in files.items():
+        (etc / name).write_text(text)
+
+
+# -- keeping mount points startable ------------------------------------------------------
+
+def _displace(dir_fd: int, name: str) -> None:
+    os.rename(name, f"{name}.displaced-{secrets.token_hex(4)}", src_dir_fd=dir_fd,
+              dst_dir_fd=dir_fd)
+
+
+def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _fits(name: str, dir_fd: int, info: os.stat_result, mount: Mount) -> bool:
+    node = mount.node()
+    if node == "symlink":
+        return stat.S_ISLNK(info.st_mode) and os.readlink(name, dir_fd=dir_fd) == mount.source
+    if node == "file":
+        return stat.S_ISREG(info.st_mode)
+    return stat.S_ISDIR(info.st_mode)
+
+
+def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
+    """Make ``mount.dest`` mountable under the root ``fs_fd``: real directories on the
+    way, and either nothing or the right kind of node at the end (anything else is
+    moved aside). Never follows a symlink."""
+    parts = [p for p in mount.dest.split("/") if p]
+    fd = os.dup(fs_fd)
+    try:
+        for part in parts[:-1]:
+            info = _lstat(part, fd)
+            if info is not None and not stat.S_ISDIR(info.st_mode):
+                _displace(fd, part)
+                info = None
+            if info is None:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            dir_fd=fd)
+            os.close(fd)
+            fd = child
+        info = _lstat(parts[-1], fd)
+        if info is not None and not _fits(parts[-1], fd, info, mount):
+            _displace(fd, parts[-1])
+    finally:
+        os.close(fd)
+
+
+# -- starting -------------------------------------------------------------------------------
+
+def _listen(state_fd: int, state: Path) -> socket.socket:
+    path = state / SOCKET
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(SOCKET, dir_fd=state_fd)
+    address = str(path) if len(os.fsencode(path)) < _SUN_PATH else f"/proc/self/fd/{state_fd}/{SOCKET}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(address)
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def _open_log(state_fd: int) -> int:
+    fd = os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=state_fd)
+    if os.fstat(fd).st_size > _LOG_LIMIT:
+        os.ftruncate(fd, 0)
+    return fd
+
+
+def log_tail(state: Path, limit: int = 2000) -> str:
+    """The last lines of the agent's log, for an error message."""
+    with contextlib.suppress(OSError, EngineError):
+        from .records import open_regular
+
+        fd = open_regular(state / LOG)
+        try:
+            size = os.fstat(fd).st_size
+            text = os.pread(fd, limit, max(0, size - limit)).decode(errors="replace")
+        finally:
+            os.close(fd)
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+    return ""
+
+
+def _reap_launched() -> None:
+    _launched[:] = [proc for proc in _launched if proc.poll() is None]
+
+
+def agent_config(settings: BoxSettings, *, egress_open: bool) -> dict[str, object]:
+    """The configuration the agent starts with."""
+    limits = settings.limits.to_json()
+    if not settings.isolated:
+        limits["processes"] = None
+    return {"namespace": settings.isolated, "limits": limits,
+            "child_open_files": CHILD_OPEN_FILES if settings.limits.open_files else None,
+            "egress": egress_open}
+
+
+def launch(directory: Path, settings: BoxSettings, *, deadline: float,
+           egress_open: bool = True) -> None:
+    """Start the box's agent and return once it serves; EngineError naming the reason if not.
+
+    The caller holds the box's launch lock and has made sure no agent runs.
+    """
+    _reap_launched()
+    state, fs = directory / "state", directory / "fs"
+    state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    opened: list[int] = [state_fd]
+    try:
+        listener = _listen(state_fd, state)
+        opened.append(listener.detach())
+        ready_r, ready_w = os.pipe()
+        opened.append(ready_w)
+        log = _open_log(state_fd)
+        opened.append(log)
+        config = json.dumps(agent_config(settings, egress_open=egress_open))
+        python, python_paths = agent_python()
+        preexec = None
+        if settings.isolated:
+            support = isolation.support()
+            if not support.available or support.bwrap is None:
+                raise EngineError(f"isolation is unavailable: {support.reason}")
+            fs_fd = os.open(fs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                for mount in mounts(settings, state, python_paths):
+                    prepare_mount_point(fs_fd, mount)
+            finally:
+                os.close(fs_fd)
+            command = bwrap_command(support.bwrap, settings, fs, state, python, python_paths)
+            argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="keeper"),
+                    str(ENGINE_DIR.parent), "--state", str(state_fd), "--listen",
+                    str(opened[1]), "--ready", str(ready_w), "--config", config,
+                    "--command", json.dumps(command)]
+            limit = settings.limits.processes
+            group = cgroup.create(settings.id, limit) if limit else None
+            if group is not None:
+                preexec = functools.partial(cgroup.join, group)
+        else:
+            argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"),
+                    str(ENGINE_DIR.parent), "--state", str(state_fd), "--listen",
+                    str(opened[1]), "--ready", str(ready_w), "--config", config]
+        proc = subprocess.Popen(
+            argv, pass_fds=(state_fd, opened[1], ready_w), stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True, env=_LAUNCH_ENV, cwd="/",
+            preexec_fn=preexec,  # noqa: PLW1509 - only when joining a cgroup
+        )
+    except OSError as exc:
+        raise EngineError(f"cannot start the agent: {exc}") from None
+    finally:
+        for fd in opened:
+            os.close(fd)
+    _launched.append(proc)
+    _await_ready(ready_r, proc, state, deadline)
+
+
+def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path,
+                 deadline: float) -> None:
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                raise EngineError("the agent did not start in time"
+                                  + (f": {tail}" if (tail := log_tail(state)) else ""))
+            readable, _, _ = select.select([ready_r], [], [], remaining)
+            if readable:
+                break
+        answer = os.read(ready_r, 1)
+    finally:
+        os.close(ready_r)
+    if answer != b"R":
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        raise EngineError("the agent failed to start: " + (log_tail(state) or "no reason given"))
