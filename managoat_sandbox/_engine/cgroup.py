@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from pathlib import Path
 
 BASE = Path("/sys/fs/cgroup/pids/managoat_sandbox")
 
 
 def create(box_id: str, processes: int) -> Path | None:
-    """A fresh ``pids`` cgroup allowing ``processes`` tasks, or None where not applicable."""
+    """A fresh ``pids`` cgroup allowing ``processes`` tasks, or None where not applicable.
+
+    Each start of a sandbox gets its own cgroup (the keeper of the previous one
+    may still be removing its own).
+    """
     if os.geteuid() != 0 or not (BASE.parent / "cgroup.procs").is_file():
         return None
-    path = BASE / box_id
+    path = BASE / f"{box_id}-{secrets.token_hex(4)}"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True)
         (path / "pids.max").write_text(str(processes))
     except OSError:
         return None
@@ -34,7 +39,20 @@ def join(path: Path) -> None:
     (path / "cgroup.procs").write_text(str(os.getpid()))
 
 
-def remove(box_id: str) -> None:
-    """Remove the sandbox's cgroup once its processes are gone; a no-op elsewhere."""
+def leave_and_remove(path: Path) -> None:
+    """Move the calling process back to the hierarchy's root and remove ``path``.
+
+    The keeper calls this when its sandbox has ended: it was the cgroup's
+    first member and is its last.
+    """
     with contextlib.suppress(OSError):
-        (BASE / box_id).rmdir()
+        (BASE.parent / "cgroup.procs").write_text(str(os.getpid()))
+        path.rmdir()
+
+
+def process_limit_enforced(isolated: bool) -> bool:
+    """Whether a sandbox's ``processes`` limit binds here: isolated, and either not root
+    (``RLIMIT_NPROC`` in its user namespace) or root with a ``pids`` hierarchy."""
+    if not isolated:
+        return False
+    return os.geteuid() != 0 or (BASE.parent / "cgroup.procs").is_file()

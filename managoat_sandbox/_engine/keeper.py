@@ -6,7 +6,8 @@ inside the namespaces), records the agent's host pid and start time in
 tells the launcher the agent is ready, and then serves the sandbox's egress:
 every connection a command makes to the proxy port arrives here as a passed
 descriptor and is handled by :func:`.egress.serve_connection` on its own
-thread. The keeper exits when bubblewrap does.
+thread. The keeper exits when bubblewrap does, removing the sandbox's ``pids`` cgroup
+(:mod:`.cgroup`) if it had one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
+from . import cgroup
 from .agent_process import write_record
 from .egress import serve_connection
 from .tree import start_time
@@ -64,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ready", type=int, required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--command", required=True)
+    parser.add_argument("--cgroup", type=Path)
     args = parser.parse_args(argv)
     command: list[str] = json.loads(args.command)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -85,18 +89,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.close(agent_ready_r)
     if ready != b"R" or not isinstance(pid, int):
         proc.wait()
+        if args.cgroup is not None:
+            cgroup.leave_and_remove(args.cgroup)
         return 1
     write_record(args.state, "agent.json", {"pid": pid, "start": start_time(pid)})
     os.write(args.ready, b"R")
     os.close(args.ready)
 
-    def wait_for_sandbox() -> None:
+    def finish() -> None:
         proc.wait()
+        if args.cgroup is not None:
+            cgroup.leave_and_remove(args.cgroup)
         os._exit(0)
 
-    threading.Thread(target=wait_for_sandbox, name="bwrap", daemon=True).start()
+    threading.Thread(target=finish, name="bwrap", daemon=True).start()
     _serve_egress(ours, args.state)
-    proc.wait()
+    finish()
     return 0
 
 

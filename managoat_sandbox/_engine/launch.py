@@ -275,6 +275,7 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
             group = cgroup.create(settings.id, limit) if limit else None
             if group is not None:
                 preexec = functools.partial(cgroup.join, group)
+                argv += ["--cgroup", str(group)]
         else:
             argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"),
                     str(ENGINE_DIR.parent), "--state", str(state_fd), "--listen",
@@ -284,7 +285,7 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
             stdout=log, stderr=log, start_new_session=True, env=_LAUNCH_ENV, cwd="/",
             preexec_fn=preexec,  # noqa: PLW1509 - only when joining a cgroup
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
         for fd in opened:

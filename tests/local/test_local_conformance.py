@@ -1,4 +1,9 @@
-"""The conformance suite against the local adapter, with real bash fixtures."""
+"""The conformance suite against the local adapter, with real bash fixtures.
+
+There is no ``spawn_drop`` fixture: no command can make its sandbox's agent drop
+a stream (it cannot signal or trace the agent, which is process 1 of its PID
+namespace and not dumpable). Agent death is tested from the host instead
+(``test_agent.py``)."""
 
 from __future__ import annotations
 
@@ -22,13 +27,6 @@ class LocalConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
         "spawn_ok": ("bash", ["-lc", "echo hello"]),
         "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
-        # The supervisor is the parent and runs in the session directory: wait until it
-        # has journaled the output, then kill it so the stream ends without an exit.
-        "spawn_drop": (
-            "bash",
-            ["-c", "echo partial; until grep -q partial /proc/$PPID/cwd/journal; "
-             "do sleep 0.01; done; kill -KILL $PPID"],
-        ),
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done"]),
         "exec_mixed": ("bash", ["-c", "echo OUT; echo ERR >&2"], "OUT", "ERR"),
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),

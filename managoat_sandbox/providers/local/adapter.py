@@ -33,7 +33,7 @@ from typing import Any
 
 from ... import _args, config
 from ..._deadline import Deadline
-from ..._engine import cgroup, egress, events, safefs
+from ..._engine import egress, events, safefs
 from ..._engine.box import AgentDown, Box, Refused
 from ..._engine.errors import EngineError
 from ..._engine.limits import Limits
@@ -136,29 +136,32 @@ class Local(StreamingAdapter):
                            limits=limits)
 
     def _make(self, name: str, instance_id: str | None, settings: BoxSettings) -> Path | None:
-        """Build the sandbox aside and move it into place; None if the name is taken."""
+        """Build the sandbox aside and move it into place; None if a sandbox of that name
+        exists, ``Invalid`` if something else holds the name."""
         base = layout.root()
+        target = base / name
         staging = layout.staging_dir(base)
         try:
             Box.layout(staging, settings)
             layout.write_meta(staging, layout.new_meta(name, instance_id))
-            target = base / name
-            try:
-                staging.rename(target)
-            except OSError:
-                if target.exists() or target.is_symlink():
-                    return None
-                raise
+            os.rename(staging, target)
         except OSError as error:
             layout.remove(staging)
+            if layout.read_meta(target) is not None:
+                return None
+            if os.path.lexists(target):
+                raise Invalid(f"{target} exists and is not a sandbox") from None
             raise Unavailable(("create_failed", error.strerror)) from None
         return target
 
-    def _start(self, name: str, path: Path) -> None:
+    def _start(self, name: str, path: Path, pins: dict[str, str]) -> None:
         """Start a new sandbox's agent; on failure nothing of the sandbox is left."""
         try:
-            self._box(name).ensure()
-        except EngineError as error:
+            box = self._box(name)
+            if box.settings.isolated:
+                box.set_policy(egress.Policy(resolve=pins))
+            box.ensure()
+        except (OSError, EngineError) as error:
             self._forget(path)
             layout.remove(path)
             raise Unavailable(("agent_failed", str(error))) from None
@@ -172,6 +175,7 @@ class Local(StreamingAdapter):
         """
         name = layout.check_name(name)
         settings = self._settings(name, opts)
+        pins = _pins()
         for _ in range(3):
             try:
                 box = self._box(name)
@@ -179,7 +183,7 @@ class Local(StreamingAdapter):
                 path = self._make(name, None, settings)
                 if path is None:
                     continue
-                self._start(name, path)
+                self._start(name, path, pins)
                 return self.build_handle(name)
             if "limits" in opts and box.settings.limits != settings.limits:
                 raise Invalid(("limits", "the sandbox exists with other limits; destroy it "
@@ -192,11 +196,12 @@ class Local(StreamingAdapter):
         _args.bounded_timeout(timeout, 120.0, "create_timeout")
         name = layout.check_name(name)
         settings = self._settings(name, opts)
+        pins = _pins()
         instance_id = f"local-{uuid.uuid4().hex}"
         path = self._make(name, instance_id, settings)
         if path is None:
             raise AlreadyExists(("sandbox", name))
-        self._start(name, path)
+        self._start(name, path, pins)
         return Handle(self.provider, name, instance_id=instance_id)
 
     def get(self, handle: Handle) -> Info:
@@ -226,7 +231,6 @@ class Local(StreamingAdapter):
             raise Unavailable("destroy_unconfirmed")
         self._forget(box.directory)
         layout.remove(box.directory)
-        cgroup.remove(box.settings.id)
 
     def list_all_names(self) -> frozenset[str]:
         base = layout.root()
@@ -460,9 +464,8 @@ class Local(StreamingAdapter):
             allow = tuple(egress.check_domain(entry) for entry in policy.allow)
         except ValueError as error:
             raise Invalid(("policy", str(error))) from None
-        pins = config.get("local", "egress_hosts") or {}
         try:
-            box.set_policy(egress.Policy(allow=allow, resolve=dict(pins)))
+            box.set_policy(egress.Policy(allow=allow, resolve=_pins()))
         except (OSError, EngineError) as error:
             raise Unavailable(("policy_failed", str(error))) from None
 
@@ -497,6 +500,15 @@ class Local(StreamingAdapter):
             checkpoints.restore(box, checkpoint_id)
         except OSError as error:
             raise RestoreFailed(("restore_failed", error.strerror)) from None
+
+
+def _pins() -> dict[str, str]:
+    """``local.egress_hosts``: names the egress proxy resolves to a fixed address."""
+    pins = config.get("local", "egress_hosts") or {}
+    if not isinstance(pins, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in pins.items()):
+        raise Invalid(("egress_hosts", "local.egress_hosts must map host names to addresses"))
+    return {k.lower().rstrip("."): v for k, v in pins.items()}
 
 
 def _refusal(refusal: Refused, dir: str | None) -> Exception:

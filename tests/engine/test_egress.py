@@ -1,0 +1,91 @@
+"""The egress policy's decisions, and the proxy's refusals on the wire."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+
+import pytest
+
+from managoat_sandbox._engine import egress
+from managoat_sandbox._engine.egress import Policy, Refusal
+
+
+@pytest.mark.parametrize("entry", ["example.com", "Sub.Example.COM.", "*.example.org", "a-b.c0"])
+def test_domain_names_and_wildcards_are_accepted(entry: str) -> None:
+    assert egress.check_domain(entry) == entry.lower().rstrip(".")
+
+
+@pytest.mark.parametrize("entry", ["", "*", "http://x.com", "x.com/path", "x.com:443", "a b.c",
+                                   "10.0.0.1", "-a.com", "a..b", "*.*.com", "a" * 64 + ".com"])
+def test_anything_else_is_refused(entry: str) -> None:
+    with pytest.raises(ValueError):
+        egress.check_domain(entry)
+
+
+@pytest.mark.parametrize(("address", "kind"), [
+    ("8.8.8.8", "public"), ("2606:4700::1111", "public"),
+    ("10.1.2.3", "private"), ("192.168.0.1", "private"), ("100.64.0.1", "private"),
+    ("fd12::1", "private"), ("192.0.2.2", "private"),
+    ("127.0.0.1", "blocked"), ("::1", "blocked"), ("169.254.169.254", "blocked"),
+    ("fe80::1", "blocked"), ("0.0.0.0", "blocked"), ("224.0.0.1", "blocked"),
+    ("::ffff:127.0.0.1", "blocked"), ("100.100.100.200", "blocked"), ("fd00:ec2::254", "blocked"),
+])
+def test_addresses_are_classified(address: str, kind: str) -> None:
+    assert egress.classify(ipaddress.ip_address(address)) == kind
+
+
+def test_decisions_follow_the_policy() -> None:
+    pins = {"internal.test": "10.0.0.5", "public.test": "8.8.8.8", "meta.test": "169.254.169.254"}
+    no_policy = Policy(resolve=pins)
+    assert egress.decide(no_policy, "public.test", 443) == [(ipaddress.ip_address("8.8.8.8"), 443)]
+    assert egress.decide(no_policy, "8.8.4.4", 80)[0][0] == ipaddress.ip_address("8.8.4.4")
+    for host in ("internal.test", "meta.test", "127.0.0.1", "10.0.0.1"):
+        with pytest.raises(Refusal):
+            egress.decide(no_policy, host, 80)
+    allow = Policy(allow=("internal.test", "*.example.org", "meta.test"), resolve=pins)
+    assert egress.decide(allow, "internal.test", 80)[0][0] == ipaddress.ip_address("10.0.0.5")
+    for host in ("public.test", "8.8.8.8", "example.org", "meta.test"):
+        with pytest.raises(Refusal):
+            egress.decide(allow, host, 80)
+    assert allow.names("a.b.example.org") and not allow.names("badexample.org")
+    with pytest.raises(Refusal) as caught:
+        egress.decide(Policy(allow=()), "public.test", 80)
+    assert "denies all" in str(caught.value)
+
+
+def test_an_unreadable_policy_denies_everything(tmp_path: os.PathLike[str]) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert egress.read_policy(fd) == Policy()
+        os.symlink("/etc/hostname", os.path.join(tmp_path, egress.POLICY))
+        assert egress.read_policy(fd).deny_all
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"CONNECT 127.0.0.1:22 HTTP/1.1\r\n\r\n",
+    b"GET http://169.254.169.254/latest/meta-data HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /relative HTTP/1.1\r\n\r\n",
+    b"nonsense\r\n\r\n",
+])
+def test_the_proxy_answers_refusals_and_closes(request_bytes: bytes, tmp_path: str) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    client, proxy_side = socket.socketpair()
+    try:
+        worker = threading.Thread(target=egress.serve_connection, args=(proxy_side, fd))
+        worker.start()
+        client.sendall(request_bytes)
+        client.settimeout(10)
+        answer = b""
+        while chunk := client.recv(4096):
+            answer += chunk
+        worker.join(10)
+        assert answer.split(b" ")[1] in (b"400", b"403")
+        assert b"X-Managoat-Egress: refused" in answer
+    finally:
+        client.close()
+        os.close(fd)

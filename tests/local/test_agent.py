@@ -1,0 +1,119 @@
+"""The agent's lifetime: sessions outlive the Python process that started them, and an
+agent that dies ends its commands with closed_before_exit, never a guessed code."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from managoat_sandbox.errors import CommandExited, Unavailable
+from managoat_sandbox.frames import Error, Exit, Stdout
+from managoat_sandbox.providers.local import Local
+from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
+
+from .conftest import agent_pid
+
+
+def collect(box: Mailbox, ref: object, timeout: float = 10) -> tuple[bytes, object]:
+    terminal = box.expect(lambda f: f.ref == ref and f.terminal, timeout)
+    data = b"".join(f.data for f in box.history(ref) if isinstance(f, Stdout))
+    return data, terminal
+
+
+def run_python(root: Path, body: str) -> subprocess.CompletedProcess[bytes]:
+    script = textwrap.dedent(f"""
+        import json
+        from managoat_sandbox import config
+        from managoat_sandbox.providers.local import Local
+        config.configure("local", root={str(root)!r})
+        adapter = Local()
+        handle = adapter.build_handle("shared")
+    """) + textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60,
+                          check=False)
+
+
+def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path) -> None:
+    handle = local.create("shared")
+    started = run_python(root, """
+        command = adapter.spawn(handle, "bash", ["-c", "echo first; read x; echo got $x; exit 5"],
+                                stdin=True)
+        print(command.frames.get(timeout=10).data.decode(), end="")
+        print(json.dumps(command.session_id))
+        adapter.stop_command(command)
+    """)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith(b"first\n")
+    [session] = local.list_sessions(handle)
+    assert session.command == "bash -c echo first; read x; echo got $x; exit 5"
+    assert json.loads(started.stdout.splitlines()[-1]) == session.id
+    box = Mailbox()
+    attached = local.attach(handle, session.id, owner=box, stdin=True)
+    assert box.expect(is_stdout(attached.ref), 10).data == b"first\n"
+    local.write_stdin(attached, b"hello\n")
+    assert collect(box, attached.ref) == (b"first\ngot hello\n", Exit(attached.ref, 5))
+    replay = Mailbox()
+    finished = local.attach(handle, session.id, owner=replay, stdin=True)
+    assert collect(replay, finished.ref) == (b"first\ngot hello\n", Exit(finished.ref, 5))
+    with pytest.raises(CommandExited):
+        local.write_stdin(finished, b"late")
+    local.stop_command(attached)
+    local.stop_command(finished)
+
+
+def test_another_process_attaches_to_a_live_session_and_gets_its_real_exit(
+    local: Local, root: Path
+) -> None:
+    handle = local.create("shared")
+    box = Mailbox()
+    command = local.spawn(handle, "bash", ["-c", "echo one; read x; echo two; exit 7"],
+                          owner=box, stdin=True)
+    box.expect(is_stdout(command.ref), 10)
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            from managoat_sandbox import config
+            from managoat_sandbox.providers.local import Local
+            from managoat_sandbox.frames import Stdout, Exit
+            config.configure("local", root={str(root)!r})
+            adapter = Local()
+            attached = adapter.attach(adapter.build_handle("shared"), {command.session_id!r})
+            while True:
+                frame = attached.frames.get(timeout=20)
+                print(repr(frame), flush=True)
+                if frame.terminal:
+                    break
+        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert watcher.stdout is not None
+    first = watcher.stdout.readline()
+    assert b"one" in first
+    local.write_stdin(command, b"go\n")
+    out, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0, err
+    assert b"two" in out and b"Exit(" in out and b"code=7" in out
+    assert box.expect(is_exit(command.ref), 10) == Exit(command.ref, 7)
+
+
+def test_an_agent_that_dies_ends_its_commands_with_closed_before_exit(
+    local: Local, root: Path
+) -> None:
+    handle = local.create("fragile")
+    box = Mailbox()
+    command = local.spawn(handle, "bash", ["-c", "echo hi; exec sleep 300"], owner=box)
+    box.expect(is_stdout(command.ref), 10)
+    os.kill(agent_pid(root, handle), signal.SIGKILL)
+    error = box.expect(lambda f: f.ref == command.ref and f.terminal, 10)
+    assert error == Error(command.ref, Unavailable("closed_before_exit"))
+    box.refute(is_exit(command.ref), 0.1)
+    replay = Mailbox()
+    assert command.session_id is not None
+    attached = local.attach(handle, command.session_id, owner=replay)
+    assert collect(replay, attached.ref) == (
+        b"hi\n", Error(attached.ref, Unavailable("closed_before_exit")))
+    assert local.exec(handle, "echo", ["next"]).output == b"next\n"
