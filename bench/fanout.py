@@ -109,8 +109,9 @@ class FanOutResult:
     peak_kib_per_command: float
 
 
-def run_fan_out(handle: Handle, script: Script, commands: int) -> FanOutResult:
-    """Spawn ``commands`` at once, hold them all live, release them, and check every frame."""
+def run_fan_out(handles: Sequence[Handle], script: Script, commands: int) -> FanOutResult:
+    """Spawn ``commands`` at once (command n in ``handles[n % len(handles)]``), hold them
+    all live, release them, and check every frame."""
     collected = Collected()
     before = peak_rss_kib(reset=True)
     began = time.monotonic()
@@ -118,11 +119,11 @@ def run_fan_out(handle: Handle, script: Script, commands: int) -> FanOutResult:
     running: list[Command] = []
     lock = threading.Lock()
 
-    def spawn(_: int) -> None:
+    def spawn(n: int) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("fan-out spawns did not get there in time")
-        command = sandbox.spawn(handle, script.cmd, list(script.args), owner=collected.owner,
-                                stdin=True)
+        command = sandbox.spawn(handles[n % len(handles)], script.cmd, list(script.args),
+                                owner=collected.owner, stdin=True)
         with lock:
             running.append(command)
 
@@ -145,10 +146,12 @@ def run_fan_out(handle: Handle, script: Script, commands: int) -> FanOutResult:
     return FanOutResult(*collected.tally(refs, script.expected), wall, peak)
 
 
-def fan_out_rows(section: str, handle: Handle, script: Script, commands: int) -> list[Row]:
-    """The rows of one fan-out (the caller guards them)."""
-    found = run_fan_out(handle, script, commands)
-    name = f"fan-out {commands}"
+def fan_out_rows(section: str, handle: Handle | Sequence[Handle], script: Script,
+                 commands: int, *, name: str = "") -> list[Row]:
+    """The rows of one fan-out over one sandbox or several (the caller guards them)."""
+    handles = [handle] if isinstance(handle, Handle) else list(handle)
+    found = run_fan_out(handles, script, commands)
+    name = name or f"fan-out {commands}"
     return [
         Row(section, f"{name}: lost+dup lines", ours=found.lost + found.duplicated,
             target=NONE_LOST.text, met=found.lost + found.duplicated + found.bad_ends == 0,

@@ -8,7 +8,6 @@
 * exec through the facade vs the Fake adapter called directly (the facade's
   own overhead: resolution, argument checks, tagging), and spawn -> first
   frame on the Fake;
-* exec round trip and spawn -> first frame on ``local`` (real processes);
 * the Fake conformance suite's run time
   (``python -m pytest tests/test_fake_conformance.py -q`` in a subprocess).
 """
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -87,20 +85,6 @@ def _fake_rows(fake: Fake, handle: Handle, rounds: int) -> list[Row]:
         ]
     finally:
         fake.reset()
-
-
-def local_rows(rounds: int) -> list[Row]:
-    with tempfile.TemporaryDirectory() as root, config.override("local", root=root):
-        handle = sandbox.create("local", "bench")
-        try:
-            exec_times = repeated(elapsed(lambda: sandbox.exec(handle, "true", timeout=WAIT)),
-                                  rounds)
-            first = repeated(elapsed(lambda: _first_frame(handle, "echo", ["x"])), rounds)
-        finally:
-            sandbox.destroy(handle)
-    return [single("local", "exec true", exec_times, unit="ms", scale=1000,
-                   note="a real process each"),
-            single("local", "spawn -> first stdout", first, unit="ms", scale=1000)]
 
 
 def suite_rows(rounds: int) -> list[Row]:

@@ -12,7 +12,8 @@ Sections, in order (``--only`` picks some):
 * ``import``: ``import managoat_sandbox`` vs each official SDK (:mod:`inprocess`);
 * ``fake``: facade overhead and first frame on the Fake, the conformance suite's
   run time, and a Fake fan-out;
-* ``local``: exec and first frame on real local processes, and a local fan-out;
+* ``local``: exec vs ``subprocess.run`` and vs ``bwrap`` per command, first frame, creation
+  time, and fan-outs in one sandbox and across many (:mod:`local_sandbox`);
 * ``sprites``, ``e2b``, ``daytona``: each against its emulator in a child
   process: ours vs the raw client vs the SDK (:mod:`providers`), then a
   fan-out (:mod:`fanout`).
@@ -30,7 +31,6 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -38,6 +38,7 @@ from pathlib import Path
 
 import fanout
 import inprocess
+import local_sandbox
 import providers
 from measure import Row, guarded, table
 from served import emulator_process
@@ -60,13 +61,17 @@ class Plan:
     suite_rounds: int
     fan_out: int
     daytona_fan_out: int  # see fan() below
+    sandboxes: int  # local: this many sandboxes ...
+    per_sandbox: int  # ... running this many commands each at once
     sizes: providers.Sizes
 
 
 QUICK = Plan("quick", rounds=7, import_rounds=3, suite_rounds=1, fan_out=50, daytona_fan_out=50,
+             sandboxes=5, per_sandbox=10,
              sizes=providers.Sizes(rounds=7, stream_rounds=2, stream_bytes=8 * MIB,
                                    daytona_stream_bytes=1 * MIB))
 FULL = Plan("full", rounds=31, import_rounds=11, suite_rounds=5, fan_out=500, daytona_fan_out=250,
+            sandboxes=50, per_sandbox=10,
             sizes=providers.Sizes(rounds=31, stream_rounds=5, stream_bytes=256 * MIB,
                                   daytona_stream_bytes=32 * MIB))
 SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona")
@@ -76,15 +81,6 @@ def fake_fan_out(commands: int) -> list[Row]:
     with config.override(adapters={"fake": Fake()}):
         handle = sandbox.create("fake", "bench-fanout")
         return fanout.fan_out_rows("fake", handle, fanout.FAKE, commands)
-
-
-def local_fan_out(commands: int) -> list[Row]:
-    with tempfile.TemporaryDirectory() as root, config.override("local", root=root):
-        handle = sandbox.create("local", "bench-fanout")
-        try:
-            return fanout.fan_out_rows("local", handle, fanout.BASH, commands)
-        finally:
-            sandbox.destroy(handle)
 
 
 def hosted(name: str, plan: Plan) -> list[Row]:
@@ -112,8 +108,9 @@ def section(name: str, plan: Plan) -> list[Row]:
         "fake": [("facade and first frame", lambda: inprocess.fake_rows(plan.rounds)),
                  ("conformance suite", lambda: inprocess.suite_rows(plan.suite_rounds)),
                  (f"fan-out {plan.fan_out}", lambda: fake_fan_out(plan.fan_out))],
-        "local": [("latencies", lambda: inprocess.local_rows(plan.rounds)),
-                  (f"fan-out {plan.fan_out}", lambda: local_fan_out(plan.fan_out))],
+        "local": [("latencies", lambda: local_sandbox.latency_rows(plan.rounds)),
+                  ("fan-outs", lambda: local_sandbox.fan_out_rows(
+                      plan.fan_out, plan.sandboxes, plan.per_sandbox))],
     }
     if name not in steps:
         return guarded(name, "emulator", lambda: hosted(name, plan))

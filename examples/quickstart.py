@@ -1,8 +1,9 @@
 """Quickstart: create a sandbox, run a command, stream another, reattach, clean up.
 
-Runs on the embedded ``local`` provider (real processes on this machine, no
-account, no network). Pass another provider name as the first argument to try
-it there, e.g. ``python examples/quickstart.py fake``.
+Runs on the embedded ``local`` provider (processes on this machine, isolated
+in their own namespaces where the host allows it; no account, no network).
+Pass another provider name as the first argument to try it there, e.g.
+``python examples/quickstart.py fake``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ DEFAULT = {
 def main() -> int:
     scripts = SCRIPTS.get(PROVIDER, DEFAULT)
     handle = sandbox.create(PROVIDER, f"quickstart-{uuid.uuid4().hex[:8]}")
-    print(f"created {handle!r}: {sandbox.get(handle).status}")
+    info = sandbox.get(handle)
+    isolation = info.raw.get("isolation") if isinstance(info.raw, dict) else None
+    print(f"created {handle!r}: {info.status}"
+          + (f", isolation: {isolation}" if isolation else ""))
     try:
         output, code = sandbox.exec(handle, *scripts["exec"], timeout=30)
         print(f"exec -> exit {code}: {output.decode().strip()}")

@@ -112,6 +112,25 @@ def test_get_never_prints_the_providers_raw_answer(capsys: pytest.CaptureFixture
     }
 
 
+def test_get_says_which_isolation_a_local_sandbox_runs_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config.configure("local", root=str(tmp_path))
+    for mode, expected in (("off", "none"), ("auto", None)):
+        config.configure("local", isolation=mode)
+        name = f"box-{mode}"
+        assert cli("-p", "local", "create", name) == 0
+        try:
+            assert cli("-p", "local", "get", name) == 0
+            assert cli("-p", "local", "--json", "get", name) == 0
+            out = lines(capsys.readouterr().out)
+            shown = expected or sandbox.get(sandbox.build_handle("local", name)).raw["isolation"]
+            assert out[1:3] == ["running", f"isolation: {shown}"]
+            assert json.loads(out[3])["isolation"] == shown
+        finally:
+            sandbox.destroy(sandbox.build_handle("local", name))
+
+
 def test_policy_needs_allow_or_an_explicit_deny_all(
     fake: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -166,7 +166,8 @@ def _lifecycle(add: Add) -> None:
     create.add_argument("--new", action="store_true",
                         help="never adopt: fail with AlreadyExists if the name is taken; "
                              "print the instance id")
-    add("get", sandboxes.run_get, "Print a sandbox's status (running, suspended, unknown).",
+    add("get", sandboxes.run_get, "Print a sandbox's status (running, suspended, unknown) "
+        "and, for local sandboxes, their isolation (namespaces or none).",
         "get box").add_argument("name", metavar="NAME", help=NAME_HELP)
     add("list", sandboxes.run_list, "Print every sandbox name at the provider.",
         "list", "list --json")

@@ -62,14 +62,25 @@ def run_create(args: argparse.Namespace, console: Console) -> int:
     return exits.OK
 
 
+#: The one field ``get`` takes from a provider's raw answer: the isolation a local
+#: sandbox runs with (``namespaces`` or ``none``). Nothing else of it is printed.
+ISOLATION_MODES = ("namespaces", "none")
+
+
 def run_get(args: argparse.Namespace, console: Console) -> int:
-    """Print the sandbox's status: ``running``, ``suspended`` or ``unknown``."""
+    """Print the sandbox's status (``running``, ``suspended`` or ``unknown``), then, for a
+    provider that reports one (``local``), ``isolation: namespaces`` or ``isolation: none``."""
     handle = _handle(args)
     info = sandbox.get(handle)
+    raw = info.raw if isinstance(info.raw, dict) else {}
+    isolation = raw.get("isolation") if raw.get("isolation") in ISOLATION_MODES else None
     if console.json_mode:
-        console.document({**_where(handle), "status": info.status})
+        extra = {} if isolation is None else {"isolation": isolation}
+        console.document({**_where(handle), "status": info.status, **extra})
     else:
         console.line(info.status)
+        if isolation is not None:
+            console.line(f"isolation: {isolation}")
     return exits.OK
 
 

@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import re
@@ -54,9 +55,9 @@ from .agent_process import (
     write_record,
 )
 from .errors import EngineError
+from .settings import EGRESS_PORT
 from .stdin_feed import FULL
 from .stdin_feed import LIMIT as STDIN_LIMIT
-from .settings import EGRESS_PORT
 from .tree import signal_sandbox, start_time
 
 LOCK = "agent.lock"
@@ -531,7 +532,8 @@ class Agent:
         if req.get("follow") or not journaled:
             conn.subscribe(process, 0)
         if failure is not None:
-            message = f"managoat_sandbox: cannot execute {argv[0]!r}: {failure.strerror or failure}\n"
+            reason = failure.strerror or failure
+            message = f"managoat_sandbox: cannot execute {argv[0]!r}: {reason}\n"
             self.emit(process, wire.OUT if tty else wire.ERR, message.encode())
             process.status = (127 if isinstance(failure, FileNotFoundError) else 126) << 8
             process.drain_deadline = time.monotonic()
@@ -561,7 +563,8 @@ class Agent:
                        os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                        | os.O_CLOEXEC, 0o600, dir_fd=self.state)
 
-    def _attach(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
+    def _attach(self, conn: Connection, req: dict[str, Any],
+                data: bytes) -> dict[str, Any] | None:
         sid = req.get("id")
         process = self.processes.get(sid) if isinstance(sid, str) else None
         if process is None or not process.journaled:
@@ -583,7 +586,8 @@ class Agent:
         self._sync_stdin(process)
         return {"status": status}
 
-    def _stdin(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
+    def _stdin(self, conn: Connection, req: dict[str, Any],
+               data: bytes) -> dict[str, Any] | None:
         reply = self._stdin_reply(conn, self._process(req), data)
         return reply or None
 
@@ -660,9 +664,8 @@ class Agent:
             client, _ = self.bridge.accept()
         except OSError:
             return
-        with client:
-            with contextlib.suppress(OSError):
-                socket.send_fds(self.egress, [b"c"], [client.fileno()])
+        with client, contextlib.suppress(OSError):
+            socket.send_fds(self.egress, [b"c"], [client.fileno()])
 
 
 def _field(record: dict[str, Any], key: str, kind: type) -> Any:
@@ -686,8 +689,6 @@ def _apply_limits(limits: dict[str, Any]) -> None:
 
 
 def _lock(state_fd: int) -> int:
-    import fcntl
-
     fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                  dir_fd=state_fd)
     try:
@@ -723,7 +724,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.suppress(FileExistsError):
         os.mkdir(SESSIONS, 0o700, dir_fd=args.state)
     if not config.get("namespace"):
-        write_record(args.state, "agent.json", {"pid": os.getpid(), "start": start_time(os.getpid())})
+        write_record(args.state, "agent.json",
+                     {"pid": os.getpid(), "start": start_time(os.getpid())})
     listener = socket.socket(fileno=args.listen)
     egress = socket.socket(fileno=args.egress) if args.egress else None
     agent = Agent(args.state, listener, egress, config)

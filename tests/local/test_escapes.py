@@ -8,6 +8,7 @@ path), so even an escape could not damage the machine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -43,7 +44,7 @@ def finishes(call: Callable[[], object], within: float = 20.0) -> bool:
     def run() -> None:
         try:
             call()
-        except Exception:  # noqa: BLE001 - only returning at all matters here
+        except Exception:
             pass
         finally:
             done.set()
@@ -174,7 +175,7 @@ def test_nothing_a_command_leaves_behind_can_hang_the_caller(
         try:
             local.exec(target, "bash", ["-c", "trap '' TERM HUP INT; exec sleep 300"],
                        timeout=1)
-        except Exception:  # noqa: BLE001 - the deadline error is expected
+        except Exception:
             timeout_check.set()
 
     assert finishes(stubborn)
@@ -208,20 +209,18 @@ def test_host_loopback_services_are_never_reachable(local: Local, target: Handle
     accepted: list[object] = []
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             accepted.append(server.accept())
-        except OSError:
-            pass
 
     client = (
         "import socket, http.client\n"
-        "for a in [('127.0.0.1', %d)]:\n"
+        f"for a in [('127.0.0.1', {port})]:\n"
         "    try: socket.create_connection(a, timeout=5); print('direct ok')\n"
         "    except OSError as e: print('direct', e)\n"
         "c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
-        "c.set_tunnel('127.0.0.1', %d)\n"
+        f"c.set_tunnel('127.0.0.1', {port})\n"
         "try: c.request('GET', '/'); print('proxy ok')\n"
-        "except OSError as e: print('proxy', e)\n" % (port, port)
+        "except OSError as e: print('proxy', e)\n"
     )
     out, _ = sh(local, target, f"python3 -c \"{client}\"")
     accept()

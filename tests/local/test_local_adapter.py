@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from managoat_sandbox import config
-from managoat_sandbox._engine import launch
+from managoat_sandbox._engine import launch, tree
 from managoat_sandbox.errors import (
     AlreadyExists,
     Invalid,
@@ -138,8 +138,6 @@ def test_suspend_freezes_every_process_and_resume_continues_them(
     if local.get(handle).raw["isolation"] == "namespaces":
         members = [pid for pid in namespace_members(agent) if pid != agent]
     else:
-        from managoat_sandbox._engine import tree
-
         members = tree.descendants(agent)
     assert len(members) >= 4
     local.suspend(handle)

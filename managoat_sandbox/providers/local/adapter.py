@@ -100,9 +100,13 @@ class Local(StreamingAdapter):
     # -- boxes ----------------------------------------------------------------------
 
     def _box(self, name: str) -> Box:
-        path = layout.existing(name)
+        """The sandbox's box (cached per directory while its record exists), or NotFound."""
+        path = layout.sandbox_dir(name)
         with self._lock:
             box = self._boxes.get(path)
+        if box is not None and os.path.isfile(path / layout.META):
+            return box
+        path = layout.existing(name)
         if box is None:
             try:
                 box = Box.open(path)

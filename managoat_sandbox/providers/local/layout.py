@@ -53,6 +53,8 @@ def default_root() -> Path:
 def root() -> Path:
     """The configured root, created if missing; a root that cannot be made is ``Invalid``."""
     path = Path(config.get("local", "root") or default_root()).expanduser().absolute()
+    if os.path.isdir(path):
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -134,7 +136,8 @@ def remove_tree(path: str | Path) -> None:
     if sys.version_info >= (3, 12):
         shutil.rmtree(path, onexc=_make_writable)
     else:
-        shutil.rmtree(path, onerror=_make_writable)
+        shutil.rmtree(path, onerror=lambda func, where, info: _make_writable(func, where,
+                                                                              info[1]))
 
 
 def remove(path: Path) -> None:
