@@ -26,7 +26,6 @@ does can make it wait.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import errno
@@ -55,7 +54,7 @@ from .agent_process import (
     write_record,
 )
 from .errors import EngineError
-from .settings import EGRESS_PORT
+from .options import EGRESS_PORT, parse
 from .stdin_feed import FULL
 from .stdin_feed import LIMIT as STDIN_LIMIT
 from .tree import signal_sandbox, start_time
@@ -676,6 +675,9 @@ def _field(record: dict[str, Any], key: str, kind: type) -> Any:
 
 
 def _prctl(option: int, value: int) -> None:
+    """``prctl(option, value)`` on Linux; elsewhere there is no such call (nothing to do)."""
+    if not sys.platform.startswith("linux"):
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
@@ -700,16 +702,12 @@ def _lock(state_fd: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the agent process."""
-    parser = argparse.ArgumentParser(prog="managoat_sandbox agent")
-    parser.add_argument("--state", type=int, required=True)
-    parser.add_argument("--listen", type=int, required=True)
-    parser.add_argument("--ready", type=int, required=True)
-    parser.add_argument("--egress", type=int)
-    parser.add_argument("--config", default="{}")
-    args = parser.parse_args(argv)
-    config = json.loads(args.config)
-    fds = [args.state, args.listen, args.ready] + ([args.egress] if args.egress else [])
-    for fd in fds:
+    options = parse(sys.argv[1:] if argv is None else argv,
+                    required=("state", "listen", "ready"), optional=("egress", "config"))
+    state, listen, ready = (int(options[name]) for name in ("state", "listen", "ready"))
+    egress_fd = int(options["egress"]) if "egress" in options else None
+    config = json.loads(options.get("config", "{}"))
+    for fd in (state, listen, ready, *([] if egress_fd is None else [egress_fd])):
         os.set_inheritable(fd, False)
     _prctl(_PR_SET_DUMPABLE, 0)
     if not config.get("namespace"):
@@ -719,18 +717,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _apply_limits(config.get("limits") or {})
     os.chdir("/")
-    lock = _lock(args.state)
-    os.set_inheritable(lock, False)
+    _lock(state)  # held, close-on-exec, for the agent's whole life
     with contextlib.suppress(FileExistsError):
-        os.mkdir(SESSIONS, 0o700, dir_fd=args.state)
+        os.mkdir(SESSIONS, 0o700, dir_fd=state)
     if not config.get("namespace"):
-        write_record(args.state, "agent.json",
-                     {"pid": os.getpid(), "start": start_time(os.getpid())})
-    listener = socket.socket(fileno=args.listen)
-    egress = socket.socket(fileno=args.egress) if args.egress else None
-    agent = Agent(args.state, listener, egress, config)
-    os.write(args.ready, b"R")
-    os.close(args.ready)
+        write_record(state, "agent.json", {"pid": os.getpid(), "start": start_time(os.getpid())})
+    listener = socket.socket(fileno=listen)
+    egress = None if egress_fd is None else socket.socket(fileno=egress_fd)
+    agent = Agent(state, listener, egress, config)
+    os.write(ready, b"R")
+    os.close(ready)
     agent.run()
     return 0
 

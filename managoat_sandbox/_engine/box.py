@@ -528,7 +528,7 @@ class Box:
         if record is None:
             return
         pid = record.get("pid")
-        if not isinstance(pid, int) or pid <= 1:
+        if not isinstance(pid, int) or pid <= 1 or not hasattr(os, "pidfd_open"):
             return
         try:
             handle = os.pidfd_open(pid)

@@ -12,7 +12,6 @@ thread. The keeper exits when bubblewrap does, removing the sandbox's ``pids`` c
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from . import cgroup
 from .agent_process import write_record
-from .egress import serve_connection
+from .options import parse
 from .tree import start_time
 
 _INFO_LIMIT = 64 * 1024
@@ -46,6 +45,9 @@ def _read_info(fd: int) -> dict[str, object]:
 
 
 def _serve_egress(channel: socket.socket, state_fd: int) -> None:
+    # Imported once the sandbox is ready: the proxy's imports need not delay its start.
+    from .egress import serve_connection  # noqa: PLC0415
+
     while True:
         try:
             _, fds, _, _ = socket.recv_fds(channel, 16, 8)
@@ -61,49 +63,46 @@ def _serve_egress(channel: socket.socket, state_fd: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the keeper process."""
-    parser = argparse.ArgumentParser(prog="managoat_sandbox keeper")
-    parser.add_argument("--state", type=int, required=True)
-    parser.add_argument("--listen", type=int, required=True)
-    parser.add_argument("--ready", type=int, required=True)
-    parser.add_argument("--config", required=True)
-    parser.add_argument("--command", required=True)
-    parser.add_argument("--cgroup", type=Path)
-    args = parser.parse_args(argv)
-    command: list[str] = json.loads(args.command)
+    options = parse(sys.argv[1:] if argv is None else argv,
+                    required=("state", "listen", "ready", "config", "command"),
+                    optional=("cgroup",))
+    state, listen, ready = (int(options[name]) for name in ("state", "listen", "ready"))
+    group = Path(options["cgroup"]) if "cgroup" in options else None
+    command: list[str] = json.loads(options["command"])
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     agent_ready_r, agent_ready_w = os.pipe()
     info_r, info_w = os.pipe()
     command = [command[0], "--info-fd", str(info_w), *command[1:],
-               "--state", str(args.state), "--listen", str(args.listen),
+               "--state", str(state), "--listen", str(listen),
                "--ready", str(agent_ready_w), "--egress", str(theirs.fileno()),
-               "--config", args.config]
-    passed = (args.state, args.listen, agent_ready_w, theirs.fileno(), info_w)
+               "--config", options["config"]]
+    passed = (state, listen, agent_ready_w, theirs.fileno(), info_w)
     proc = subprocess.Popen(command, pass_fds=passed, stdin=subprocess.DEVNULL)
-    for fd in (args.listen, agent_ready_w, info_w):
+    for fd in (listen, agent_ready_w, info_w):
         os.close(fd)
     theirs.close()
     info = _read_info(info_r)
     os.close(info_r)
     pid = info.get("child-pid")
-    ready = os.read(agent_ready_r, 1)
+    answer = os.read(agent_ready_r, 1)
     os.close(agent_ready_r)
-    if ready != b"R" or not isinstance(pid, int):
+    if answer != b"R" or not isinstance(pid, int):
         proc.wait()
-        if args.cgroup is not None:
-            cgroup.leave_and_remove(args.cgroup)
+        if group is not None:
+            cgroup.leave_and_remove(group)
         return 1
-    write_record(args.state, "agent.json", {"pid": pid, "start": start_time(pid)})
-    os.write(args.ready, b"R")
-    os.close(args.ready)
+    write_record(state, "agent.json", {"pid": pid, "start": start_time(pid)})
+    os.write(ready, b"R")
+    os.close(ready)
 
     def finish() -> None:
         proc.wait()
-        if args.cgroup is not None:
-            cgroup.leave_and_remove(args.cgroup)
+        if group is not None:
+            cgroup.leave_and_remove(group)
         os._exit(0)
 
     threading.Thread(target=finish, name="bwrap", daemon=True).start()
-    _serve_egress(ours, args.state)
+    _serve_egress(ours, state)
     finish()
     return 0
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from .errors import EngineError
 from .limits import Limits
+from .options import DEFAULT_PATH, EGRESS_PORT
 
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#: The egress proxy's port on the sandbox's loopback.
-EGRESS_PORT = 3128
+__all__ = ["DEFAULT_PATH", "EGRESS_PORT", "BoxSettings", "hostname_for"]
+
 _HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 

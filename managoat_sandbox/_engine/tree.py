@@ -5,7 +5,7 @@ reaches exactly the sandbox's other processes: the kernel confines ``-1`` to
 the namespace and handles a concurrent fork (the child inherits the pending
 signal). Without a PID namespace (``isolation="off"``) the agent is a child
 subreaper instead, so every descendant that is orphaned is re-parented to it,
-and its descendants are found through ``/proc``. :func:`signal_sandbox`
+and its descendants are found through ``/proc`` (``ps`` where there is none). :func:`signal_sandbox`
 picks the right one and refuses ``kill(-1)`` anywhere but process 1, where it
 would reach every process of the user.
 """
@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterable
 
 _ROUNDS = 20
 
 
 def _parent_map() -> dict[int, int]:
+    if not os.path.isdir("/proc/self"):
+        return _parent_map_from_ps()
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -34,6 +37,18 @@ def _parent_map() -> dict[int, int]:
         fields = text[text.rfind(b")") + 2 :].split()
         if len(fields) >= 2:
             parents[int(entry)] = int(fields[1])
+    return parents
+
+
+def _parent_map_from_ps() -> dict[int, int]:
+    """Where there is no ``/proc`` (macOS): ``ps`` lists every process and its parent."""
+    listing = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True,
+                             timeout=10, check=False).stdout
+    parents: dict[int, int] = {}
+    for line in listing.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+            parents[int(fields[0])] = int(fields[1])
     return parents
 
 

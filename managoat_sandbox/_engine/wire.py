@@ -20,7 +20,6 @@ a corrupt stream can never make a reader allocate without limit.
 from __future__ import annotations
 
 import json
-import socket
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -122,11 +121,3 @@ class Parser:
         """Every complete frame buffered so far, in order."""
         while (item := self.next()) is not None:
             yield item
-
-
-def send_all(sock: socket.socket, data: bytes) -> None:
-    """``sock.sendall`` with OSError turned into EngineError."""
-    try:
-        sock.sendall(data)
-    except OSError as exc:
-        raise EngineError(f"connection to the agent lost: {exc}") from None
