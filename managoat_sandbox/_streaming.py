@@ -12,6 +12,8 @@ frame contract, kept here once:
   ``Error(ref, Unavailable("closed_before_exit"))``, never an invented exit;
 * an owner callback that raises is logged and delivery goes on;
 * a full bounded queue blocks the reader, and ``stop`` interrupts that wait;
+* without an owner, frames go to a :class:`~._frame_queue.FrameQueue`, which
+  hands output to a consumer that lags behind in fewer, larger frames;
 * ``stop`` never deadlocks, also from inside the owner's callback, and from
   another thread it waits for a delivery in flight to finish.
 """
@@ -26,6 +28,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Protocol
 
 from ._args import flatten_bytes
+from ._frame_queue import FrameQueue
 from .contract import Adapter, Owner
 from .errors import CommandExited, Invalid, SandboxError, Unavailable
 from .frames import Error, Exit, Frame, Stderr, Stdout
@@ -59,7 +62,7 @@ class Stream:
 
     def __init__(self, ref: Hashable, owner: Owner | None, *, label: str, stdin: bool = False):
         if owner is None:
-            owner = queue.Queue()
+            owner = FrameQueue()
         if not _is_queue(owner) and not callable(owner):
             raise TypeError("owner must be a callable taking a frame, or a queue")
         self.ref = ref

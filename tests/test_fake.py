@@ -292,6 +292,18 @@ instructions = st.lists(
 )
 
 
+def _runs(output: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """Adjacent output of one stream joined: what the contract promises is the bytes of
+    each stream in order, not where one frame ends and the next begins."""
+    runs: list[tuple[str, bytes]] = []
+    for kind, data in output:
+        if runs and runs[-1][0] == kind:
+            runs[-1] = (kind, runs[-1][1] + data)
+        elif data:
+            runs.append((kind, data))
+    return runs
+
+
 def _model(script: list[str]) -> tuple[list[tuple[str, bytes]], tuple[str, object]]:
     """What a script must produce: its output up to the first terminal, and that terminal."""
     output: list[tuple[str, bytes]] = []
@@ -300,16 +312,16 @@ def _model(script: list[str]) -> tuple[list[tuple[str, bytes]], tuple[str, objec
         if kind in ("out", "err"):
             output.append((kind, value.encode()))
         elif kind == "exit":
-            return output, ("exit", int(value))
+            return _runs(output), ("exit", int(value))
         else:
-            return output, ("error", Unavailable("closed_before_exit"))
-    return output, ("exit", 0)
+            return _runs(output), ("error", Unavailable("closed_before_exit"))
+    return _runs(output), ("exit", 0)
 
 
 def _observed(frames: list[Any]) -> tuple[list[tuple[str, bytes]], tuple[str, object]]:
     output = [("out" if isinstance(f, Stdout) else "err", f.data) for f in frames[:-1]]
     last = frames[-1]
-    return output, ("exit", last.code) if isinstance(last, Exit) else ("error", last.reason)
+    return _runs(output), ("exit", last.code) if isinstance(last, Exit) else ("error", last.reason)
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,0 +1,63 @@
+"""The library's own frame queue: merged output for a lagging consumer, nothing else changed."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from managoat_sandbox import _frame_queue
+from managoat_sandbox._frame_queue import FrameQueue
+from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
+from managoat_sandbox.errors import Unavailable
+
+
+def test_output_waiting_to_be_taken_is_merged_in_order_and_terminals_never_are() -> None:
+    frames = FrameQueue()
+    for frame in (Stdout("a", b"1"), Stdout("a", b"2"), Stderr("a", b"e"), Stderr("a", b"f"),
+                  Stdout("a", b"3"), Exit("a", 0)):
+        frames.put(frame)
+    assert [frames.get_nowait() for _ in range(frames.qsize())] == [
+        Stdout("a", b"12"), Stderr("a", b"ef"), Stdout("a", b"3"), Exit("a", 0)]
+    frames.put(Stdout("a", b"late"))
+    frames.put(Error("a", Unavailable("closed_before_exit")))
+    frames.put(Stdout("a", b"after"))
+    assert frames.qsize() == 3
+
+
+def test_a_consumer_that_keeps_up_gets_every_frame_as_delivered() -> None:
+    frames = FrameQueue()
+    got: list[object] = []
+    taken = threading.Event()
+    for n in range(5):
+        frames.put(Stdout("a", str(n).encode()))
+        got.append(frames.get(timeout=5))
+        taken.set()
+    assert got == [Stdout("a", str(n).encode()) for n in range(5)]
+
+
+def test_frames_of_other_commands_are_kept_apart_and_merging_is_bounded(
+    monkeypatch: object,
+) -> None:
+    frames = FrameQueue()
+    frames.put(Stdout("a", b"x"))
+    frames.put(Stdout("b", b"y"))
+    frames.put(Stdout("b", b"y"))
+    assert [frames.get_nowait() for _ in range(2)] == [Stdout("a", b"x"), Stdout("b", b"yy")]
+    limit = _frame_queue.MERGE_LIMIT
+    chunk = b"z" * (limit // 2)
+    for _ in range(4):
+        frames.put(Stdout("c", chunk))
+    sizes = [len(frames.get_nowait().data) for _ in range(frames.qsize())]
+    assert sizes == [limit, limit] and sum(sizes) == 4 * len(chunk)
+
+
+def test_join_counts_the_frames_taken() -> None:
+    frames = FrameQueue()
+    for _ in range(3):
+        frames.put(Stdout("a", b"x"))
+    frames.put(Exit("a", 0))
+    for _ in range(frames.qsize()):
+        frames.get_nowait()
+        frames.task_done()
+    frames.join()
+    assert isinstance(frames, queue.Queue)
