@@ -7,8 +7,8 @@ import threading
 
 from managoat_sandbox import _frame_queue
 from managoat_sandbox._frame_queue import FrameQueue
-from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 from managoat_sandbox.errors import Unavailable
+from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 
 
 def test_output_waiting_to_be_taken_is_merged_in_order_and_terminals_never_are() -> None:

@@ -395,10 +395,10 @@ class Box:
             sock, reply = self._exchange({"op": "attach", "id": sid, "from_end": from_end}, b"",
                                          start=False, timeout=REQUEST_TIMEOUT)
         except AgentDown:
-            return Subscription(None, session=session)
+            return self._from_disk(session, from_end=from_end)
         if not reply.get("live"):
             self.checkin(sock)
-            return Subscription(None, session=session)
+            return self._from_disk(session, from_end=from_end)
         offset = reply.get("offset")
         return Subscription(sock, session=session, on_finish=self.checkin,
                             offset=offset if isinstance(offset, int) else 0)
@@ -406,6 +406,18 @@ class Box:
     def channel(self) -> Channel:
         """A connection of its own, for requests that may block (a command's stdin)."""
         return Channel(self)
+
+    @staticmethod
+    def _from_disk(session: records.SessionRecord, *, from_end: bool) -> Subscription:
+        """A finished (or orphaned) session replayed from its files; ``from_end`` skips the
+        output already journaled (only the end is left)."""
+        offset = 0
+        if from_end:
+            try:
+                offset = os.lstat(session.journal).st_size
+            except OSError:
+                offset = 0
+        return Subscription(None, session=session, offset=offset)
 
     def write_stdin(self, sid: str, data: bytes, *, timeout: float | None = REQUEST_TIMEOUT) -> str:
         """Hand ``data`` to a live process's stdin: ``ok``, ``closed`` (input was ended),

@@ -9,12 +9,13 @@ v2 delegation is not attempted.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
+import time
 from pathlib import Path
 
 BASE = Path("/sys/fs/cgroup/pids/managoat_sandbox")
+_RETRY = 0.01
 
 
 def create(box_id: str, processes: int) -> Path | None:
@@ -39,15 +40,20 @@ def join(path: Path) -> None:
     (path / "cgroup.procs").write_text(str(os.getpid()))
 
 
-def leave_and_remove(path: Path) -> None:
-    """Move the calling process back to the hierarchy's root and remove ``path``.
-
-    The keeper calls this when its sandbox has ended: it was the cgroup's
-    first member and is its last.
-    """
-    with contextlib.suppress(OSError):
-        (BASE.parent / "cgroup.procs").write_text(str(os.getpid()))
-        path.rmdir()
+def remove_when_empty(path: Path, *, timeout: float = 10.0) -> None:
+    """Remove ``path`` once its last process has gone (bounded; the keeper calls this
+    when its sandbox's agent has exited, and bubblewrap follows it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(_RETRY)
 
 
 def process_limit_enforced(isolated: bool) -> bool:

@@ -12,9 +12,10 @@ An isolated sandbox sees, and only sees:
   tmpfs, and the agent's code read-only under ``/run/managoat``;
 * a network namespace holding only loopback.
 
-Its process tree: a *keeper* (a host process, :mod:`.keeper`: it runs the
-egress proxy) → ``bwrap`` → the agent (process 1 of the sandbox) → commands.
-Without isolation the agent is started directly. Either way the agent gets
+Its processes: ``bwrap`` → the agent (process 1 of the sandbox) → commands,
+and beside them a *keeper* (a host process, :mod:`.keeper`: it runs the egress
+proxy and lives as long as the agent). Without isolation the agent is started
+directly. Either way the agent gets
 its state directory, control socket and ready pipe as inherited descriptors,
 and an environment holding nothing but ``PATH`` and ``LANG``.
 
@@ -40,7 +41,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import cgroup, isolation
+from . import cgroup, isolation, tree
+from .agent_process import write_record
 from .errors import EngineError
 from .limits import CHILD_OPEN_FILES
 from .mounts import Mount, system_mounts
@@ -55,6 +57,7 @@ LOG = "agent.log"
 LAUNCH_LOCK = "launch.lock"
 POLICY = "policy.json"
 _LOG_LIMIT = 1024 * 1024
+_INFO_LIMIT = 64 * 1024
 _SUN_PATH = 100
 _LAUNCH_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 
@@ -240,78 +243,131 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
            egress_open: bool = True) -> None:
     """Start the box's agent and return once it serves; EngineError naming the reason if not.
 
-    The caller holds the box's launch lock and has made sure no agent runs.
+    An isolated box's keeper is started after the agent is ready, without
+    waiting for it: connections a command makes to the proxy meanwhile wait in
+    the keeper's socket. The caller holds the box's launch lock and has made
+    sure no agent runs.
     """
     _reap_launched()
     state, fs = directory / "state", directory / "fs"
-    state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    opened: list[int] = [state_fd]
+    ours: list[int] = []  # closed here at the end
+    passed: list[int] = []  # closed here once the child has them
     try:
-        listener = _listen(state_fd, state)
-        opened.append(listener.detach())
+        state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        ours.append(state_fd)
+        listen_fd = _listen(state_fd, state).detach()
+        passed.append(listen_fd)
         ready_r, ready_w = os.pipe()
-        opened.append(ready_w)
+        ours.append(ready_r)
+        passed.append(ready_w)
         log = _open_log(state_fd)
-        opened.append(log)
+        ours.append(log)
         config = json.dumps(agent_config(settings, egress_open=egress_open))
+        agent_args = ["--state", str(state_fd), "--listen", str(listen_fd), "--ready",
+                      str(ready_w), "--config", config]
         python, python_paths = agent_python()
         preexec = None
+        group: Path | None = None
         if settings.isolated:
             support = isolation.support()
             if not support.available or support.bwrap is None:
                 raise EngineError(f"isolation is unavailable: {support.reason}")
-            fs_fd = os.open(fs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                for mount in mounts(settings, state, python_paths):
-                    prepare_mount_point(fs_fd, mount)
-            finally:
-                os.close(fs_fd)
+            _prepare(fs, mounts(settings, state, python_paths))
+            keeper_sock, agent_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            channel = keeper_sock.detach()
+            ours.append(channel)
+            agent_end = agent_sock.detach()
+            passed.append(agent_end)
+            info_r, info_w = os.pipe()
+            ours.append(info_r)
+            passed.append(info_w)
             command = bwrap_command(support.bwrap, settings, fs=fs, state=state, python=python,
                                     python_paths=python_paths)
-            argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="keeper"),
-                    str(ENGINE_DIR.parent), "--state", str(state_fd), "--listen",
-                    str(opened[1]), "--ready", str(ready_w), "--config", config,
-                    "--command", json.dumps(command)]
+            argv = [command[0], "--info-fd", str(info_w), *command[1:], *agent_args,
+                    "--egress", str(agent_end)]
             limit = settings.limits.processes
             group = cgroup.create(settings.id, limit) if limit else None
             if group is not None:
                 preexec = functools.partial(cgroup.join, group)
-                argv += ["--cgroup", str(group)]
         else:
             argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"),
-                    str(ENGINE_DIR.parent), "--state", str(state_fd), "--listen",
-                    str(opened[1]), "--ready", str(ready_w), "--config", config]
+                    str(ENGINE_DIR.parent), *agent_args]
         proc = subprocess.Popen(
-            argv, pass_fds=(state_fd, opened[1], ready_w), stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, start_new_session=True, env=_LAUNCH_ENV, cwd="/",
+            argv, pass_fds=(state_fd, *passed), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=log, start_new_session=True, env=_LAUNCH_ENV, cwd="/",
             preexec_fn=preexec,  # noqa: PLW1509 - only when joining a cgroup
         )
+        _launched.append(proc)
+        while passed:
+            os.close(passed.pop())
+        _await_ready(ready_r, proc, state, deadline)
+        if settings.isolated:
+            _start_keeper(state_fd, info_r=info_r, channel=channel, log=log, group=group,
+                          deadline=deadline)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
-        for fd in opened:
+        for fd in (*ours, *passed):
             os.close(fd)
-    _launched.append(proc)
-    _await_ready(ready_r, proc, state, deadline)
+
+
+def _prepare(fs: Path, found: list[Mount]) -> None:
+    fs_fd = os.open(fs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for mount in found:
+            prepare_mount_point(fs_fd, mount)
+    finally:
+        os.close(fs_fd)
+
+
+def _read_info(fd: int, deadline: float) -> dict[str, object]:
+    """bubblewrap's ``--info-fd`` record (the agent's host pid is ``child-pid``)."""
+    data = b""
+    while len(data) < _INFO_LIMIT and time.monotonic() < deadline:
+        readable, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        if not readable:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        with contextlib.suppress(ValueError):
+            info = json.loads(data)
+            if isinstance(info, dict):
+                return info
+    raise EngineError("bubblewrap did not say which process runs the agent")
+
+
+def _start_keeper(state_fd: int, *, info_r: int, channel: int, log: int, group: Path | None,
+                  deadline: float) -> None:
+    """Record the agent's host pid (``agent.json``) and start the keeper beside it."""
+    pid = _read_info(info_r, deadline).get("child-pid")
+    if not isinstance(pid, int):
+        raise EngineError("bubblewrap did not say which process runs the agent")
+    write_record(state_fd, "agent.json", {"pid": pid, "start": tree.start_time(pid)})
+    python, _ = agent_python()
+    argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="keeper"), str(ENGINE_DIR.parent),
+            "--state", str(state_fd), "--egress", str(channel), "--agent", str(pid)]
+    if group is not None:
+        argv += ["--cgroup", str(group)]
+    _launched.append(subprocess.Popen(
+        argv, pass_fds=(state_fd, channel), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        start_new_session=True, env=_LAUNCH_ENV, cwd="/"))
 
 
 def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path,
                  deadline: float) -> None:
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                raise EngineError("the agent did not start in time"
-                                  + (f": {tail}" if (tail := log_tail(state)) else ""))
-            readable, _, _ = select.select([ready_r], [], [], remaining)
-            if readable:
-                break
-        answer = os.read(ready_r, 1)
-    finally:
-        os.close(ready_r)
-    if answer != b"R":
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise EngineError("the agent did not start in time"
+                              + (f": {tail}" if (tail := log_tail(state)) else ""))
+        readable, _, _ = select.select([ready_r], [], [], remaining)
+        if readable:
+            break
+    if os.read(ready_r, 1) != b"R":
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
         raise EngineError("the agent failed to start: " + (log_tail(state) or "no reason given"))

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from managoat_sandbox._engine import events
+from managoat_sandbox._engine.box import Box
 from managoat_sandbox.errors import CommandExited, Unavailable
 from managoat_sandbox.frames import Error, Exit, Stdout
 from managoat_sandbox.providers.local import Local
@@ -117,3 +119,20 @@ def test_an_agent_that_dies_ends_its_commands_with_closed_before_exit(
     assert collect(replay, attached.ref) == (
         b"hi\n", Error(attached.ref, Unavailable("closed_before_exit")))
     assert local.exec(handle, "echo", ["next"]).output == b"next\n"
+
+
+def test_following_a_finished_session_from_now_gives_only_its_end(
+    local: Local, root: Path
+) -> None:
+    handle = local.create("done")
+    box = Mailbox()
+    command = local.spawn(handle, "bash", ["-c", "echo output; exit 4"], owner=box)
+    box.expect(is_exit(command.ref), 10)
+    assert command.session_id is not None
+    engine_box = Box.open(root / "done")
+    follower = engine_box.attach(command.session_id, from_end=True)
+    assert follower is not None
+    assert follower.read(timeout=10) == [events.Exited(4)]
+    replay = engine_box.attach(command.session_id)
+    assert replay is not None
+    assert replay.read(timeout=10) == [events.Output(1, b"output\n"), events.Exited(4)]
