@@ -56,12 +56,12 @@ def gated(e2b: E2B, emulator: E2BEmulator) -> Iterator[tuple[Handle, str]]:
     )
     answer.raise_for_status()
     sandbox_id = str(answer.json()["sandboxID"])
-    emulator.host_path(sandbox_id, "~/gate.sh").write_text(GATE)
+    emulator.write_file(sandbox_id, "~/gate.sh", GATE.encode())
     created = e2b.create(name)
     try:
         yield created, sandbox_id
     finally:
-        emulator.host_path(sandbox_id, "~/release").touch()
+        emulator.write_file(sandbox_id, "~/release", b"")
         e2b.destroy(created)
 
 
@@ -98,10 +98,9 @@ def test_a_session_is_attachable_before_its_shim_has_written_the_journal(
 ) -> None:
     handle, sandbox_id = gated
     spawned, spawned_box = spawn(e2b, handle)
-    cmd_file = emulator.host_path(sandbox_id, f"~/.fountain/{spawned.session_id}.cmd")
-    assert not cmd_file.exists()
+    assert not emulator.exists(sandbox_id, f"~/.fountain/{spawned.session_id}.cmd")
     attached, box = attach(e2b, handle, spawned.session_id)
-    emulator.host_path(sandbox_id, "~/release").touch()
+    emulator.write_file(sandbox_id, "~/release", b"")
     frames = frames_of(attached, box)
     assert stdout_of(frames) == b"a\nb\n"
     assert frames[-1] == Exit(attached.ref, 3)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import struct
 import subprocess
@@ -20,13 +21,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from managoat_sandbox._engine import isolation
 from managoat_sandbox.emulators.e2b import E2BEmulator
-from managoat_sandbox.emulators.e2b.layout import isolation_available
 
 from ..conftest import wait_until
 
@@ -34,6 +36,12 @@ pytestmark = pytest.mark.timeout(60)
 
 KEY = "e2b_test_key"
 ENVD_PORT = "49983"
+
+#: Tests that probe the sandbox's walls: skipped, never run, where the host cannot isolate.
+requires_isolation = pytest.mark.skipif(
+    not isolation.support().available,
+    reason=f"sandbox isolation is unavailable here: {isolation.support().reason}",
+)
 
 
 # -- an independent Connect codec ------------------------------------------------------------
@@ -179,6 +187,32 @@ def raw(emulator: E2BEmulator) -> Iterator[Raw]:
     client.session.close()
 
 
+def host_pid(emulator: E2BEmulator, sandbox_id: str, pid: int) -> int:
+    """The host pid of the sandbox's process ``pid`` (itself when commands are not isolated).
+
+    Looks for the process whose innermost ``NSpid`` is ``pid`` in the PID namespace of
+    the sandbox's agent (whose host pid the engine records in ``state/agent.json``).
+    """
+    box = emulator.world.table(sandbox_id).sandbox.box
+    if not box.settings.isolated:
+        return pid
+    agent = json.loads((box.state / "agent.json").read_text())["pid"]
+    namespace = os.readlink(f"/proc/{agent}/ns/pid")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != namespace:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == pid:
+                return int(entry)
+    raise AssertionError(f"no process {pid} in sandbox {sandbox_id}")
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -260,19 +294,30 @@ def test_unknown_sandboxes_are_404_everywhere(raw: Raw) -> None:
         assert answer.json()["code"] == 404
 
 
-def test_delete_kills_the_processes_and_the_sandbox_is_gone(raw: Raw) -> None:
+def test_delete_kills_the_processes_and_the_sandbox_is_gone(raw: Raw, tmp_path: Path) -> None:
     sandbox = raw.create()
+    # A link to a host directory of our own: deleting the sandbox must not follow it.
+    canary = tmp_path / "canary"
+    canary.write_bytes(b"alive")
+    locked = raw.start(sandbox, "mkdir -p locked/inner && touch locked/inner/f && "
+                                f"ln -s {tmp_path} locked/link && chmod 0 locked/inner locked")
+    assert locked[-2] == ("end", {"exited": True, "status": "exit status 0"})
+    directory = raw.emulator.workdir / "sandboxes" / sandbox["sandboxID"]
+    assert directory.is_dir()
     with raw.open_stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}}) as r:
         live = Live(r)
         kind, body = live.next()
-        pid = body["pid"]
-        assert kind == "start" and alive(pid)
+        assert kind == "start"
+        pid = host_pid(raw.emulator, sandbox["sandboxID"], body["pid"])
+        assert alive(pid)
         assert raw.api("DELETE", f"/sandboxes/{sandbox['sandboxID']}").status_code == 204
         assert live.until("trailer")[-1] == ("trailer", {"error": {
             "code": "unavailable",
             "message": f"the connection to sandbox {sandbox['sandboxID']} ended before the "
                        "stream completed"}})
     assert wait_until(lambda: not alive(pid))
+    assert not directory.exists()
+    assert canary.read_bytes() == b"alive"
     assert raw.api("GET", f"/sandboxes/{sandbox['sandboxID']}").status_code == 404
     assert raw.api("DELETE", f"/sandboxes/{sandbox['sandboxID']}").status_code == 404
     assert raw.unary(sandbox, "List", {}).status_code == 502
@@ -384,6 +429,24 @@ def test_network_put_replaces_the_rules_and_validates_them(raw: Raw) -> None:
     assert raw.api("PUT", f"/sandboxes/{sandbox_id}/network",
                    json={"allowOut": ["hex.pm"]}).status_code == 400
     assert raw.api("PUT", "/sandboxes/inope/network", json=rules).status_code == 404
+
+
+@pytest.mark.parametrize(("rules", "allow"), [
+    ({}, None),
+    ({"denyOut": ["10.0.0.0/8"]}, None),
+    ({"denyOut": ["0.0.0.0/0"]}, ()),
+    ({"allowOut": ["Hex.pm", "*.github.com", "1.1.1.1"], "denyOut": ["0.0.0.0/0"]},
+     ("hex.pm", "*.github.com")),
+])
+def test_network_rules_become_the_boxs_egress_policy(
+        raw: Raw, emulator: E2BEmulator, rules: dict[str, Any],
+        allow: tuple[str, ...] | None) -> None:
+    sandbox_id = raw.create(network={"allowOut": ["example.com"],
+                                     "denyOut": ["0.0.0.0/0"]})["sandboxID"]
+    box = emulator.world.table(sandbox_id).sandbox.box
+    assert box.policy().allow == ("example.com",)
+    assert raw.api("PUT", f"/sandboxes/{sandbox_id}/network", json=rules).status_code == 204
+    assert box.policy().allow == allow
 
 
 def test_an_expired_ttl_kills_or_pauses_per_auto_pause(raw: Raw, emulator: E2BEmulator) -> None:
@@ -503,7 +566,7 @@ def test_commands_run_in_the_users_home_with_the_sandbox_and_request_env(
     events = raw.stream(sandbox, "Start", {"process": {
         "cmd": "sh", "args": ["-c", 'echo "$PWD|$HOME|$USER|$GLOBAL|$LOCAL"'],
         "envs": {"LOCAL": "l"}}})
-    home = emulator.host_path(sandbox["sandboxID"], "/home/user")
+    home = emulator.command_path(sandbox["sandboxID"], "/home/user")
     assert stdout_of(events) == f"{home}|{home}|user|g|l\n".encode()
 
 
@@ -603,9 +666,8 @@ def test_connect_streams_only_what_comes_after_it_attached(raw: Raw,
         live = Live(r)
         pid = live.next()[1]["pid"]
         live.until_stdout(b"before\n")
-    marker = emulator.host_path(sandbox["sandboxID"], "marker")
     raw.unary(sandbox, "SendInput", {"process": {"pid": pid}, "input": {"stdin": "MQo="}})
-    assert wait_until(marker.exists)
+    assert wait_until(lambda: emulator.exists(sandbox["sandboxID"], "marker"))
     with raw.open_stream(sandbox, "Connect", {"process": {"pid": pid}}) as r:
         live = Live(r)
         assert live.next() == ("start", {"pid": pid})
@@ -636,11 +698,12 @@ def test_pause_stops_processes_resume_continues_them_and_tags_stop_resolving(
     with raw.open_stream(sandbox, "Start", {"process": {"cmd": "cat"}, "tag": "fountain-9"}) as r:
         live = Live(r)
         pid = live.next()[1]["pid"]
+        on_host = host_pid(raw.emulator, sandbox_id, pid)
         raw.api("POST", f"/sandboxes/{sandbox_id}/pause")
         assert live.until("trailer")[-1][1]["error"]["code"] == "unavailable"
-    assert wait_until(lambda: stopped(pid))
+    assert wait_until(lambda: stopped(on_host))
     assert raw.api("POST", f"/v2/sandboxes/{sandbox_id}/connect", json={}).status_code == 201
-    assert wait_until(lambda: not stopped(pid))
+    assert wait_until(lambda: not stopped(on_host))
     by_tag = raw.unary(sandbox, "SendInput", {"process": {"tag": "fountain-9"},
                                               "input": {"stdin": "eA=="}})
     assert by_tag.status_code == 404 and by_tag.json()["code"] == "not_found"
@@ -677,6 +740,37 @@ def test_keepalives_are_sent_after_the_ping_interval_without_data(
     assert "keepalive" in kinds and kinds.index("keepalive") < kinds.index("data")
 
 
+def test_update_resizes_a_pty_and_is_refused_without_one(raw: Raw) -> None:
+    sandbox = raw.create()
+    start = {"process": {"cmd": "bash", "args": ["-c", "read line; stty size"]},
+             "pty": {"size": {"cols": 80, "rows": 24}}}
+    with raw.open_stream(sandbox, "Start", start) as r:
+        live = Live(r)
+        pid = live.next()[1]["pid"]
+        resized = raw.unary(sandbox, "Update", {"process": {"pid": pid},
+                                                "pty": {"size": {"cols": 100, "rows": 30}}})
+        assert resized.status_code == 200 and resized.json() == {}
+        raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
+                                         "input": {"pty": base64.b64encode(b"\n").decode()}})
+        events = live.until("trailer")
+    assert b"30 100" in stdout_of(events, "pty")
+    with raw.open_stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}}) as r:
+        pid = Live(r).next()[1]["pid"]
+        plain = raw.unary(sandbox, "Update", {"process": {"pid": pid},
+                                              "pty": {"size": {"cols": 1, "rows": 1}}})
+        assert plain.status_code == 400 and plain.json()["code"] == "failed_precondition"
+        raw.unary(sandbox, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+
+
+def test_root_gets_its_own_home_and_identity_variables(raw: Raw, emulator: E2BEmulator) -> None:
+    sandbox = raw.create()
+    basic = "Basic " + base64.b64encode(b"root:").decode()
+    events = raw.stream(sandbox, "Start", {"process": {
+        "cmd": "sh", "args": ["-c", 'echo "$PWD|$HOME|$USER|$LOGNAME"']}}, Authorization=basic)
+    home = emulator.command_path(sandbox["sandboxID"], "/root")
+    assert stdout_of(events) == f"{home}|{home}|root|root\n".encode()
+
+
 def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
     sandbox = raw.create()
     # The second read keeps the process alive while CloseStdin is refused.
@@ -700,23 +794,42 @@ def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
     assert not any(kind == "data" and "stdout" in body for kind, body in events)
 
 
-@pytest.mark.skipif(not isolation_available(), reason="needs root and `unshare --mount`")
-def test_isolated_commands_share_home_and_tmp_with_the_file_api(tmp_path: Any) -> None:
-    with E2BEmulator(credential=KEY, isolate=True, workdir=tmp_path) as emulator:
-        client = Raw(emulator)
-        sandbox = client.create()
-        headers = client.envd_headers(sandbox, "application/octet-stream")
-        requests.post(file_url(client, path="/home/user/in.txt"), data=b"from-files",
-                      headers=headers, timeout=5)
-        out = f"/tmp/out-{sandbox['sandboxID']}.txt"
-        events = client.start(sandbox, "pwd; echo $HOME; cat /home/user/in.txt; echo; "
-                                       f"echo from-command > {out}")
-        assert stdout_of(events) == b"/home/user\n/home/user\nfrom-files\n"
-        back = requests.get(file_url(client, path=out), timeout=5,
-                            headers={k: v for k, v in headers.items() if k != "Content-Type"})
-        assert back.content == b"from-command\n"
-        assert not os.path.exists(out)
-        client.session.close()
+@requires_isolation
+def test_a_file_at_an_absolute_path_is_the_sandboxs_own_not_the_hosts(
+        raw: Raw, tmp_path: Path) -> None:
+    sandbox = raw.create()
+    # A directory no host has (a fresh random name under /opt), and a host file of our own.
+    top = f"/opt/e2b-{tmp_path.name}-{secrets.token_hex(8)}"
+    assert not os.path.exists(top)
+    ours = tmp_path / "host.txt"
+    ours.write_bytes(b"host")
+    headers = raw.envd_headers(sandbox, "application/octet-stream")
+    for path in (f"{top}/x", str(ours)):
+        written = requests.post(file_url(raw, path=path), data=b"from-files", headers=headers,
+                                timeout=5)
+        assert written.status_code == 200 and written.json()[0]["path"] == path
+    events = raw.start(sandbox, f"cat {top}/x {ours}; echo; pwd; echo $HOME; "
+                                f"echo from-command > {top}/y; echo changed > {ours}")
+    assert stdout_of(events) == b"from-filesfrom-files\n/home/user\n/home/user\n"
+    get = {k: v for k, v in headers.items() if k != "Content-Type"}
+    for path, content in ((f"{top}/y", b"from-command\n"), (str(ours), b"changed\n")):
+        back = requests.get(file_url(raw, path=path), headers=get, timeout=5)
+        assert back.status_code == 200 and back.content == content
+    assert not os.path.exists(top)
+    assert ours.read_bytes() == b"host"
+
+
+@requires_isolation
+def test_a_command_sees_only_its_sandboxs_homes_and_processes(raw: Raw) -> None:
+    sandbox = raw.create()
+    script = ("ls /home; echo pid $$; "
+              "for p in /proc/[0-9]*; do echo \"${p#/proc/}: $(tr '\\0' ' ' < $p/cmdline)\"; done")
+    lines = stdout_of(raw.start(sandbox, script)).decode().splitlines()
+    assert lines[0] == "user" and lines[1].startswith("pid ")
+    processes = dict(line.split(": ", 1) for line in lines[2:])
+    assert lines[1][4:] in processes  # the shell's own, in-sandbox pid
+    assert not any("pytest" in command for command in processes.values()), processes
+    assert len(processes) < 10, processes
 
 
 def test_the_http_control_api_drives_the_ttl_clock(raw: Raw) -> None:
@@ -752,11 +865,11 @@ def test_files_multipart_upload_creates_parents_and_reads_back(raw: Raw,
                            timeout=5)
     assert answer.status_code == 200
     assert answer.json() == [{"path": "/work/dir/file.txt", "name": "file.txt", "type": "file"}]
-    host = emulator.host_path(sandbox["sandboxID"], "/work/dir/file.txt")
-    assert host.read_bytes() == b"\x00bytes\r\n"
+    assert emulator.read_file(sandbox["sandboxID"], "/work/dir/file.txt") == b"\x00bytes\r\n"
     back = requests.get(file_url(raw, path="/work/dir/file.txt"), headers=headers, timeout=5)
     assert back.status_code == 200 and back.content == b"\x00bytes\r\n"
-    events = raw.start(sandbox, f"cat {host}")
+    events = raw.start(sandbox, "cat " + emulator.command_path(sandbox["sandboxID"],
+                                                              "/work/dir/file.txt"))
     assert stdout_of(events) == b"\x00bytes\r\n"
 
 

@@ -122,8 +122,7 @@ def test_files_write_and_read_through_the_sdk(emulator: E2BEmulator, sandbox: An
     info = sandbox.files.write("/home/user/dir/a.txt", "data")
     assert info.path == "/home/user/dir/a.txt"
     assert sandbox.files.read("/home/user/dir/a.txt") == "data"
-    host = emulator.host_path(sandbox.sandbox_id, "/home/user/dir/a.txt")
-    assert host.read_text() == "data"
+    assert emulator.read_file(sandbox.sandbox_id, "/home/user/dir/a.txt") == b"data"
 
 
 def test_pause_and_connect_resume_the_same_sandbox(sandbox: Any) -> None:

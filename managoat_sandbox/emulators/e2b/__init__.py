@@ -16,10 +16,15 @@ takes every fault kind named in :mod:`.envd` and :mod:`.control` (for example
 and ``POST /_emulator/e2b/clock`` / ``POST /_emulator/e2b/expire/{id}`` drive
 the TTL clock.
 
+Each sandbox is one process-engine box: its commands run inside it (in
+their own namespaces where the host allows) and every path the emulator
+handles is the sandbox's own.
+
 Modules: :mod:`.connect` (envelope codec), :mod:`.state` (records, clock,
-listings), :mod:`.world` (lifecycle), :mod:`.layout` (sandbox directories),
-:mod:`.processes` (envd's process table), :mod:`.streams` (server streams and
-their faults), :mod:`.control` and :mod:`.envd` (the two HTTP surfaces).
+listings), :mod:`.world` (lifecycle), :mod:`.layout` (a sandbox's box, its
+users and files), :mod:`.processes` (envd's process table), :mod:`.streams`
+(server streams and their faults), :mod:`.control` and :mod:`.envd` (the two
+HTTP surfaces).
 """
 
 from .emulator import E2BEmulator

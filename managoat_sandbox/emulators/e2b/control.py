@@ -110,7 +110,8 @@ class ControlPlane:
 
     async def _create(self, request: web.Request, default_timeout: int) -> web.Response:
         body = await _json_body(request, required=True)
-        record = self.world.create(body, default_timeout=default_timeout)
+        record = await run_blocking(lambda: self.world.create(body,
+                                                              default_timeout=default_timeout))
         return web.json_response(record.created(self.domain), status=201)
 
     async def _create_v2(self, request: web.Request, _: str) -> web.StreamResponse:
@@ -154,12 +155,12 @@ class ControlPlane:
     async def _pause(self, request: web.Request, sandbox_id: str) -> web.StreamResponse:
         await _json_body(request, required=False)
         record = self.world.registry.get(sandbox_id)
-        self.world.pause(record)
+        await run_blocking(lambda: self.world.pause(record))
         return web.Response(status=204)
 
     async def _connect(self, record: SandboxRecord, timeout: int | None) -> web.Response:
         if record.state == "paused":
-            self.world.resume(record, timeout)
+            await run_blocking(lambda: self.world.resume(record, timeout))
             return web.json_response(record.created(self.domain), status=201)
         if timeout is not None:
             with self.world.registry.lock:
@@ -184,16 +185,15 @@ class ControlPlane:
             raise ApiError(409, f"sandbox {sandbox_id} is already running")
         if isinstance(body.get("autoPause"), bool):
             record.auto_pause = body["autoPause"]
-        self.world.resume(record, timeout)
+        await run_blocking(lambda: self.world.resume(record, timeout))
         return web.json_response(record.created(self.domain), status=201)
 
     async def _network(self, request: web.Request, sandbox_id: str) -> web.StreamResponse:
         body = await _json_body(request, required=True)
         network = validate_network(body)
         record = self.world.registry.get(sandbox_id)
-        with self.world.registry.lock:
-            record.network = network
-            record.allow_internet_access = body.get("allow_internet_access") is not False
+        internet = body.get("allow_internet_access") is not False
+        await run_blocking(lambda: self.world.network(record, network, internet))
         return web.Response(status=204)
 
     async def _health(self, request: web.Request, _: str) -> web.StreamResponse:

@@ -11,7 +11,7 @@ from .._server import Emulator, Fault
 from .aio import run_blocking
 from .control import ControlPlane, api_error
 from .envd import Envd, is_envd_request
-from .layout import isolation_available
+from .layout import check_users
 from .state import ApiError, SandboxRecord
 from .world import World
 
@@ -29,12 +29,13 @@ class E2BEmulator(Emulator):
     Control-plane requests carry ``X-API-Key`` (or a deprecated Bearer token);
     envd requests are told apart by the ``E2b-Sandbox-Id``/``E2b-Sandbox-Port``
     headers and authorised by the sandbox's ``X-Access-Token`` instead. Each
-    sandbox is a directory under ``workdir`` (see :mod:`.layout`), and its
-    commands are real processes run by the shared process engine;
-    ``isolate=True`` gives each command a mount namespace in which ``/home``,
-    ``/root`` and ``/tmp`` are the sandbox's own (root only). ``users`` are
-    the Linux users envd accepts (the first is the default), ``domain`` the
-    ``domain`` field of the answers, ``seed`` makes sandbox IDs repeatable.
+    sandbox is one process-engine box under ``workdir`` (see :mod:`.layout`):
+    its commands are real processes inside it, isolated in their own
+    namespaces where the host allows, and every path envd handles is the
+    sandbox's own. ``users`` are the Linux users envd accepts (the first is
+    the default; they share the box's one uid, see :mod:`.layout`),
+    ``domain`` the ``domain`` field of the answers, ``seed`` makes sandbox
+    IDs repeatable.
 
     Test controls (all thread-safe, usable while serving):
 
@@ -44,7 +45,8 @@ class E2BEmulator(Emulator):
       :meth:`page_size`, :meth:`endless_listing`, :meth:`break_tag_selectors`
       — the provider's faults (each a :class:`Fault` in :attr:`faults`, which
       also takes the base's generic kinds);
-    * :meth:`record`, :meth:`host_path`, :attr:`requests` — inspection.
+    * :meth:`record`, :meth:`read_file`, :meth:`write_file`, :meth:`exists`,
+      :meth:`command_path`, :attr:`requests` — inspection.
     """
 
     provider = "e2b"
@@ -60,12 +62,10 @@ class E2BEmulator(Emulator):
         domain: str | None = None,
         users: tuple[str, ...] = ("user", "root"),
         seed: int | None = None,
-        isolate: bool = False,
     ) -> None:
-        if isolate and not isolation_available():
-            raise RuntimeError("isolate=True needs root and a working `unshare --mount`")
+        check_users(users)
         super().__init__(host=host, port=port, credential=credential, workdir=workdir)
-        self.world = World(self.workdir / "sandboxes", users=users, seed=seed, isolated=isolate)
+        self.world = World(self.workdir / "sandboxes", users=users, seed=seed)
         self.control = ControlPlane(self.world, self.faults, domain)
         self.envd = Envd(self.world, self.faults, default_user=users[0])
 
@@ -148,9 +148,26 @@ class E2BEmulator(Emulator):
         """The live record of a sandbox (ApiError 404 if unknown); do not mutate it."""
         return self.world.registry.get(sandbox_id)
 
-    def host_path(self, sandbox_id: str, path: str, user: str = "user") -> Path:
-        """The file on this machine behind a sandbox path."""
-        return self.world.table(sandbox_id).layout.host(path, user)
+    def read_file(self, sandbox_id: str, path: str, user: str = "user") -> bytes:
+        """The file at sandbox path ``path`` (relative and ``~/`` ones under ``user``'s
+        home), read as ``GET /files`` does: FileNotFoundError if there is none."""
+        sandbox = self.world.table(sandbox_id).sandbox
+        return sandbox.read_file(sandbox.sandbox_path(path, user))
+
+    def write_file(self, sandbox_id: str, path: str, data: bytes, user: str = "user") -> None:
+        """Write the file at sandbox path ``path`` as ``POST /files`` does."""
+        sandbox = self.world.table(sandbox_id).sandbox
+        sandbox.write_file(sandbox.sandbox_path(path, user), data)
+
+    def exists(self, sandbox_id: str, path: str, user: str = "user") -> bool:
+        """Whether anything is at sandbox path ``path``."""
+        sandbox = self.world.table(sandbox_id).sandbox
+        return sandbox.exists(sandbox.sandbox_path(path, user))
+
+    def command_path(self, sandbox_id: str, path: str, user: str = "user") -> str:
+        """The path a command of the sandbox uses for sandbox path ``path``: the path
+        itself when commands are isolated, its host path under the box otherwise."""
+        return self.world.table(sandbox_id).sandbox.command_path(path, user)
 
     @property
     def keepalive_scale(self) -> float:

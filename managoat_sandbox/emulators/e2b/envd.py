@@ -14,10 +14,13 @@ Authorisation: every envd call needs ``X-Access-Token: <envdAccessToken>``
 (absent: the default user, errata 7), or from ``username`` on ``/files``.
 
 RPCs: ``process.Process`` Start and Connect (server streams, see
-:mod:`.streams`), List, SendInput, CloseStdin, SendSignal and Update (unary);
-``StreamInput`` and the ``filesystem.Filesystem`` service answer
-``unimplemented``. Plain HTTP: ``POST /files`` (multipart part ``file`` or
-octet-stream, gzip accepted), ``GET /files``, ``GET /health`` (204).
+:mod:`.streams`), List, SendInput, CloseStdin, SendSignal and Update (unary;
+it resizes a PTY); ``StreamInput`` and the ``filesystem.Filesystem`` service
+answer ``unimplemented``. Plain HTTP: ``POST /files`` (multipart part
+``file`` or octet-stream, gzip accepted), ``GET /files``, ``GET /health``
+(204). ``/files`` paths are the sandbox's own (what its commands see at that
+path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
+:mod:`.layout`).
 
 Fault taken here: ``tag_selector_404`` (a tag selector misses, as after a
 pause/resume) and the stream faults of :meth:`Envd.plan`.
@@ -28,16 +31,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import errno
+import functools
 import hashlib
 import hmac
 import json
 import posixpath
 import re
+import threading
 from email.message import Message
 from typing import Any
 
 from aiohttp import web
 
+from ..._engine import safefs
+from ..._engine.subscription import Subscription
 from .._server import Faults
 from . import connect
 from .aio import run_blocking
@@ -109,7 +117,7 @@ class Envd:
             return _http_error(400, "both E2b-Sandbox-Id and E2b-Sandbox-Port are required")
         record = self.world.registry.find(sandbox_id)
         if record is not None and record.state == "paused" and record.auto_resume:
-            self.world.resume(record, None)
+            await run_blocking(lambda: self.world.resume(record, None))
         if record is None or record.state != "running":
             return web.json_response(
                 {"sandboxId": sandbox_id, "message": "The sandbox was not found", "code": 502},
@@ -220,14 +228,13 @@ class Envd:
     async def _send_signal(self, request: web.Request, table: ProcessTable,
                            body: dict[str, Any]) -> dict[str, Any]:
         process = self._select(request, table, body.get("process"))
-        table.signal(process, body.get("signal"))
+        await run_blocking(lambda: table.signal(process, body.get("signal")))
         return {}
 
     async def _update(self, request: web.Request, table: ProcessTable,
                       body: dict[str, Any]) -> dict[str, Any]:
         process = self._select(request, table, body.get("process"))
-        if not process.pty:
-            raise RpcError("failed_precondition", f"process {process.pid} has no PTY")
+        await run_blocking(lambda: table.resize(process, body.get("pty")))
         return {}
 
     # -- streams ----------------------------------------------------------------------------
@@ -299,14 +306,18 @@ class Envd:
             user = self._user(request)
             message = connect.decode_one(await request.read())
             table = self.world.table(record.sandbox_id)
+            subscription: Subscription | None
             if method == "Start":
-                process = await run_blocking(lambda: table.start(
+                process, subscription = await run_blocking(lambda: table.start(
                     message, user=user, sandbox_env=record.env_vars))
                 self._arm_deadline(request, table, process)
                 deadline = None
             else:
                 selector = message.get("process") if isinstance(message, dict) else None
                 process = self._select(request, table, selector, ended=True)
+                ended = process.end() is not None
+                subscription = None if ended else await run_blocking(
+                    lambda: table.follow(process))
                 deadline = self._stream_deadline(request)
         except connect.EnvelopeError as error:
             await writer.send(connect.end_stream(connect.error_body("invalid_argument",
@@ -319,7 +330,7 @@ class Envd:
         except RpcError as error:
             await writer.send(connect.end_stream(connect.error_body(error.code, error.message)))
             return
-        await pump(writer, process, record, live_only=method == "Connect",
+        await pump(writer, process, subscription, record,
                    keepalive=self._keepalive(request), deadline=deadline)
 
     def _keepalive(self, request: web.Request) -> float | None:
@@ -352,7 +363,8 @@ class Envd:
 
         def fire() -> None:
             self._timers.discard(handle)
-            table.kill_on_deadline(process)
+            threading.Thread(target=table.kill_on_deadline, args=(process,),
+                             name="e2b-emulator-deadline", daemon=True).start()
 
         handle = loop.call_later(seconds, fire)
         self._timers.add(handle)
@@ -404,13 +416,21 @@ class Envd:
         path = request.query.get("path")
         if not path:
             return _http_error(400, "path is required")
-        layout = self.world.table(record.sandbox_id).layout
-        target = layout.host(path, user)
-        if not target.exists() or not layout.inside(target):
-            return _http_error(404, f"path '{layout.sandbox_path(path, user)}' does not exist")
-        if target.is_dir():
-            return _http_error(400, f"path '{layout.sandbox_path(path, user)}' is a directory")
-        return web.Response(body=target.read_bytes(), content_type="application/octet-stream")
+        sandbox = self.world.table(record.sandbox_id).sandbox
+        absolute = sandbox.sandbox_path(path, user)
+        try:
+            data = await run_blocking(lambda: sandbox.read_file(absolute))
+        except FileNotFoundError:
+            return _http_error(404, f"path '{absolute}' does not exist")
+        except safefs.PathRefused as refusal:
+            if refusal.reason == "not_a_directory":
+                return _http_error(404, f"path '{absolute}' does not exist")
+            if refusal.reason == "is_directory":
+                return _http_error(400, f"path '{absolute}' is a directory")
+            return _http_error(400, f"cannot read path '{absolute}': {refusal}")
+        except OSError as error:
+            return _file_os_error(absolute, "reading", error)
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def _write_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
         user = self._file_caller(request, record, "write")
@@ -431,24 +451,34 @@ class Envd:
             return _http_error(400, "path is required for an octet-stream upload")
         if not uploads or any(not path for path, _ in uploads):
             return _http_error(400, "no file to write")
-        layout = self.world.table(record.sandbox_id).layout
-        written = []
+        sandbox = self.world.table(record.sandbox_id).sandbox
+        targets = [(sandbox.sandbox_path(path, user), data) for path, data in uploads]
         seen: set[str] = set()
-        for path, data in uploads:
-            absolute = layout.sandbox_path(path, user)
+        for absolute, _ in targets:
             if absolute in seen:
                 return _http_error(400, f"path '{absolute}' appears twice")
             seen.add(absolute)
-            target = layout.host(path, user)
-            if target.is_dir():
-                return _http_error(400, f"path '{absolute}' is a directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not layout.inside(target.parent):
-                return _http_error(400, f"path '{absolute}' escapes the sandbox")
-            target.write_bytes(data)
+        written = []
+        for absolute, data in targets:
+            try:
+                await run_blocking(functools.partial(sandbox.write_file, absolute, data))
+            except safefs.PathRefused as refusal:
+                if refusal.reason == "is_directory":
+                    return _http_error(400, f"path '{absolute}' is a directory")
+                if refusal.reason == "read_only":
+                    return _http_error(500, f"cannot write path '{absolute}': {refusal}")
+                return _http_error(400, f"cannot write path '{absolute}': {refusal}")
+            except OSError as error:
+                return _file_os_error(absolute, "writing", error)
             written.append({"path": absolute, "name": posixpath.basename(absolute),
                             "type": "file"})
         return web.json_response(written)
+
+
+def _file_os_error(path: str, doing: str, error: OSError) -> web.Response:
+    """envd's answer to a failed file operation: 507 when the disk is full, else 500."""
+    status = 507 if error.errno in (errno.ENOSPC, errno.EDQUOT) else 500
+    return _http_error(status, f"error {doing} path '{path}': {error.strerror or error}")
 
 
 def _file_parts(content_type: str, body: bytes) -> list[tuple[str, bytes]]:

@@ -1,80 +1,126 @@
-"""Where an emulated sandbox lives on disk, and how sandbox paths map onto it.
+"""Where an emulated sandbox lives: one engine box, and how envd's users and paths map into it.
 
 ::
 
-    <workdir>/<sandbox id>/
-      fs/                 the sandbox's file system root: "/x" is fs/x
-        home/<user>/      a user's home (root's is fs/root): cwd and HOME of its commands
-        tmp/
-      procs/<n>/          one process-engine session per started process
+    <workdir>/sandboxes/<sandbox id>/    one box (:mod:`managoat_sandbox._engine.box`)
+      fs/       the sandbox's files: its ``/`` (``/home/<user>``, ``/root``, ``/tmp``...)
+      state/    the engine's records and journals, never visible to commands
+
+Commands run inside the box: isolated under bubblewrap when the host can
+(:func:`managoat_sandbox._engine.isolation.support`), so every absolute path
+a command uses is the sandbox's own, ``/proc`` shows only its processes and
+the pids envd reports are the in-sandbox ones. Without isolation (no
+unprivileged user namespaces) commands are plain host processes whose cwd
+and ``HOME`` lie under ``fs/``, and an absolute path in a command is then the
+host's.
 
 Paths given to ``/files`` and a Start request's ``cwd`` are sandbox paths:
-absolute ones are taken under ``fs/``, relative and ``~/`` ones under the
-user's home. ``..`` never climbs above ``fs/``.
+relative and ``~/`` ones are under the requesting user's home, ``..`` never
+climbs above ``/``. The emulator reaches them only through
+:mod:`~managoat_sandbox._engine.safefs`, which resolves symlinks a command
+planted inside the sandbox's root, as a process inside would.
 
-Commands see those paths in one of two ways:
-
-* mapped (the default, portable): commands run on the host file system with
-  their cwd and ``HOME`` set to the host directory of the user's home, so
-  relative paths agree with ``/files`` but an absolute ``/tmp/x`` in a
-  command is the host's ``/tmp/x``;
-* isolated (``isolated=True``; needs root and ``unshare``): each command runs
-  in its own mount namespace where ``fs/home``, ``fs/root`` and ``fs/tmp``
-  are bind-mounted on ``/home``, ``/root`` and ``/tmp``, so ``/home/user``
-  and ``/tmp`` mean the same to a command and to ``/files``, as in a real
-  sandbox (other absolute paths are still the host's, read-write).
+Users: envd accepts the users the emulator was given. A box has exactly one
+uid: 1000, named after the first of them that is not ``root`` (``user`` by
+default), with its home at ``/home/<name>``. Every other accepted user has a
+home of its own (``/root`` for ``root``) and its commands get that ``HOME``,
+``USER`` and ``LOGNAME`` but **still run as uid 1000**: a process started
+"as root" cannot do what root could (it cannot write the read-only system
+directories, for one). Real E2B runs such a process as uid 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import re
 import shutil
-import subprocess
-from collections.abc import Sequence
+import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["SandboxLayout", "isolation_available"]
+from ..._engine import isolation, safefs
+from ..._engine.box import Box
+from ..._engine.settings import BoxSettings, hostname_for
 
-_BOUND = ("/home", "/root", "/tmp")
-#: Run inside ``unshare --mount``: bind the sandbox's directories, enter the cwd, exec argv.
-_ISOLATE = (
-    'fs=$1; cwd=$2; shift 2; mount --bind "$fs/home" /home && mount --bind "$fs/root" /root'
-    ' && mount --bind "$fs/tmp" /tmp && cd "$cwd" && exec "$@"'
-)
+__all__ = ["SandboxBox", "box_user", "check_users", "remove_tree"]
 
-
-def isolation_available() -> bool:
-    """Whether commands can get a private mount namespace here (root and ``unshare``)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=10, check=False)
-    return probe.returncode == 0
+BOX_UID = 1000
+_DEFAULT_USER = "user"
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 
 
-class SandboxLayout:
-    """The directories of one sandbox under the emulator's workdir."""
+def box_user(users: tuple[str, ...]) -> str:
+    """The name of the box's one uid: the first accepted user that is not ``root``."""
+    return next((user for user in users if user != "root"), _DEFAULT_USER)
 
-    def __init__(self, root: Path, users: tuple[str, ...], *, isolated: bool = False) -> None:
-        self.root = root
-        self.fs = root / "fs"
-        self.procs = root / "procs"
-        self.isolated = isolated
-        for user in (*users, "root"):
-            self.home(user).mkdir(parents=True, exist_ok=True)
-        (self.fs / "tmp").mkdir(parents=True, exist_ok=True)
-        (self.fs / "tmp").chmod(0o1777)
-        self.procs.mkdir(parents=True, exist_ok=True)
+
+def check_users(users: tuple[str, ...]) -> None:
+    """ValueError unless ``users`` is a non-empty tuple of Linux user names."""
+    if not users:
+        raise ValueError("at least one user is needed")
+    for user in users:
+        if not _USER.match(user):
+            raise ValueError(f"bad user name {user!r}")
+
+
+def remove_tree(directory: Path) -> None:
+    """Delete ``directory`` and everything in it, symlinks never followed.
+
+    Directories a sandbox left without write or search permission are made
+    accessible first. Call it only once nothing runs in the sandbox any more
+    (nothing can swap a component meanwhile).
+    """
+    if not directory.is_dir() or directory.is_symlink():
+        return
+    for top, names, _ in os.walk(directory, followlinks=False):
+        for name in names:
+            path = os.path.join(top, name)
+            with contextlib.suppress(OSError):
+                mode = os.lstat(path).st_mode
+                if stat.S_ISDIR(mode):
+                    os.chmod(path, stat.S_IMODE(mode) | stat.S_IRWXU)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+class SandboxBox:
+    """One sandbox's box, the homes of envd's users and host-side access to its files."""
+
+    def __init__(self, box: Box, users: tuple[str, ...]) -> None:
+        self.box = box
+        self.users = users
+        self._masked = box.masked()
+
+    @classmethod
+    def create(cls, directory: Path, sandbox_id: str, users: tuple[str, ...]) -> SandboxBox:
+        """Make ``directory`` (which must not exist), start its box and lay out every
+        user's home (blocking): OSError or EngineError if it cannot, and then nothing
+        is left behind."""
+        check_users(users)
+        name = box_user(users)
+        settings = BoxSettings(isolated=isolation.support().available,
+                               hostname=hostname_for(sandbox_id), user=name, uid=BOX_UID,
+                               home=f"/home/{name}")
+        directory.mkdir(mode=0o755)
+        try:
+            box = Box.create(directory, settings)
+            sandbox = cls(box, users)
+            with sandbox.root() as root_fd:
+                for user in (*users, "root"):
+                    safefs.make_dirs(root_fd, sandbox.home_path(user), masked=sandbox._masked)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                Box(directory, settings).stop()
+            remove_tree(directory)
+            raise
+        return sandbox
+
+    # -- users and paths ---------------------------------------------------------------
 
     def home_path(self, user: str) -> str:
-        """The sandbox path of ``user``'s home."""
+        """The sandbox path of ``user``'s home (``/root`` for root, else ``/home/<user>``)."""
         return "/root" if user == "root" else f"/home/{user}"
-
-    def home(self, user: str) -> Path:
-        """The host directory of ``user``'s home."""
-        return self.host(self.home_path(user), user)
 
     def sandbox_path(self, path: str, user: str) -> str:
         """The absolute, normalised sandbox path of ``path`` as ``user`` means it."""
@@ -84,27 +130,52 @@ class SandboxLayout:
             path = f"{self.home_path(user)}/{path}"
         return posixpath.normpath("/" + path.lstrip("/"))
 
-    def host(self, path: str, user: str) -> Path:
-        """The host path behind sandbox path ``path``; never outside ``fs/``."""
-        absolute = self.sandbox_path(path, user)
-        return self.fs / absolute.lstrip("/") if absolute != "/" else self.fs
+    def command_path(self, path: str, user: str) -> str:
+        """The path a command uses for sandbox path ``path`` (itself when isolated)."""
+        return self.box.agent_path(self.sandbox_path(path, user))
 
-    def inside(self, host_path: Path) -> bool:
-        """Whether ``host_path`` (symlinks resolved) is still within ``fs/``."""
-        return host_path.resolve().is_relative_to(self.fs.resolve())
+    def environment(self, user: str, extra: Mapping[str, str], *, tty: bool) -> dict[str, str]:
+        """A command's environment for ``user``: the box's base, that user's ``HOME``,
+        ``USER`` and ``LOGNAME``, then ``extra``."""
+        identity = {"HOME": self.command_path(self.home_path(user), user), "USER": user,
+                    "LOGNAME": user}
+        return self.box.environment({**identity, **extra}, tty=tty)
 
-    def command(self, argv: Sequence[str], cwd: str, user: str) -> tuple[list[str], Path, str]:
-        """The argv to run, the host cwd to start it in and its ``HOME``.
+    # -- files (sandbox paths, absolute) -------------------------------------------------
 
-        ``argv`` is run as envd does, through ``/bin/sh -c 'exec "$@"'``;
-        ``cwd`` is a sandbox path.
-        """
-        host_cwd = self.host(cwd, user)
-        if not self.isolated:
-            return ["/bin/sh", "-c", 'exec "$@"', "--", *argv], host_cwd, str(self.home(user))
-        inner = self.sandbox_path(cwd, user)
-        if not any(inner == top or inner.startswith(top + "/") for top in _BOUND):
-            inner = str(host_cwd)
-        wrapped = ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _ISOLATE,
-                   "--", str(self.fs), inner, *argv]
-        return wrapped, host_cwd, self.home_path(user)
+    @contextlib.contextmanager
+    def root(self) -> Iterator[int]:
+        """A descriptor of the sandbox's root directory, closed on exit."""
+        root_fd = safefs.open_root(self.box.fs)
+        try:
+            yield root_fd
+        finally:
+            os.close(root_fd)
+
+    def read_file(self, path: str) -> bytes:
+        """The content of the regular file at ``path``; FileNotFoundError or
+        :class:`~managoat_sandbox._engine.safefs.PathRefused` as safefs says."""
+        with self.root() as root_fd:
+            return safefs.read_file(root_fd, path)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Replace the file at ``path`` with ``data``, creating its parents (PathRefused
+        ``is_directory``, ``read_only``... as safefs says)."""
+        with self.root() as root_fd:
+            safefs.write_file(root_fd, path, data, masked=self._masked)
+
+    def exists(self, path: str) -> bool:
+        """Whether anything is at ``path`` (a final symlink counts, dangling or not)."""
+        with self.root() as root_fd:
+            try:
+                safefs.stat_path(root_fd, path, follow=False)
+            except (FileNotFoundError, safefs.PathRefused):
+                return False
+            return True
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        """Stop the box (every process of the sandbox ends) and delete its directory."""
+        self.box.stop()
+        remove_tree(self.box.directory)

@@ -1,42 +1,60 @@
-"""envd's process table for one sandbox: real processes run by the shared engine.
+"""envd's process table for one sandbox: real processes in the sandbox's box.
 
-Each Start runs ``/bin/sh -c 'exec "$@"' -- cmd args...`` (as envd does, so
-``cmd`` is looked up on PATH and the reported pid is that of ``cmd`` itself;
-see :mod:`.layout` for the isolated variant) in its own engine session under
-the sandbox's ``procs/`` directory. The pid reported to clients is the real
-host pid. Ended processes leave the selector
-table for unary calls (SendInput, CloseStdin, SendSignal answer ``not_found``,
-as envd deletes them once they are waited for) and disappear from ``List``;
-``Connect`` still finds them and replays the kept end event (reference §3.4).
+Each Start is one journaled session of the box (:meth:`Box.spawn
+<managoat_sandbox._engine.box.Box.spawn>`) running ``/bin/sh -c 'exec "$@"'
+-- cmd args...`` as envd does, so ``cmd`` is looked up on PATH and the
+reported pid — the in-sandbox pid — is that of ``cmd`` itself. Start streams
+the spawn's subscription from byte zero; Connect follows the session from the
+moment it attaches (envd replays no output). A process's end is the one its
+subscription delivers, or the one the engine recorded for it; when the
+engine lost the process (its agent died) the end says so, never a guessed
+code.
 
-Blocking methods (:meth:`ProcessTable.start`, :meth:`ProcessTable.write`,
-:meth:`ProcessTable.terminate_all`) are meant to run off the event loop.
+Ended processes leave the selector table for unary calls (SendInput,
+CloseStdin, SendSignal answer ``not_found``, as envd deletes them once they
+are waited for) and disappear from ``List``; ``Connect`` still finds them and
+replays the kept end event (reference §3.4).
+
+Every method that talks to the box (:meth:`ProcessTable.start`,
+:meth:`~ProcessTable.follow`, :meth:`~ProcessTable.write`,
+:meth:`~ProcessTable.close_stdin`, :meth:`~ProcessTable.signal`,
+:meth:`~ProcessTable.resize`, :meth:`~ProcessTable.kill_on_deadline`,
+:meth:`~ProcessTable.suspend_all`, :meth:`~ProcessTable.resume_all`)
+blocks: run it off the event loop. :meth:`Process.end` reads one small record
+and may run on the loop.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import os
 import signal
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ... import _engine
-from .layout import SandboxLayout
+from ..._engine import events, records
+from ..._engine.box import Box, Refused
+from ..._engine.errors import EngineError
+from ..._engine.subscription import Subscription
+from .layout import SandboxBox
 
-__all__ = ["Process", "ProcessTable", "RpcError", "end_event"]
+__all__ = ["LOST", "Process", "ProcessTable", "RpcError", "decode_bytes", "end_event"]
 
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SIGNALS: dict[object, int] = {
     "SIGNAL_SIGKILL": signal.SIGKILL,
     "SIGNAL_SIGTERM": signal.SIGTERM,
     9: signal.SIGKILL,
     15: signal.SIGTERM,
 }
+#: envd's argv around ``cmd args...``.
+SHELL_PREFIX = ("/bin/sh", "-c", 'exec "$@"', "--")
+DEFAULT_ROWS = 24
+DEFAULT_COLS = 80
+STDIN_TIMEOUT = 10.0
+STDIN_CLOSED = "error writing to stdin: stdin not enabled or closed"
+#: The end event of a process whose outcome the engine could not record.
+LOST: dict[str, Any] = {"exitCode": -1, "status": "unknown", "error": "process state lost"}
 
 
 class RpcError(Exception):
@@ -48,16 +66,35 @@ class RpcError(Exception):
         self.message = message
 
 
+def end_event(end: events.End) -> dict[str, Any]:
+    """envd's ``end`` event for an engine end, zero values omitted."""
+    if isinstance(end, events.Lost):
+        return dict(LOST)
+    if end.signal is not None:
+        name = f"signal: {(signal.strsignal(end.signal) or str(end.signal)).lower()}"
+        return {"exitCode": -1, "status": name, "error": name}
+    event: dict[str, Any] = {"exited": True, "status": f"exit status {end.code}"}
+    if end.code:
+        event["exitCode"] = end.code
+    return event
+
+
 @dataclass(eq=False)
 class Process:
-    """One started process and what envd remembers about it."""
+    """One started process and what envd remembers about it.
+
+    ``sid`` names its session in ``box``; ``session`` is its record there
+    (None if it could not be read back).
+    """
 
     pid: int
+    sid: str
     tag: str | None
     config: dict[str, Any]
-    session: Path
     pty: bool
     stdin: bool
+    box: Box = field(repr=False)
+    session: records.SessionRecord | None = field(default=None, repr=False)
     stdin_closed: bool = False
     #: Set for processes that lived through a pause: tag selectors no longer find them.
     tag_lost: bool = False
@@ -66,13 +103,30 @@ class Process:
     def end(self) -> dict[str, Any] | None:
         """The end event once the process has ended (kept from then on), else None."""
         if self.kept_end is None:
-            try:
-                state = _engine.status(self.session)
-            except (OSError, _engine.EngineError):
-                state = _engine.Lost()
-            if not isinstance(state, _engine.Running):
-                self.kept_end = end_event(state)
+            recorded = self._recorded_end()
+            if recorded is not None:
+                self.kept_end = end_event(recorded)
         return self.kept_end
+
+    def keep_end(self, end: events.End) -> dict[str, Any]:
+        """Remember the end a subscription delivered (the first one kept wins); the
+        end event."""
+        if self.kept_end is None:
+            self.kept_end = end_event(end)
+        return self.kept_end
+
+    def _recorded_end(self) -> events.End | None:
+        if self.session is None:
+            return events.Lost("no session record")
+        try:
+            record = self.session.end()
+        except (OSError, EngineError) as error:
+            return events.Lost(str(error))
+        if record is not None:
+            return events.end_from_record(record)
+        if not self.box.alive():
+            return events.Lost("agent_gone")
+        return None
 
     def listed(self) -> dict[str, Any]:
         """The ``ProcessInfo`` shape of ``List`` (zero values omitted)."""
@@ -80,19 +134,6 @@ class Process:
         if self.tag:
             item["tag"] = self.tag
         return item
-
-
-def end_event(state: _engine.Exited | _engine.Lost) -> dict[str, Any]:
-    """envd's ``end`` event for an ended engine session, zero values omitted."""
-    if isinstance(state, _engine.Lost):
-        return {"exitCode": -1, "status": "unknown", "error": "process state lost"}
-    if state.signal is not None:
-        name = f"signal: {(signal.strsignal(state.signal) or str(state.signal)).lower()}"
-        return {"exitCode": -1, "status": name, "error": name}
-    event: dict[str, Any] = {"exited": True, "status": f"exit status {state.code}"}
-    if state.code:
-        event["exitCode"] = state.code
-    return event
 
 
 def _omit_empty(config: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +150,20 @@ def _strings(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
+def pty_size(pty: Any) -> tuple[int, int]:
+    """(rows, cols) of a ``PTY`` message (``{"size": {"cols", "rows"}}``), defaults filled."""
+    size = pty.get("size") if isinstance(pty, dict) else None
+    if not isinstance(size, dict):
+        return DEFAULT_ROWS, DEFAULT_COLS
+    dims = []
+    for key, default in (("rows", DEFAULT_ROWS), ("cols", DEFAULT_COLS)):
+        value = size.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 65536:
+            raise RpcError("invalid_argument", f"pty.size.{key} must be a uint32 below 65536")
+        dims.append(value or default)
+    return dims[0], dims[1]
+
+
 def decode_bytes(value: Any, what: str) -> bytes:
     """A proto-JSON ``bytes`` field (standard base64, padding optional)."""
     if not isinstance(value, str):
@@ -119,19 +174,23 @@ def decode_bytes(value: Any, what: str) -> bytes:
         raise RpcError("invalid_argument", f"{what} is not valid base64") from None
 
 
+def _not_found(process: Process) -> RpcError:
+    return RpcError("not_found", f"process with pid {process.pid} not found")
+
+
 class ProcessTable:
     """The processes of one sandbox; thread-safe."""
 
-    def __init__(self, layout: SandboxLayout) -> None:
-        self.layout = layout
+    def __init__(self, sandbox: SandboxBox) -> None:
+        self.sandbox = sandbox
         self._lock = threading.Lock()
         self._processes: dict[int, Process] = {}
         self._sessions = 0
 
-    def start(
-        self, request: Any, *, user: str, sandbox_env: dict[str, str]
-    ) -> Process:
-        """Validate a StartRequest and run its process (blocking)."""
+    def start(self, request: Any, *, user: str,
+              sandbox_env: dict[str, str]) -> tuple[Process, Subscription]:
+        """Validate a StartRequest and run its process: the process and its output
+        from byte zero (the caller closes the subscription)."""
         if not isinstance(request, dict) or not isinstance(request.get("process"), dict):
             raise RpcError("invalid_argument", "process config is required")
         config = request["process"]
@@ -149,31 +208,53 @@ class ProcessTable:
         if tag is not None and not isinstance(tag, str):
             raise RpcError("invalid_argument", "tag must be a string")
         pty = request.get("pty") is not None
+        rows, cols = pty_size(request.get("pty"))
         stdin = pty or request.get("stdin", True) is not False
-        argv, cwd, home = self.layout.command(
-            [cmd, *args], cwd_arg or self.layout.home_path(user), user)
-        if not cwd.is_dir() or not self.layout.inside(cwd):
-            raise RpcError("invalid_argument", f"cwd '{cwd_arg}' does not exist")
-        env = {"PATH": DEFAULT_PATH, "HOME": home, "USER": user, "LOGNAME": user,
-               **sandbox_env, **envs}
+        sandbox = self.sandbox
+        cwd = sandbox.command_path(cwd_arg or sandbox.home_path(user), user)
+        env = sandbox.environment(user, {**sandbox_env, **envs}, tty=pty)
         with self._lock:
             self._sessions += 1
-            session = self.layout.procs / str(self._sessions)
+            sid = f"p{self._sessions}"
+        box = sandbox.box
         try:
-            info = _engine.start(
-                session, argv, env=env, cwd=cwd, stdin=stdin, tty=pty, inherit_env=False,
-            )
-        except (OSError, _engine.EngineError) as error:
+            pid, subscription = box.spawn(sid, [*SHELL_PREFIX, cmd, *args], env=env, cwd=cwd,
+                                          stdin=stdin, tty=pty, rows=rows, cols=cols)
+        except Refused as refusal:
+            if refusal.code == "bad_cwd":
+                raise RpcError("invalid_argument", f"cwd '{cwd_arg}' does not exist") from None
+            raise RpcError("internal", f"error starting process: {refusal}") from None
+        except (OSError, EngineError) as error:
             raise RpcError("internal", f"error starting process: {error}") from None
-        if info.pid is None:
+        if pid is None or subscription is None:
+            if subscription is not None:
+                subscription.close()
             raise RpcError("internal", "error starting process: /bin/sh could not be executed")
         stored = {"cmd": cmd, "args": list(args), "envs": envs}
         if cwd_arg:
             stored["cwd"] = cwd_arg
-        process = Process(info.pid, tag, stored, session, pty, stdin)
+        process = Process(pid, sid, tag, stored, pty, stdin, box, box.session(sid))
         with self._lock:
-            self._processes[process.pid] = process
-        return process
+            self._processes[pid] = process
+        return process, subscription
+
+    def follow(self, process: Process) -> Subscription | None:
+        """The process's output from now on, then its end (Connect); None when only its
+        kept end is left to stream.
+
+        That is also the answer when the process ended while this attached: the
+        engine follows a session it no longer runs from its journal's byte zero,
+        and envd never replays output.
+        """
+        try:
+            subscription = self.sandbox.box.attach(process.sid, from_end=True)
+        except (OSError, EngineError) as error:
+            raise RpcError("unavailable", f"cannot follow process {process.pid}: {error}") \
+                from None
+        if subscription is not None and process.end() is not None:
+            subscription.close()
+            return None
+        return subscription
 
     def select(self, selector: Any, *, ended: bool = False, tags_work: bool = True) -> Process:
         """The process a ProcessSelector names; ``ended`` lets ended processes match.
@@ -207,22 +288,20 @@ class ProcessTable:
         return [p for p in processes if p.end() is None]
 
     def write(self, process: Process, data: bytes) -> None:
-        """SendInput (blocking): hand ``data`` to the process's stdin or terminal."""
+        """SendInput: hand ``data`` to the process's stdin or terminal."""
         if not process.stdin or process.stdin_closed:
-            raise RpcError("internal", "error writing to stdin: stdin not enabled or closed")
+            raise RpcError("internal", STDIN_CLOSED)
         try:
-            _engine.write_stdin(process.session, data, timeout=10)
-        except _engine.ProcessExited:
-            raise RpcError("not_found", f"process with pid {process.pid} not found") from None
-        except _engine.StdinNotOpen:
-            raise RpcError(
-                "internal", "error writing to stdin: stdin not enabled or closed"
-            ) from None
-        except _engine.EngineError as error:
+            status = self.sandbox.box.write_stdin(process.sid, data, timeout=STDIN_TIMEOUT)
+        except (OSError, EngineError) as error:
             raise RpcError("internal", f"error writing to stdin: {error}") from None
+        if status in ("exited", "unknown"):
+            raise _not_found(process)
+        if status != "ok":
+            raise RpcError("internal", STDIN_CLOSED)
 
     def close_stdin(self, process: Process) -> None:
-        """CloseStdin (blocking): end of input; idempotent; refused for a PTY."""
+        """CloseStdin: end of input; idempotent; refused for a PTY."""
         if process.pty:
             raise RpcError(
                 "unknown", f"error closing stdin: cannot close stdin for PTY process {process.pid}"
@@ -230,44 +309,58 @@ class ProcessTable:
         if not process.stdin or process.stdin_closed:
             return
         try:
-            _engine.close_stdin(process.session, timeout=10)
-        except _engine.EngineError as error:
+            status = self.sandbox.box.close_stdin(process.sid)
+        except (OSError, EngineError) as error:
             raise RpcError("unknown", f"error closing stdin: {error}") from None
+        if status in ("exited", "unknown"):
+            raise _not_found(process)
         process.stdin_closed = True
 
     def signal(self, process: Process, name: Any) -> None:
-        """SendSignal: SIGTERM or SIGKILL to that single pid (not its group)."""
+        """SendSignal: SIGTERM or SIGKILL to that single process (not its group)."""
         sig = SIGNALS.get(name)
         if sig is None:
             raise RpcError("unimplemented", f"invalid signal: {name}")
         if process.end() is not None:
-            raise RpcError("not_found", f"process with pid {process.pid} not found")
+            raise _not_found(process)
         try:
-            os.kill(process.pid, sig)
-        except ProcessLookupError:
-            raise RpcError("not_found", f"process with pid {process.pid} not found") from None
-        except OSError as error:
+            sent = self.sandbox.box.signal(process.sid, sig, group=False)
+        except (OSError, EngineError) as error:
             raise RpcError("internal", f"error sending signal: {error}") from None
+        if not sent:
+            raise _not_found(process)
+
+    def resize(self, process: Process, pty: Any) -> None:
+        """Update: resize the process's terminal to the ``PTY`` message's size (no
+        ``PTY`` message: nothing to change)."""
+        if not process.pty:
+            raise RpcError("failed_precondition", f"process {process.pid} has no PTY")
+        if pty is None:
+            return
+        rows, cols = pty_size(pty)
+        try:
+            resized = self.sandbox.box.resize(process.sid, rows, cols)
+        except Refused:
+            resized = False
+        except (OSError, EngineError) as error:
+            raise RpcError("internal", f"error resizing the terminal: {error}") from None
+        if not resized and process.end() is not None:
+            raise _not_found(process)
 
     def kill_on_deadline(self, process: Process) -> None:
         """Connect-Timeout-Ms expired: envd cancels the process's context (SIGKILL)."""
         if process.end() is None:
-            with contextlib.suppress(OSError):
-                os.kill(process.pid, signal.SIGKILL)
+            try:
+                self.sandbox.box.signal(process.sid, signal.SIGKILL, group=False)
+            except (OSError, EngineError):
+                return
 
     def suspend_all(self) -> None:
-        """Stop every live process (pause); their tags stop answering tag selectors."""
+        """Stop every process of the sandbox (pause); live ones stop answering tag selectors."""
         for process in self.live():
             process.tag_lost = True
-            _engine.suspend(process.session)
+        self.sandbox.box.suspend()
 
     def resume_all(self) -> None:
         """Continue every process stopped by :meth:`suspend_all`."""
-        for process in self.live():
-            _engine.resume(process.session)
-
-    def terminate_all(self) -> None:
-        """Kill every live process's group and wait briefly for each exit (blocking)."""
-        for process in self.live():
-            with contextlib.suppress(OSError, _engine.EngineError):
-                _engine.terminate(process.session, timeout=5, force=True)
+        self.sandbox.box.resume()

@@ -31,6 +31,7 @@ __all__ = [
     "Listing",
     "Registry",
     "SandboxRecord",
+    "is_ip_or_cidr",
     "parse_metadata_filter",
     "validate_network",
 ]
@@ -161,7 +162,8 @@ def _strings(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
-def _is_ip_or_cidr(entry: str) -> bool:
+def is_ip_or_cidr(entry: str) -> bool:
+    """Whether ``entry`` is an IP address or a CIDR block (else E2B takes it as a domain)."""
     try:
         ipaddress.ip_network(entry, strict=False)
     except ValueError:
@@ -189,9 +191,9 @@ def validate_network(config: Any) -> dict[str, Any]:
             raise ApiError(400, f"{key} must be a list of strings")
         stored[key] = list(entries)
     for entry in stored.get("denyOut", []):
-        if not _is_ip_or_cidr(entry):
+        if not is_ip_or_cidr(entry):
             raise ApiError(400, f"invalid denied CIDR {entry}: only IPs and CIDRs are allowed")
-    domains = [e for e in stored.get("allowOut", []) if not _is_ip_or_cidr(e)]
+    domains = [e for e in stored.get("allowOut", []) if not is_ip_or_cidr(e)]
     if domains and ALL_TRAFFIC not in stored.get("denyOut", []):
         raise ApiError(
             400,

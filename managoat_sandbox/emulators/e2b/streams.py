@@ -1,12 +1,14 @@
 """envd's server streams (Start, Connect) over chunked HTTP/1.1, with injectable faults.
 
-A stream sends ``start``, then one ``data`` event per output read (at most
-32 KiB each), then the ``end`` event and the ``{}`` end-of-stream envelope.
-A stream attached with ``live_only`` (Connect) skips the output the process
-produced before it attached: envd does not replay output, and output nobody
-was subscribed to is gone. Keepalive events are sent after
-``Keepalive-Ping-Interval`` seconds without data. When the sandbox is paused
-or killed under an open stream, the stream ends with an ``unavailable`` error.
+A stream sends ``start``, then one ``data`` event per run of output the
+engine delivered (at most 32 KiB each, 16 KiB for a PTY), then the ``end``
+event and the ``{}`` end-of-stream envelope. What a stream carries is one
+engine subscription, read on a thread of its own that hands each batch to
+the event loop: Start's follows the process from byte zero, Connect's from
+the moment it attached (envd replays no output; see :mod:`.processes`).
+Keepalive events are sent after ``Keepalive-Ping-Interval`` seconds without
+data. When the sandbox is paused or killed under an open stream, the stream
+ends with an ``unavailable`` error.
 
 Each envelope is normally one HTTP chunk. A :class:`StreamPlan` built from
 the emulator's faults changes that (see the emulator's ``stream_fault``).
@@ -16,22 +18,28 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import threading
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from ... import _engine
+from ..._engine import events, wire
+from ..._engine.errors import EngineError
+from ..._engine.subscription import Subscription
 from .. import _cut
 from . import connect
-from .processes import Process
+from .processes import LOST, Process
 from .state import SandboxRecord
 
-__all__ = ["Disconnected", "EnvelopeWriter", "StreamPlan", "pump"]
+__all__ = ["Disconnected", "EnvelopeWriter", "Feed", "StreamPlan", "pump"]
 
 MAX_CHUNK = 32 * 1024
 MAX_PTY_CHUNK = 16 * 1024
-POLL = 0.01
+#: How often an idle stream looks whether its sandbox was paused or killed, or its client left.
+CHECK = 0.05
 DEFAULT_STREAM_ERROR = connect.error_body("unavailable", "stream unavailable")
 
 
@@ -138,31 +146,75 @@ def _pieces(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
 
 
+class Feed:
+    """One engine subscription read on a thread of its own, its batches handed to the loop.
+
+    The thread ends after the subscription's end event, or once :meth:`close`
+    (callable from the loop) made its read return.
+    """
+
+    def __init__(self, subscription: Subscription, loop: asyncio.AbstractEventLoop) -> None:
+        self._subscription = subscription
+        self._loop = loop
+        self._queue: asyncio.Queue[list[events.Event]] = asyncio.Queue()
+        threading.Thread(target=self._read, name="e2b-emulator-follow", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                batch = self._subscription.read()
+            except (OSError, EngineError) as error:
+                batch = [events.Lost(str(error))]
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, batch)
+            if not batch or isinstance(batch[-1], (events.Exited, events.Lost)):
+                return
+
+    async def next(self, timeout: float) -> list[events.Event] | None:
+        """The next batch (``[]``: the subscription ended without an end event), or None
+        if none came within ``timeout`` seconds."""
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except asyncio.TimeoutError:
+            return None
+
+    def close(self) -> None:
+        """Stop following: the thread's read returns and the thread ends."""
+        self._subscription.close()
+
+
 async def pump(
     writer: EnvelopeWriter,
     process: Process,
+    subscription: Subscription | None,
     record: SandboxRecord,
     *,
-    live_only: bool,
     keepalive: float | None,
     deadline: float | None,
 ) -> None:
-    """Stream one process to the client until its end (or a fault, or a disconnect)."""
+    """Stream one process to the client until its end (or a fault, or a disconnect).
+
+    ``subscription`` is what the stream carries and is closed here whatever
+    happens; None streams the process's kept end alone (Connect to a process
+    that has ended). An end the subscription delivers becomes the process's
+    kept end.
+    """
     plan = writer.plan
     loop = asyncio.get_running_loop()
     generation = record.generation
-    await writer.send(_event("start", {"pid": process.pid}))
-    if plan.garbage == "compressed":
-        await writer.send(connect.encode({"event": {"keepalive": {}}}, connect.COMPRESSED))
-    elif plan.garbage is not None:
-        await writer.send(connect.encode(b'{"event": {"data": '))
-    data_events = 0
-    quiet_since = loop.time()
-    size = MAX_PTY_CHUNK if process.pty else MAX_CHUNK
-    with _engine.JournalReader(process.session) as reader:
-        if live_only:
-            while reader.read():
-                pass
+    feed = Feed(subscription, loop) if subscription is not None else None
+    pending: deque[events.Output | dict[str, Any]] = deque()
+    if feed is None:
+        pending.append(process.end() or dict(LOST))
+    try:
+        await writer.send(_event("start", {"pid": process.pid}))
+        if plan.garbage == "compressed":
+            await writer.send(connect.encode({"event": {"keepalive": {}}}, connect.COMPRESSED))
+        elif plan.garbage is not None:
+            await writer.send(connect.encode(b'{"event": {"data": '))
+        data_events = 0
+        quiet_since = loop.time()
+        size = MAX_PTY_CHUNK if process.pty else MAX_CHUNK
         while True:
             if record.gone or record.generation != generation:
                 await writer.send(connect.end_stream(connect.error_body(
@@ -173,28 +225,22 @@ async def pump(
             if plan.cut_after is not None and data_events >= plan.cut_after:
                 await writer.send(connect.end_stream(plan.cut_trailer))
                 return
-            outputs = reader.read()
-            ended = None
-            if not outputs:
-                ended = process.end()
-                if ended is not None:
-                    outputs = reader.read()
-            for output in outputs:
-                key = "pty" if process.pty else (
-                    "stdout" if output.stream == _engine.STDOUT else "stderr")
-                for piece in _pieces(output.data, size):
-                    if plan.cut_after is not None and data_events >= plan.cut_after:
-                        break
-                    await writer.send(_event("data", {key: base64.b64encode(piece).decode()}))
-                    data_events += 1
-                quiet_since = loop.time()
-            if outputs:
-                continue
-            if ended is not None:
+            if pending:
+                item = pending.popleft()
+                if isinstance(item, events.Output):
+                    key = "pty" if process.pty else (
+                        "stdout" if item.stream == wire.OUT else "stderr")
+                    for piece in _pieces(item.data, size):
+                        if plan.cut_after is not None and data_events >= plan.cut_after:
+                            break
+                        await writer.send(_event("data", {key: base64.b64encode(piece).decode()}))
+                        data_events += 1
+                    quiet_since = loop.time()
+                    continue
                 if plan.cut_after is not None:
                     await writer.send(connect.end_stream(plan.cut_trailer))
                     return
-                await writer.send(_event("end", ended))
+                await writer.send(_event("end", item))
                 await writer.send(connect.end_stream())
                 return
             now = loop.time()
@@ -207,5 +253,20 @@ async def pump(
                 quiet_since = now
             if writer.closing:
                 raise Disconnected
-            await asyncio.sleep(POLL)
-
+            assert feed is not None  # without one, the kept end is pending until sent
+            wait = CHECK
+            if deadline is not None:
+                wait = min(wait, deadline - now)
+            if keepalive is not None:
+                wait = min(wait, quiet_since + keepalive - now)
+            batch = await feed.next(max(wait, 0.0))
+            if batch is None:
+                continue
+            if not batch:
+                pending.append(dict(LOST))
+            for event in batch:
+                pending.append(event if isinstance(event, events.Output)
+                               else process.keep_end(event))
+    finally:
+        if feed is not None:
+            feed.close()
