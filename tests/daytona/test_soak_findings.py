@@ -4,19 +4,20 @@ shim recorded while its log could no longer be read whole ends with
 
 Each test holds the command at a gate file after its first half of output, waits until
 the follower has delivered that half, blinds the follower (a fault), opens the gate
-and waits on disk for the shim's exit code, so the follower meets the recorded code
-while the second half is still unread: the order is forced, no race is won by timing.
+and waits in the sandbox's files for the shim's exit code, so the follower meets the
+recorded code while the second half is still unread: the order is forced, no race is
+won by timing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import attrs
 import pytest
 
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from managoat_sandbox.emulators.daytona.daemon import Daemon
 from managoat_sandbox.errors import Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.providers.daytona import Daytona
@@ -34,6 +35,8 @@ PATIENT = attrs.evolve(EMULATOR_FOLLOW, unreachable_after=45.0)
 FIRST = b"".join(b"line-%d\n" % i for i in range(1, 6))
 SECOND = b"".join(b"line-%d\n" % i for i in range(6, 11))
 MANY = 1_000_000
+#: The gate, relative to the sandbox user's home (the command's working directory).
+GATE = "soak-gate"
 
 
 @pytest.fixture
@@ -48,20 +51,20 @@ def handle(daytona: Daytona, request: pytest.FixtureRequest) -> Handle:
 
 
 @pytest.fixture
-def root(emulator: DaytonaEmulator, handle: Handle) -> Path:
-    """The sandbox's directory on the emulator's disk."""
-    return emulator.sandbox_dir(emulator.store.find(handle.name).id)
+def daemon(emulator: DaytonaEmulator, handle: Handle) -> Daemon:
+    """The sandbox's toolbox daemon (its files are reached through it)."""
+    return emulator.daemon_for(emulator.store.find(handle.name))
 
 
 def stdout_of(frames: list[Frame]) -> bytes:
     return b"".join(f.data for f in frames if isinstance(f, Stdout))
 
 
-def spawn_gated(daytona: Daytona, handle: Handle, gate: Path) -> tuple[Command, Mailbox]:
-    """Prints FIRST, waits for ``gate`` to exist, prints SECOND, exits 42; returns once
+def spawn_gated(daytona: Daytona, handle: Handle) -> tuple[Command, Mailbox]:
+    """Prints FIRST, waits for :data:`GATE` to exist, prints SECOND, exits 42; returns once
     FIRST has been delivered."""
     script = (f"for i in 1 2 3 4 5; do echo line-$i; done; "
-              f"while [ ! -e '{gate}' ]; do sleep 0.01; done; "
+              f"while [ ! -e '{GATE}' ]; do sleep 0.01; done; "
               f"for i in 6 7 8 9 10; do echo line-$i; done; exit 42")
     box = Mailbox()
     command = daytona.spawn(handle, "bash", ["-c", script], owner=box)
@@ -69,11 +72,18 @@ def spawn_gated(daytona: Daytona, handle: Handle, gate: Path) -> tuple[Command, 
     return command, box
 
 
-def finish_behind_the_follower(root: Path, command: Command, gate: Path) -> None:
+def finish_behind_the_follower(daemon: Daemon, command: Command) -> None:
     """Let the command run to its exit and wait until the shim has recorded it."""
-    gate.touch()
-    code = root / "tmp" / "managoat" / str(command.session_id) / "code"
-    assert wait_until(lambda: code.exists() and code.read_text().strip() == "42", 15)
+    daemon.files.write(GATE, b"")
+    code = f"/tmp/managoat/{command.session_id}/code"
+
+    def recorded() -> bool:
+        try:
+            return daemon.files.read(code).strip() == b"42"
+        except FileNotFoundError:
+            return False
+
+    assert wait_until(recorded, 15)
 
 
 def command_path(command: Command, suffix: str) -> str:
@@ -98,14 +108,13 @@ def record_says_running(emulator: DaytonaEmulator, command: Command) -> None:
 
 
 def test_a_command_lost_by_the_daemon_after_its_exit_is_closed_before_exit_not_exit(
-    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, daemon: Daemon
 ) -> None:
     """The soak's case: record and log answer 404 once the command has exited, the
     shim's code is 42 and half the output was never read."""
-    gate = root / "home" / "gate"
-    command, box = spawn_gated(daytona, handle, gate)
+    command, box = spawn_gated(daytona, handle)
     emulator.unavailable(path=command_path(command, "$"), times=MANY)
-    finish_behind_the_follower(root, command, gate)
+    finish_behind_the_follower(daemon, command)
     command.private.toolbox.delete_session(command.session_id)
     emulator.faults.clear()
     frames = terminal_of(daytona, command, box)
@@ -115,16 +124,15 @@ def test_a_command_lost_by_the_daemon_after_its_exit_is_closed_before_exit_not_e
 
 
 def test_a_shim_exit_whose_log_reads_stay_stale_is_closed_before_exit_not_exit(
-    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, daemon: Daemon
 ) -> None:
     """The daemon never records the exit (its record answers "running"), the shim's
     code is 42, and every log read is a stale prefix without the end frames."""
-    gate = root / "home" / "gate"
-    command, box = spawn_gated(daytona, handle, gate)
+    command, box = spawn_gated(daytona, handle)
     record_says_running(emulator, command)
-    journal = next(root.rglob(f"{command.private.command_id}/output.log"))
-    emulator.serve_stale_log_prefix(len(journal.read_bytes()), times=MANY)
-    finish_behind_the_follower(root, command, gate)
+    _, record = daemon.command(command.private.session_id, command.private.command_id)
+    emulator.serve_stale_log_prefix(len(record.journal()), times=MANY)
+    finish_behind_the_follower(daemon, command)
     frames = terminal_of(daytona, command, box)
     assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
     assert not any(isinstance(f, Exit) for f in frames)
@@ -132,13 +140,12 @@ def test_a_shim_exit_whose_log_reads_stay_stale_is_closed_before_exit_not_exit(
 
 
 def test_a_shim_exit_after_the_whole_log_is_the_real_exit(
-    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, root: Path
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, daemon: Daemon
 ) -> None:
     """The same unrecorded exit with a log that reads whole: Exit(42) after all of it."""
-    gate = root / "home" / "gate"
-    command, box = spawn_gated(daytona, handle, gate)
+    command, box = spawn_gated(daytona, handle)
     record_says_running(emulator, command)
-    finish_behind_the_follower(root, command, gate)
+    finish_behind_the_follower(daemon, command)
     frames = terminal_of(daytona, command, box)
     assert stdout_of(frames) == FIRST + SECOND
     assert frames[-1] == Exit(command.ref, 42)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import pytest
 import requests
 import websocket
 
+from managoat_sandbox._engine import isolation
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from tests.conftest import wait_until
 
@@ -317,9 +319,11 @@ def test_execute_merges_output_and_applies_envs_cwd_timeout(client: Client,
                              "envs": {"GREETING": "hi"}})
     assert answer.status_code == 200 and answer.json()["exitCode"] == 3
     assert sorted(answer.json()["result"].splitlines()) == ["err", "hi", "out"]
-    os.makedirs(client.tb(sandbox, "GET", "/work-dir").json()["dir"] + "/sub", exist_ok=True)
+    assert client.tb(sandbox, "GET", "/work-dir").json()["dir"] == "/home/daytona"
+    made = client.tb(sandbox, "POST", "/process/execute", json={"command": "mkdir sub"})
+    assert made.json()["exitCode"] == 0
     cwd = client.tb(sandbox, "POST", "/process/execute", json={"command": "pwd", "cwd": "sub"})
-    assert cwd.json()["result"].strip().endswith("/home/sub")
+    assert cwd.json()["result"].rstrip("\n").endswith("/home/daytona/sub")
     missing = client.tb(sandbox, "POST", "/process/execute", json={"command": "pwd", "cwd": "nope"})
     assert missing.json()["exitCode"] == -1
     slow = client.tb(sandbox, "POST", "/process/execute",
@@ -441,27 +445,51 @@ def test_newer_daemon_records_exit_through_its_trap(client: Client,
     assert sync.json()["message"] == "bad request: session shell ended without a command result"
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path) as file:
-            return file.read()
-    except FileNotFoundError:
-        return ""
+def _host_processes(marker: str) -> list[int]:
+    """Host pids of every process whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                cmdline = file.read()
+        except OSError:
+            continue
+        if marker.encode() in cmdline.replace(b"\0", b" "):
+            found.append(int(entry))
+    return found
 
 
-def _wait_pid(path: str) -> int:
-    assert wait_until(lambda: _read(path).strip() != "", 10)
-    return int(_read(path))
+def _sleeper() -> str:
+    """A ``sleep`` whose argument marks it uniquely among the host's processes."""
+    return f"sleep 60.{secrets.randbelow(10**9):09d}"
+
+
+def _sandbox_pid(client: Client, sandbox: dict[str, Any], path: str) -> int:
+    """The pid a command wrote to the sandbox file ``path``, once it is there."""
+
+    def written() -> str:
+        answer = client.tb(sandbox, "GET", "/files/download", params={"path": path})
+        return answer.text.strip() if answer.status_code == 200 else ""
+
+    assert wait_until(lambda: written() != "", 10)
+    return int(written())
 
 
 def test_deleting_a_session_kills_its_process_group(client: Client,
                                                     sandbox: dict[str, Any]) -> None:
     client.session(sandbox)
-    command_id = client.run(sandbox, "echo $$ > pid; sleep 60")
-    home = client.tb(sandbox, "GET", "/user-home-dir").json()["dir"]
-    pid = _wait_pid(home + "/pid")
+    sleeper = _sleeper()
+    command_id = client.run(sandbox, f"echo $$ > pid; {sleeper}")
+    pid = _sandbox_pid(client, sandbox, "pid")
+    assert wait_until(lambda: _host_processes(sleeper), 10)
+    alive = client.tb(sandbox, "POST", "/process/execute", json={"command": f"kill -0 {pid}"})
+    assert alive.json()["exitCode"] == 0, "the reported pid is the sandbox's"
     assert client.tb(sandbox, "DELETE", "/process/session/s1").status_code == 204
-    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10)
+    assert wait_until(lambda: not _host_processes(sleeper), 10)
+    gone = client.tb(sandbox, "POST", "/process/execute", json={"command": f"kill -0 {pid}"})
+    assert gone.json()["exitCode"] != 0
     assert client.tb(sandbox, "GET",
                      f"/process/session/s1/command/{command_id}").status_code == 404
 
@@ -548,6 +576,26 @@ def test_chunked_follow_streams_combined_output_until_exit(client: Client,
     answer = client.logs(sandbox, command_id, SPLIT, params={"follow": "true"}, stream=True)
     assert answer.headers.get("Transfer-Encoding") == "chunked"
     assert b"".join(answer.iter_content(None)) == b"one\ntwo\n"
+
+
+@pytest.mark.parametrize("replacement", [
+    'mkfifo "$__dtn_d/output.log.new"',
+    'ln -s /etc/hostname "$__dtn_d/output.log.new"',
+], ids=["fifo", "symlink"])
+def test_a_log_a_command_replaced_is_refused_never_waited_on_or_followed(
+        client: Client, sandbox: dict[str, Any], replacement: str) -> None:
+    client.session(sandbox)
+    # $__dtn_d is the command's own directory in the wrapper that sources the script.
+    command_id = client.run(sandbox, f'echo before; {replacement}; '
+                                     'mv "$__dtn_d/output.log.new" "$__dtn_d/output.log"')
+    assert client.wait_exit(sandbox, command_id) == 0
+    snapshot = client.logs(sandbox, command_id, SPLIT, timeout=10)
+    assert snapshot.status_code == 500 and snapshot.json()["code"] == "INTERNAL_SERVER_ERROR"
+    frames, code = _ws_read(_ws_url(client, sandbox, command_id), SPLIT)
+    assert (frames, code) == ([], 1011)
+    sync = client.tb(sandbox, "POST", "/process/session/s1/exec",
+                     json={"command": "echo still serving"}, timeout=10)
+    assert sync.json()["output"] == "still serving\n"
 
 
 # -- toolbox: files -------------------------------------------------------------------------
@@ -649,20 +697,90 @@ def test_cursor_is_opaque_base64_keyset(client: Client) -> None:
     assert set(json.loads(base64.b64decode(cursor))) == {"sortValue", "id"}
 
 
+# -- isolation: the sandbox's own files and processes --------------------------------------
+
+needs_isolation = pytest.mark.skipif(not isolation.support().available,
+                                     reason="this host cannot isolate a sandbox")
+
+
+def _execute(client: Client, sandbox: dict[str, Any], command: str) -> str:
+    answer = client.tb(sandbox, "POST", "/process/execute", json={"command": command})
+    assert answer.status_code == 200 and answer.json()["exitCode"] == 0, answer.text
+    return str(answer.json()["result"])
+
+
+@needs_isolation
+def test_a_file_uploaded_to_app_env_is_what_commands_read_there_never_the_hosts(
+        client: Client, sandbox: dict[str, Any]) -> None:
+    folder = f"/app/{secrets.token_hex(12)}"
+    assert not os.path.exists(folder)
+    single = client.tb(sandbox, "POST", "/files/upload-v2", params={"path": f"{folder}/.env"},
+                       files={"file": (".env", b"TOKEN=uploaded\n")})
+    assert single.status_code == 200 and single.json()["path"] == f"{folder}/.env"
+    bulk = client.tb(sandbox, "POST", "/files/bulk-upload",
+                     files=[("files[0].path", (None, f"{folder}/bulk/.env")),
+                            ("files[0].file", (".env", b"TOKEN=bulk\n"))])
+    assert bulk.status_code == 200 and bulk.json()["files"][0]["path"] == f"{folder}/bulk/.env"
+    read = _execute(client, sandbox, f"cat {folder}/.env {folder}/bulk/.env")
+    assert read == "TOKEN=uploaded\nTOKEN=bulk\n"
+    _execute(client, sandbox, f"echo TOKEN=written > {folder}/.env")
+    download = client.tb(sandbox, "GET", "/files/download", params={"path": f"{folder}/.env"})
+    assert download.content == b"TOKEN=written\n"
+    assert not os.path.exists(folder), "the sandbox's /app is not the host's"
+
+
+@needs_isolation
+def test_a_command_sees_only_its_own_sandboxs_processes(client: Client) -> None:
+    mine, other = client.create("mine"), client.create("other")
+    sleepers = {}
+    for sandbox in (mine, other):
+        client.session(sandbox)
+        sleepers[sandbox["name"]] = _sleeper()
+        client.run(sandbox, sleepers[sandbox["name"]])
+    assert wait_until(lambda: all(_host_processes(s) for s in sleepers.values()), 10)
+    listing = _execute(client, mine, "ls /proc")
+    pids = sorted(int(name) for name in listing.split() if name.isdigit())
+    assert 1 in pids and len(pids) < 16, pids
+    command_lines = _execute(
+        client, mine, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+    assert sleepers["mine"] in command_lines
+    assert sleepers["other"] not in command_lines
+    assert "pytest" not in command_lines, "the host's processes are not the sandbox's"
+
+
+@needs_isolation
+def test_network_block_all_closes_the_sandboxs_egress_and_a_domain_list_names_its_hosts(
+        client: Client, emulator: DaytonaEmulator) -> None:
+    sandbox = client.create("net", networkBlockAll=True)
+    probe = "(exec 3<>/dev/tcp/127.0.0.1/3128) 2>/dev/null && echo open || echo closed"
+    path = "/sandbox/net/network-settings"
+    assert _execute(client, sandbox, probe) == "closed\n", "blocked from its first command"
+    client.call("POST", path, json={"networkBlockAll": False})
+    assert _execute(client, sandbox, probe) == "open\n"
+    client.call("POST", path, json={"networkBlockAll": True, "domainAllowList": "hex.pm"})
+    assert _execute(client, sandbox, probe) == "open\n"
+    box = emulator.daemon_for(emulator.store.find("net")).box
+    assert box.policy().allow == ("hex.pm",)
+    client.call("POST", path, json={"domainAllowList": ""})
+    assert _execute(client, sandbox, probe) == "closed\n"
+
+
 # -- process hygiene and the shell entry point ---------------------------------------------
 
 
 def test_stop_leaves_no_thread_and_no_process_behind() -> None:
     baseline = threading.active_count()
+    sleeper = _sleeper()
     with DaytonaEmulator(credential=KEY) as running:
         client = Client(running)
         sandbox = client.create("t")
         client.session(sandbox)
-        client.run(sandbox, "echo $$ > pid; sleep 60")
-        home = client.tb(sandbox, "GET", "/user-home-dir").json()["dir"]
-        pid = _wait_pid(home + "/pid")
-    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10)
+        client.run(sandbox, sleeper)
+        assert wait_until(lambda: _host_processes(sleeper), 10)
+        workdir = running.workdir
+    assert wait_until(lambda: not _host_processes(sleeper), 10)
     assert wait_until(lambda: threading.active_count() <= baseline, 10)
+    assert not workdir.exists(), "every sandbox's box is removed with the emulator's workdir"
 
 
 def test_shell_entry_point_serves_until_terminated(tmp_path: Any) -> None:

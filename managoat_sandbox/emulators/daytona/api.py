@@ -114,9 +114,9 @@ class ApiRoutes:
         return self._dto(self.store.find(request.match_info["idOrName"]))
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
-        """``DELETE /sandbox/{idOrName}`` → 200 + the renamed Sandbox."""
+        """``DELETE /sandbox/{idOrName}`` → 200 + the renamed Sandbox; its box is removed."""
         sandbox = self.store.delete(request.match_info["idOrName"], hold=self._held(request))
-        await run_blocking(lambda: self.emulator.retire(sandbox.id))
+        await run_blocking(lambda: self.emulator.retire(sandbox.id, destroy=True))
         return self._dto(sandbox)
 
     async def list(self, request: web.Request) -> web.StreamResponse:
@@ -161,9 +161,11 @@ class ApiRoutes:
                                           hold=self._held(request)))
 
     async def stop(self, request: web.Request) -> web.StreamResponse:
-        """``POST …/stop[?force=]``: the daemon and its sessions go at once."""
+        """``POST …/stop[?force=]``: every process of the sandbox ends at once (its files
+        stay; an ephemeral sandbox is deleted)."""
         sandbox = self.store.stop(request.match_info["idOrName"], hold=self._held(request))
-        await run_blocking(lambda: self.emulator.retire(sandbox.id))
+        destroyed = sandbox.desired_state == "destroyed"
+        await run_blocking(lambda: self.emulator.retire(sandbox.id, destroy=destroyed))
         return self._dto(sandbox)
 
     async def archive(self, request: web.Request) -> web.StreamResponse:
@@ -174,9 +176,12 @@ class ApiRoutes:
     # -- settings --------------------------------------------------------------------
 
     async def network_settings(self, request: web.Request) -> web.StreamResponse:
-        """``POST …/network-settings`` with the merge rules of §2.6."""
+        """``POST …/network-settings`` with the merge rules of §2.6, put in force in the
+        sandbox's box as far as its egress policy can express them (:mod:`.boxes`)."""
         body = await _json_body(request)
-        return self._dto(self.store.network_settings(request.match_info["idOrName"], body))
+        sandbox = self.store.network_settings(request.match_info["idOrName"], body)
+        await run_blocking(lambda: self.emulator.apply_network(sandbox))
+        return self._dto(sandbox)
 
     async def labels(self, request: web.Request) -> web.StreamResponse:
         """``PUT …/labels`` replaces all labels."""

@@ -1,25 +1,36 @@
 """The toolbox daemon of one sandbox incarnation: sessions, commands, one-shot execs.
 
-Written from reference §3.2-§3.4. Everything runs as real processes through
-the shared engine (:mod:`managoat_sandbox._engine`):
+Written from reference §3.2-§3.4. Everything runs inside the sandbox's box
+(:mod:`managoat_sandbox._engine.box`), so a command sees only its sandbox:
 
-* a **session** is one long-lived shell (an engine session with stdin). Each
-  session command is handed to that shell as a wrapper script on its stdin.
-  The wrapper makes per-command FIFOs, starts two line readers that append
-  every stdout line as ``01 01 01 <line> \\n`` and every stderr line as
+* a **session** is one long-lived shell, a journaled box session with stdin.
+  Each session command is handed to that shell as a wrapper script on its
+  stdin. The wrapper makes per-command FIFOs, starts two line readers that
+  append every stdout line as ``01 01 01 <line> \\n`` and every stderr line as
   ``02 02 02 <line> \\n`` to the command's ``output.log``, holds the stdin FIFO
   open for an async command (EOF at once for a sync one), **sources** the
   script in the session shell itself, and writes ``exit_code`` only after both
   readers have drained. So a top-level ``exit N`` in the script ends the
   session shell: no exit code is ever recorded (the v0.190 daemon), unless
   :attr:`Daemon.exit_trap` emulates the newer daemon whose EXIT trap records it
-  (errata 7). ``(exit N)`` or ``return N`` record ``N`` in both.
-* a **one-shot execute** is an engine session running the shell with the
-  script on its stdin; stdout and stderr come back merged.
+  (errata 7). ``(exit N)`` or ``return N`` record ``N`` in both. Once it has
+  recorded a code the wrapper prints a line on the shell's own output, which
+  the box streams to whoever waits for a sync command (no polling).
+* a **one-shot execute** is an ephemeral box process, the shell running the
+  script (``bash -c``); stdout and stderr come back merged in arrival order,
+  and closing its subscription (on timeout) kills its process group.
+
+The daemon's config dir lives inside the sandbox, at
+``/tmp/.daytona-daemon/<run>/sessions/<session>/<command id>/`` (``cmd.sh``,
+``output.log``, ``exit_code`` and the FIFOs), because the wrapper that writes
+there runs inside the sandbox. The emulator reads logs and exit codes, and
+opens the stdin FIFO, only through :class:`~.files.SandboxFiles`: a log or
+FIFO that a command replaced by a symlink or something else is refused, never
+followed or waited on.
 
 A daemon lives as long as its sandbox runs: :meth:`Daemon.shutdown` (on
-stop, archive, delete) kills every session, as the real daemon's restart
-does. The filesystem (the sandbox home) is kept.
+stop, archive, delete) ends every process of the sandbox, as the real
+daemon's restart does. The sandbox's files are kept.
 """
 
 from __future__ import annotations
@@ -28,31 +39,48 @@ import contextlib
 import errno
 import os
 import re
+import select
 import shlex
-import shutil
+import signal
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import attrs
 
-from managoat_sandbox import _engine as engine
+from managoat_sandbox._engine import events, safefs
+from managoat_sandbox._engine.box import Box, Refused
+from managoat_sandbox._engine.errors import EngineError
+from managoat_sandbox._engine.subscription import Subscription
 
+from .files import SandboxFiles
 from .shapes import DaemonError
 
-__all__ = ["STDERR_MARK", "STDOUT_MARK", "Command", "Daemon", "Session"]
+__all__ = ["CONFIG_ROOT", "STDERR_MARK", "STDOUT_MARK", "Command", "Daemon", "OneShot",
+           "Session"]
 
 STDOUT_MARK = b"\x01\x01\x01"
 STDERR_MARK = b"\x02\x02\x02"
 RESERVED_SESSION = "entrypoint"
+#: Where the daemon keeps its per-run files, inside the sandbox.
+CONFIG_ROOT = "/tmp/.daytona-daemon"
+SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DELETE_GRACE = 2.0
+_KILL_WAIT = 5.0
 _INPUT_OPEN_WAIT = 5.0
+_INPUT_WRITE_WAIT = 10.0
+_SHELL_WRITE_WAIT = 10.0
+#: A sync exec re-reads ``exit_code`` this often should a script have silenced the
+#: shell's own output (which normally announces the end).
+_RECHECK = 1.0
+_CODE_LIMIT = 4096
+_NOT_STARTED = "no IP address found. Is the Sandbox started?"
 
 # The wrapper handed to the session shell for one command (reference §3.4).
-# {dir} is the command's directory, {holder} keeps or closes the stdin FIFO,
-# {trap} is what the shell does when it exits (always: remove the FIFOs).
+# {dir} is the command's directory (as the sandbox sees it), {holder} keeps or
+# closes the stdin FIFO, {trap} is what the shell does when it exits (always:
+# remove the FIFOs). The last line announces the recorded code on the shell's output.
 _WRAPPER = """{{
 __dtn_d={dir}
 __dtn_so="$__dtn_d/stdout.pipe"; __dtn_se="$__dtn_d/stderr.pipe"; __dtn_si="$__dtn_d/stdin.pipe"
@@ -70,6 +98,7 @@ kill "$__dtn_h" 2>/dev/null; wait "$__dtn_h" 2>/dev/null
 wait "$__dtn_r1" "$__dtn_r2"
 echo "$__dtn_ec" >> "$__dtn_d/exit_code"
 rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"
+echo "$__dtn_d"
 }}
 """
 _HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" &'
@@ -86,42 +115,77 @@ _TRAP_RECORD = (
 )
 
 
-def _shell() -> str:
-    return shutil.which("bash") or "/bin/sh"
+def _ended(follower: Subscription, wait: float) -> bool:
+    """Whether ``follower``'s process ends (or the follower is closed) within ``wait`` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            batch = follower.read(timeout=remaining)
+        except TimeoutError:
+            return False
+        if not batch or any(not isinstance(e, events.Output) for e in batch):
+            return True
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Command:
-    """One session command; ``exit_code`` is read lazily from its ``exit_code`` file."""
+    """One session command; ``exit_code`` is read lazily from its ``exit_code`` file.
+
+    ``dir`` is a sandbox path; its files are reached through ``files`` only.
+    """
 
     id: str
     command: str
-    dir: Path
+    dir: str
     run_async: bool
     suppress_input_echo: bool
+    files: SandboxFiles
     exit_code: int | None = None
 
     @property
-    def log_path(self) -> Path:
-        """The command's journal (``output.log``)."""
-        return self.dir / "output.log"
+    def log_path(self) -> str:
+        """The command's journal (``output.log``), a sandbox path."""
+        return f"{self.dir}/output.log"
 
     def read_exit_code(self) -> int | None:
-        """The recorded exit code (cached once read), or None while none is recorded."""
+        """The recorded exit code (cached once read), or None while none is recorded
+        (also while ``exit_code`` is anything but a regular file)."""
         if self.exit_code is None:
             try:
-                text = (self.dir / "exit_code").read_text().strip()
-            except FileNotFoundError:
+                text = self.files.read_own(f"{self.dir}/exit_code", limit=_CODE_LIMIT)
+            except (OSError, safefs.PathRefused):
                 return None
-            if text:
+            lines = text.decode("ascii", "replace").strip().splitlines()
+            if lines:
                 with contextlib.suppress(ValueError):
-                    self.exit_code = int(text.splitlines()[0])
+                    self.exit_code = int(lines[0])
         return self.exit_code
 
     @property
     def ended_shell(self) -> bool:
         """Whether the command ended its session shell (its code came from the EXIT trap)."""
-        return (self.dir / "shell_ended").exists()
+        return self.files.exists_own(f"{self.dir}/shell_ended")
+
+    def journal(self) -> bytes:
+        """The whole journal; 404 if it is gone, 500 if it is not a regular file."""
+        try:
+            return self.files.read_own(self.log_path)
+        except FileNotFoundError:
+            raise DaemonError(404, "log file not found") from None
+        except (OSError, safefs.PathRefused) as error:
+            raise DaemonError(500, f"failed to read log file: {error}") from None
+
+    def open_journal(self) -> int:
+        """A read descriptor of the journal (errors as :meth:`journal`)."""
+        try:
+            return self.files.open_own(self.log_path)
+        except FileNotFoundError:
+            raise DaemonError(404, "log file not found") from None
+        except (OSError, safefs.PathRefused) as error:
+            raise DaemonError(500, f"failed to read log file: {error}") from None
 
     def to_json(self) -> dict[str, object]:
         """The daemon's Command model; ``exitCode`` is omitted while running."""
@@ -132,54 +196,96 @@ class Command:
         return body
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Session:
-    """One session: its shell (an engine session) and its commands in creation order."""
+    """One session: its shell (box session ``shell``) and its commands in creation order."""
 
     id: str
-    dir: Path
+    shell: str
+    dir: str
+    box: Box
     commands: dict[str, Command] = attrs.field(factory=dict)
     #: Set once the session is deleted or its daemon shut down; followers stop.
     deleted: threading.Event = attrs.field(factory=threading.Event)
-
-    @property
-    def shell_dir(self) -> Path:
-        """The engine session directory of the session's shell."""
-        return self.dir / "shell"
+    #: Subscriptions waiting on the shell (sync execs); closed when the session ends.
+    followers: set[Subscription] = attrs.field(factory=set)
 
     def shell_alive(self) -> bool:
         """Whether the session shell still runs."""
-        try:
-            return isinstance(engine.status(self.shell_dir), engine.Running)
-        except FileNotFoundError:
-            return False
+        return self.box.running(self.shell)
 
     def to_json(self) -> dict[str, object]:
         """The daemon's Session model (``commands`` is a list, never null)."""
         return {"sessionId": self.id, "commands": [c.to_json() for c in self.commands.values()]}
 
 
-class Daemon:
-    """The toolbox daemon of one sandbox run. Blocking methods; thread-safe."""
+class OneShot:
+    """A running one-shot execute: collect its merged output and exit, or kill it."""
 
-    def __init__(self, *, home: Path, config_dir: Path, env: dict[str, str],
+    def __init__(self, daemon: Daemon, subscription: Subscription) -> None:
+        self._daemon = daemon
+        self._subscription = subscription
+
+    def collect(self, timeout: float | None) -> tuple[int | None, str]:
+        """Wait for the end: (exit code or None if it was lost, merged output).
+
+        Past ``timeout`` seconds the process group is killed and 408 raised.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        parts: list[bytes] = []
+        end: events.Exited | events.Lost | None = None
+        try:
+            while end is None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError
+                batch = self._subscription.read(timeout=remaining)
+                if not batch:
+                    break
+                for event in batch:
+                    if isinstance(event, events.Output):
+                        parts.append(event.data)
+                    else:
+                        end = event
+        except TimeoutError:
+            raise DaemonError(408, "command execution timeout") from None
+        finally:
+            self.close()
+        code = end.code if isinstance(end, events.Exited) else None
+        return code, b"".join(parts).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Stop following; a process still running is killed with its group. Idempotent."""
+        self._subscription.close()
+        self._daemon.forget(self)
+
+
+class Daemon:
+    """The toolbox daemon of one sandbox run, inside ``box``. Blocking; thread-safe.
+
+    ``run`` names this run's config dir; ``env`` is the base environment of
+    every command (built from scratch, see :meth:`Box.environment`).
+    """
+
+    def __init__(self, box: Box, *, run: str, env: dict[str, str],
                  exit_trap: bool = False) -> None:
-        self.home = home
-        self.config_dir = config_dir
+        self.box = box
+        self.files = SandboxFiles(box)
+        self.home = box.settings.home
+        self.config_dir = f"{CONFIG_ROOT}/{run}"
         self.env = env
         #: Emulate the newer daemon whose EXIT trap records an ``exit N`` (errata 7).
         self.exit_trap = exit_trap
         self._sessions: dict[str, Session] = {}
-        self._execs: set[Path] = set()
+        self._execs: set[OneShot] = set()
         self._lock = threading.Lock()
         self._closed = False
-        config_dir.mkdir(parents=True, exist_ok=True)
 
     # -- paths ---------------------------------------------------------------------
 
-    def resolve(self, path: str) -> Path:
+    def resolve(self, path: str) -> str:
         """A sandbox path: absolute as given, relative to the sandbox home."""
-        return Path(path) if os.path.isabs(path) else self.home / path
+        return self.files.absolute(path)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -187,18 +293,20 @@ class Daemon:
         """Start a session shell; 409 if the id exists, 400 for the reserved id."""
         if session_id == RESERVED_SESSION:
             raise DaemonError(400, f"session ID {RESERVED_SESSION!r} is reserved")
-        directory = self.config_dir / "sessions" / uuid.uuid4().hex
-        session = Session(session_id, directory)
+        key = uuid.uuid4().hex
+        session = Session(session_id, f"session-{key}", f"{self.config_dir}/sessions/{key}",
+                          self.box)
         with self._lock:
             if self._closed:
-                raise DaemonError(400, "no IP address found. Is the Sandbox started?")
+                raise DaemonError(400, _NOT_STARTED)
             if session_id in self._sessions:
                 raise DaemonError(409, "session already exists")
             self._sessions[session_id] = session
         try:
-            engine.start(session.shell_dir, [_shell()], env=self.env, cwd=self.home,
-                         stdin=True, inherit_env=False)
-        except (engine.EngineError, OSError) as error:
+            self.files.make_dirs(session.dir)
+            self.box.spawn(session.shell, [SHELL], env=self.env,
+                           cwd=self.box.agent_path(self.home), stdin=True, follow=False)
+        except (EngineError, OSError, safefs.PathRefused) as error:
             with self._lock:
                 self._sessions.pop(session_id, None)
             raise DaemonError(500, f"failed to start session shell: {error}") from error
@@ -229,8 +337,11 @@ class Daemon:
                 suppress_input_echo: bool) -> Command:
         """Hand ``script`` to the session shell; the command's record.
 
-        Unknown session → the daemon's wrapped 500. A session whose shell has
-        ended → 410 with :attr:`exit_trap` (newer daemon), else the v0.190
+        A sync command (not ``run_async``) is waited for: 400 "session shell
+        ended without a command result" if the shell ends (or the session is
+        deleted) before a code is recorded, or if the code came from the EXIT
+        trap. Unknown session → the daemon's wrapped 500. A session whose shell
+        has ended → 410 with :attr:`exit_trap` (newer daemon), else the v0.190
         daemon's 400 for a failed write to the shell.
         """
         with self._lock:
@@ -238,31 +349,74 @@ class Daemon:
         if session is None:
             raise DaemonError(500, "failed to execute command: not found: session not found")
         command_id = str(uuid.uuid4())
-        command = Command(command_id, script, session.dir / "commands" / command_id,
-                          run_async, suppress_input_echo)
-        command.dir.mkdir(parents=True)
-        command.log_path.touch()
-        (command.dir / "cmd.sh").write_text(script)
+        command = Command(command_id, script, f"{session.dir}/{command_id}", run_async,
+                          suppress_input_echo, self.files)
+        try:
+            self.files.make_dirs(command.dir)
+            self.files.write(command.log_path, b"")
+            self.files.write(f"{command.dir}/cmd.sh", script.encode())
+        except (OSError, safefs.PathRefused) as error:
+            raise DaemonError(500, f"failed to create command directory: {error}") from None
+        follower = None if run_async else self._follow(session)
         session.commands[command.id] = command
         wrapper = _WRAPPER.format(
-            dir=shlex.quote(str(command.dir)),
+            dir=shlex.quote(self.box.agent_path(command.dir)),
             holder=_HOLD_STDIN if run_async else _CLOSE_STDIN,
             trap=shlex.quote(_TRAP_RECORD if self.exit_trap else _TRAP_CLEANUP),
         )
         try:
-            engine.write_stdin(session.shell_dir, wrapper.encode(), timeout=10)
-        except (engine.ProcessExited, engine.StdinNotOpen):
+            status = self.box.write_stdin(session.shell, wrapper.encode(),
+                                          timeout=_SHELL_WRITE_WAIT)
+        except (EngineError, TimeoutError):
+            status = "unknown"
+        if status != "ok":
             session.commands.pop(command.id, None)
+            if follower is not None:
+                self._unfollow(session, follower)
             if self.exit_trap:
-                raise DaemonError(410, "session shell has exited") from None
-            raise DaemonError(400, "failed to write command: write |1: broken pipe") from None
+                raise DaemonError(410, "session shell has exited")
+            raise DaemonError(400, "failed to write command: write |1: broken pipe")
+        if follower is not None:
+            self._await(session, command, follower)
+            if command.read_exit_code() is None or command.ended_shell:
+                raise DaemonError(400, "session shell ended without a command result")
         return command
+
+    def _follow(self, session: Session) -> Subscription | None:
+        """A subscription to the shell's own output from now (None if it is unknown)."""
+        try:
+            follower = self.box.attach(session.shell, from_end=True)
+        except (EngineError, OSError):
+            return None
+        if follower is not None:
+            with self._lock:
+                session.followers.add(follower)
+        return follower
+
+    def _unfollow(self, session: Session, follower: Subscription) -> None:
+        follower.close()
+        with self._lock:
+            session.followers.discard(follower)
+
+    def _await(self, session: Session, command: Command, follower: Subscription) -> None:
+        """Block until ``command`` has a code, its shell ends or the session goes."""
+        try:
+            while command.read_exit_code() is None:
+                try:
+                    batch = follower.read(timeout=_RECHECK)
+                except TimeoutError:
+                    continue
+                if not batch or any(not isinstance(e, events.Output) for e in batch):
+                    return
+        finally:
+            self._unfollow(session, follower)
 
     def send_input(self, session_id: str, command_id: str, data: str) -> None:
         """Write ``data`` (newline-terminated) to a running command's stdin FIFO.
 
         410 once the command has an exit code (or, with :attr:`exit_trap`, once
-        the session shell is gone); 500 when the FIFO cannot be opened.
+        the session shell is gone); 500 when the FIFO cannot be opened (no
+        reader within a few seconds, or not a FIFO) or stays full.
         """
         session = self.session(session_id)
         if self.exit_trap and not session.shell_alive():
@@ -278,14 +432,10 @@ class Daemon:
             # The echo is journaled before the command can read (and answer) the
             # input, so the log shows input and response in that order.
             if not command.suppress_input_echo:
-                with open(command.log_path, "ab") as log:
-                    log.write(STDOUT_MARK + data.encode())
-            os.set_blocking(fd, True)
-            view = memoryview(data.encode())
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError as error:
-            raise DaemonError(500, f"failed to write to input pipe: {error.strerror}") from None
+                command.files.append_own(command.log_path, STDOUT_MARK + data.encode())
+            _write_all(fd, data.encode(), _INPUT_WRITE_WAIT)
+        except (OSError, safefs.PathRefused) as error:
+            raise DaemonError(500, f"failed to write to input pipe: {error}") from None
         finally:
             os.close(fd)
 
@@ -296,8 +446,9 @@ class Daemon:
         deadline = time.monotonic() + _INPUT_OPEN_WAIT
         while True:
             try:
-                return os.open(command.dir / "stdin.pipe",
-                               os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                return command.files.open_fifo(f"{command.dir}/stdin.pipe")
+            except safefs.PathRefused as refused:
+                raise DaemonError(500, f"failed to open input pipe: {refused}") from None
             except OSError as error:
                 retry = error.errno in (errno.ENOENT, errno.ENXIO)
                 if not retry or command.read_exit_code() is not None or (
@@ -312,66 +463,101 @@ class Daemon:
             session = self._sessions.pop(session_id, None)
         if session is None:
             raise DaemonError(404, "session not found")
-        self._kill(session, grace=_DELETE_GRACE)
+        self._release(session)
+        with contextlib.suppress(EngineError, OSError):
+            follower = self.box.attach(session.shell, from_end=True)
+            if follower is not None:
+                try:
+                    for signum, wait in ((signal.SIGTERM, _DELETE_GRACE),
+                                         (signal.SIGKILL, _KILL_WAIT)):
+                        if not self.box.signal(session.shell, signum) or _ended(follower, wait):
+                            break
+                finally:
+                    follower.close()
+        with contextlib.suppress(OSError, safefs.PathRefused):
+            self.files.remove(session.dir)
 
-    @staticmethod
-    def _kill(session: Session, *, grace: float) -> None:
+    def _release(self, session: Session) -> None:
+        """Mark ``session`` gone and wake everything waiting on it."""
         session.deleted.set()
-        with contextlib.suppress(FileNotFoundError, engine.EngineError):
-            if grace <= 0 or engine.terminate(session.shell_dir, timeout=grace) is None:
-                engine.terminate(session.shell_dir, timeout=5, force=True)
-        shutil.rmtree(session.dir, ignore_errors=True)
+        with self._lock:
+            followers = list(session.followers)
+            session.followers.clear()
+        for follower in followers:
+            follower.close()
 
     # -- one-shot execute ------------------------------------------------------------
 
-    def start_execute(self, script: str, *, cwd: str | None, envs: dict[str, str]) -> Path:
-        """Start ``script`` on a fresh shell's stdin; the engine directory to watch.
+    def start_execute(self, script: str, *, cwd: str | None, envs: dict[str, str]) -> OneShot:
+        """Start ``script`` in a fresh shell; the running exec.
 
-        400 for an invalid env name; OSError (ENOENT/ENOTDIR) for a bad cwd.
+        400 for an invalid env name; OSError (ENOENT) for a cwd that is not a
+        directory in the sandbox; 500 if the box cannot run it.
         """
         for name in envs:
             if not _ENV_NAME.match(name):
                 raise DaemonError(400, f"invalid environment variable name: {name}")
         workdir = self.resolve(cwd) if cwd else self.home
-        if not workdir.is_dir():
-            raise OSError(errno.ENOENT, f"chdir {workdir}: no such file or directory")
-        directory = self.config_dir / "exec" / uuid.uuid4().hex
         with self._lock:
             if self._closed:
-                raise DaemonError(400, "no IP address found. Is the Sandbox started?")
-            self._execs.add(directory)
-        engine.start(directory, [_shell()], env={**self.env, **envs}, cwd=workdir,
-                     stdin=True, inherit_env=False)
-        with engine.StdinWriter(directory, timeout=10) as writer:
-            writer.write(script.encode())
-            writer.close_stdin()
-        return directory
-
-    def finish_execute(self, directory: Path, *, kill: bool) -> tuple[int | None, str]:
-        """Collect a one-shot exec (killing its group first if ``kill``) and forget it."""
-        if kill:
-            with contextlib.suppress(FileNotFoundError, engine.EngineError):
-                engine.terminate(directory, timeout=5, force=True)
-        outputs, end = engine.read_all(directory)
-        text = b"".join(o.data for o in outputs).decode("utf-8", "replace")
+                raise DaemonError(400, _NOT_STARTED)
+        try:
+            _, _, subscription = self.box.run([SHELL, "-c", script], env={**self.env, **envs},
+                                              cwd=self.box.agent_path(workdir))
+        except Refused as refusal:
+            if refusal.code == "bad_cwd":
+                raise OSError(errno.ENOENT,
+                              f"chdir {workdir}: no such file or directory") from None
+            raise DaemonError(500, f"failed to execute command: {refusal}") from None
+        except (EngineError, TimeoutError) as error:
+            raise DaemonError(500, f"failed to execute command: {error}") from None
+        shot = OneShot(self, subscription)
         with self._lock:
-            self._execs.discard(directory)
-        shutil.rmtree(directory, ignore_errors=True)
-        return (end.code if isinstance(end, engine.Exited) else None), text
+            self._execs.add(shot)
+        return shot
+
+    def forget(self, shot: OneShot) -> None:
+        """Drop a finished one-shot exec from the live set."""
+        with self._lock:
+            self._execs.discard(shot)
 
     # -- the whole daemon --------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Kill every session and exec (the sandbox stopped); later calls answer 400."""
+        """End every process of the sandbox (it stopped); later calls answer 400.
+
+        The box's agent is stopped too (a later start runs a new one); the
+        sandbox's files stay, but this run's config dir is removed.
+        """
         with self._lock:
             self._closed = True
             sessions = list(self._sessions.values())
             self._sessions.clear()
             execs = list(self._execs)
-            self._execs.clear()
         for session in sessions:
-            self._kill(session, grace=0)
-        for directory in execs:
-            with contextlib.suppress(FileNotFoundError, engine.EngineError):
-                engine.terminate(directory, timeout=5, force=True)
-        shutil.rmtree(self.config_dir, ignore_errors=True)
+            self._release(session)
+        for shot in execs:
+            shot.close()
+        self.box.stop()
+        self.box.close()
+        with contextlib.suppress(OSError, safefs.PathRefused):
+            self.files.remove(self.config_dir)
+
+
+def _write_all(fd: int, data: bytes, wait: float) -> None:
+    """Write all of ``data`` to the non-blocking ``fd``, waiting at most ``wait`` s in
+    total for room; OSError (ETIMEDOUT) past it."""
+    deadline = time.monotonic() + wait
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+            continue
+        except BlockingIOError:
+            pass
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise OSError(errno.ETIMEDOUT, "the input pipe stays full")
+        poller.poll(remaining * 1000)

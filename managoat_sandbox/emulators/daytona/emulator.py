@@ -7,12 +7,14 @@ exactly as they do in the cloud. Auth is ``Authorization: Bearer <key>``
 (the toolbox also takes the sandbox's ``X-Daytona-Preview-Token``); a missing
 or wrong key gets the API's Nest-shaped 401 (the daemon shape on ``/toolbox``).
 
-Sandbox directories live under ``<workdir>/sandboxes/<id>/``: ``home`` (the
-work dir and ``HOME`` of every command, where relative file paths land; it
-survives stop/start), ``tmp`` (``TMPDIR``) and ``state`` (``STATE_DIR``, for
-shims that keep their files per sandbox), plus one daemon directory per run
-that is wiped when the sandbox stops. Absolute paths are host paths: there is
-no chroot, a sandbox is as isolated as the host makes it.
+Each sandbox is one box (:mod:`.boxes`) in ``<workdir>/sandboxes/<id>/``:
+its commands run inside it — in their own namespaces, seeing only the
+sandbox's files and processes, when the host can isolate them — as the
+sandbox's user (``daytona``, home ``/home/daytona``: the work dir, ``HOME``,
+and where relative file paths land). Every path the API names is a path
+inside the sandbox, reached from the emulator through :mod:`.files` only.
+The files survive stop/start; every process ends on stop (a new daemon
+incarnation starts on the next start), and delete removes the box.
 
 Fault injection (each method documents its fault; all go through
 :attr:`faults`, so the HTTP control API ``POST /_emulator/faults`` can add
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -45,7 +48,10 @@ from typing import Any, ClassVar
 import attrs
 from aiohttp import web
 
+from managoat_sandbox._engine.box import Box
+
 from .._server import Emulator
+from . import boxes
 from .api import ApiRoutes
 from .blocking import run_blocking
 from .daemon import Daemon
@@ -80,7 +86,9 @@ class DaytonaEmulator(Emulator):
         self.daemon_exit_trap = False
         self.proxy_domain = "proxy.localhost"
         self._daemons: dict[str, tuple[int, Daemon]] = {}
+        self._boxes: dict[str, Box] = {}
         self._daemons_lock = threading.Lock()
+        self._sandbox_locks: dict[str, threading.Lock] = {}
         self._mutations: list[_ListMutation] = []
         self._endless_pages = 0
 
@@ -120,53 +128,101 @@ class DaytonaEmulator(Emulator):
             return daemon_error_response(request, DaemonError(401, "Unauthorized"))
         return api_error_response(request, ApiError(401, "Unauthorized"))
 
-    # -- daemons ----------------------------------------------------------------------
+    # -- boxes and daemons ----------------------------------------------------------------
 
     def sandbox_dir(self, sandbox_id: str) -> Path:
-        """Where a sandbox's files live."""
+        """The directory of a sandbox's box."""
         return self.workdir / "sandboxes" / sandbox_id
 
-    def daemon_for(self, sandbox: Sandbox) -> Daemon:
-        """The daemon of the sandbox's current run (a fresh one after each start)."""
+    def current_daemon(self, sandbox: Sandbox) -> Daemon | None:
+        """The daemon of the sandbox's current run if it already exists (never blocks)."""
         with self._daemons_lock:
             current = self._daemons.get(sandbox.id)
-            if current is not None and current[0] == sandbox.generation:
-                return current[1]
-            root = self.sandbox_dir(sandbox.id)
-            for sub in ("home", "tmp", "state"):
-                (root / sub).mkdir(parents=True, exist_ok=True)
-            env = {
-                "HOME": str(root / "home"),
-                "TMPDIR": str(root / "tmp"),
-                "STATE_DIR": str(root / "state"),
-                "USER": sandbox.user,
-                "DAYTONA_SANDBOX_ID": sandbox.id,
-                "DAYTONA_SANDBOX_USER": sandbox.user,
-                **sandbox.env,
-            }
-            daemon = Daemon(home=root / "home", config_dir=root / f"daemon-{sandbox.generation}",
-                            env=env, exit_trap=self.daemon_exit_trap)
-            stale = current[1] if current is not None else None
-            self._daemons[sandbox.id] = (sandbox.generation, daemon)
-        if stale is not None:
-            stale.shutdown()
-        return daemon
+        if current is not None and current[0] == sandbox.generation:
+            return current[1]
+        return None
 
-    def retire(self, sandbox_id: str) -> None:
-        """The sandbox stopped or went away: kill its daemon's sessions (blocking)."""
+    def _sandbox_lock(self, sandbox_id: str) -> threading.Lock:
         with self._daemons_lock:
-            current = self._daemons.pop(sandbox_id, None)
+            return self._sandbox_locks.setdefault(sandbox_id, threading.Lock())
+
+    def daemon_for(self, sandbox: Sandbox) -> Daemon:
+        """The daemon of the sandbox's current run: a fresh one after each start, in the
+        sandbox's box (made on first use). Blocking; DaemonError 400 unless the sandbox
+        is started, EngineError/OSError if the box cannot be made."""
+        current = self.current_daemon(sandbox)
         if current is not None:
-            current[1].shutdown()
+            return current
+        with self._sandbox_lock(sandbox.id):
+            current = self.current_daemon(sandbox)
+            if current is not None:
+                return current
+            if sandbox.state != "started":
+                # It stopped (or went) while this call waited for the lock.
+                raise DaemonError(400, "no IP address found. Is the Sandbox started?")
+            with self._daemons_lock:
+                stale = self._daemons.pop(sandbox.id, None)
+                box = self._boxes.get(sandbox.id)
+            if stale is not None:
+                stale[1].shutdown()
+            if box is None:
+                box = boxes.open_box(self.sandbox_dir(sandbox.id), sandbox)
+                with self._daemons_lock:
+                    self._boxes[sandbox.id] = box
+            box.set_policy(boxes.policy_for(sandbox))
+            env = {"DAYTONA_SANDBOX_ID": sandbox.id, "DAYTONA_SANDBOX_USER": box.settings.user,
+                   **sandbox.env}
+            if not box.settings.isolated:
+                # Unisolated commands see the host's /tmp: point them at the sandbox's.
+                env["TMPDIR"] = box.agent_path("/tmp")
+            daemon = Daemon(box, run=f"run-{sandbox.generation}-{uuid.uuid4().hex[:8]}",
+                            env=box.environment(env), exit_trap=self.daemon_exit_trap)
+            with self._daemons_lock:
+                self._daemons[sandbox.id] = (sandbox.generation, daemon)
+            return daemon
+
+    def apply_network(self, sandbox: Sandbox) -> None:
+        """Put the sandbox's network settings in force in its box, if it has one (blocking)."""
+        with self._daemons_lock:
+            box = self._boxes.get(sandbox.id)
+        if box is not None:
+            box.set_policy(boxes.policy_for(sandbox))
+
+    def retire(self, sandbox_id: str, *, destroy: bool = False) -> None:
+        """The sandbox stopped (every process ends, files stay) or, with ``destroy``, was
+        deleted (its box is removed). Blocking."""
+        with self._sandbox_lock(sandbox_id):
+            with self._daemons_lock:
+                current = self._daemons.pop(sandbox_id, None)
+                box = self._boxes.pop(sandbox_id, None) if destroy else None
+                if destroy:
+                    self._sandbox_locks.pop(sandbox_id, None)
+            if current is not None:
+                current[1].shutdown()
+            if destroy:
+                if box is not None:
+                    box.stop()
+                    box.close()
+                boxes.remove_directory(self.sandbox_dir(sandbox_id))
 
     def close(self) -> None:
-        """Kill every sandbox's processes (the base then removes a workdir it made)."""
+        """End every sandbox's processes; remove the boxes when the workdir is the
+        emulator's own (the base then removes it)."""
         with self._daemons_lock:
             daemons = [d for _, d in self._daemons.values()]
             self._daemons.clear()
+            owned = list(self._boxes.values())
+            self._boxes.clear()
         for daemon in daemons:
             with contextlib.suppress(Exception):
                 daemon.shutdown()
+        for box in owned:
+            with contextlib.suppress(Exception):
+                box.stop()
+                box.close()
+            if self._own_workdir:
+                with contextlib.suppress(OSError):
+                    boxes.remove_directory(box.directory)
 
     # -- listing mutations ------------------------------------------------------------
 
@@ -188,7 +244,8 @@ class DaytonaEmulator(Emulator):
                 self.store.delete(target, hold=True)
             else:
                 sandbox = self.store.delete(target)
-                await run_blocking(lambda s=sandbox.id: self.retire(s))  # type: ignore[misc]
+                await run_blocking(
+                    lambda s=sandbox.id: self.retire(s, destroy=True))  # type: ignore[misc]
 
     # -- fault API ----------------------------------------------------------------------
 

@@ -17,9 +17,9 @@ Reference §3.5-§3.7 with errata 3:
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
-from pathlib import Path
 
 from .daemon import STDERR_MARK, STDOUT_MARK
 
@@ -89,7 +89,7 @@ class MarkerStripper:
 
 
 async def follow_chunks(
-    log_path: Path,
+    open_journal: Callable[[], int],
     *,
     follow: bool,
     exited: Callable[[], bool],
@@ -97,17 +97,18 @@ async def follow_chunks(
     idle_close: float,
     limit: int | None = None,
 ) -> AsyncIterator[bytes]:
-    """Yield the journal from byte 0 in frames of at most :data:`FRAME` bytes.
+    """Yield the journal (a read descriptor from ``open_journal``, closed at the end)
+    from byte 0 in frames of at most :data:`FRAME` bytes.
 
     Without ``follow`` it stops at the end of the file. With it, it tails the
     file and stops once ``exited()`` holds and nothing new arrived for
     ``idle_close`` seconds, or once ``gone()`` holds (the session was deleted).
     ``limit`` cuts the stream after that many bytes (the close-early fault).
-    Raises OSError if the journal cannot be read.
+    Raises what ``open_journal`` raises, and OSError if the journal cannot be read.
     """
     sent = 0
     idle = 0.0
-    with open(log_path, "rb") as journal:
+    with os.fdopen(open_journal(), "rb") as journal:
         while True:
             want = FRAME if limit is None else min(FRAME, limit - sent)
             if want <= 0:

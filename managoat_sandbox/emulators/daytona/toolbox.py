@@ -4,6 +4,12 @@ The proxy part resolves the sandbox by **id**, refuses a sandbox that is not
 started (400 "… Is the Sandbox started?") and bumps its ``lastActivityAt``
 unless ``X-Daytona-Skip-Last-Activity-Update: true``. The daemon part is
 :class:`~.daemon.Daemon`; logs are rendered by :mod:`.logs`.
+
+Every path a request names (``path=`` of the file endpoints, an execute's
+``cwd``) is a sandbox path — absolute, or relative to the sandbox user's home
+— reached through the sandbox's :class:`~.files.SandboxFiles`, never on the
+host. Blocking work (the box, the files) runs on a short-lived thread
+(:func:`~.blocking.run_blocking`).
 """
 
 from __future__ import annotations
@@ -11,16 +17,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import Awaitable, Callable
 from email.parser import BytesParser
 from email.policy import HTTP
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from managoat_sandbox import _engine as engine
+from managoat_sandbox._engine import safefs
+from managoat_sandbox._engine.errors import EngineError
 
 from .. import _cut
 from .._server import Fault
@@ -35,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["ToolboxRoutes"]
 
 Handler = Callable[[web.Request, Daemon], Awaitable[web.StreamResponse]]
-_POLL = 0.02
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -110,7 +114,13 @@ class ToolboxRoutes:
                     raise DaemonError(400, "no IP address found. Is the Sandbox started?")
                 if request.headers.get("X-Daytona-Skip-Last-Activity-Update") != "true":
                     self.emulator.store.touch(sandbox.id)
-                return await handler(request, self.emulator.daemon_for(sandbox))
+                daemon = self.emulator.current_daemon(sandbox)
+                if daemon is None:
+                    try:
+                        daemon = await run_blocking(lambda: self.emulator.daemon_for(sandbox))
+                    except (EngineError, OSError) as error:
+                        raise DaemonError(500, f"the sandbox cannot run: {error}") from None
+                return await handler(request, daemon)
             except DaemonError as error:
                 return daemon_error_response(request, error)
 
@@ -130,19 +140,16 @@ class ToolboxRoutes:
             raise DaemonError(400, "invalid body request: envs must be an object of strings")
         cwd = body.get("cwd") if isinstance(body.get("cwd"), str) else None
         try:
-            directory = await run_blocking(
+            shot = await run_blocking(
                 lambda: daemon.start_execute(script, cwd=cwd, envs=dict(envs)))
         except OSError as error:
             return web.json_response({"exitCode": -1, "result": str(error)})
         limit = timeout if isinstance(timeout, int) and timeout > 0 else None
-        waited = 0.0
-        while not isinstance(engine.status(directory), (engine.Exited, engine.Lost)):
-            if limit is not None and waited >= limit:
-                await run_blocking(lambda: daemon.finish_execute(directory, kill=True))
-                raise DaemonError(408, "command execution timeout")
-            await asyncio.sleep(_POLL)
-            waited += _POLL
-        code, text = await run_blocking(lambda: daemon.finish_execute(directory, kill=False))
+        try:
+            code, text = await run_blocking(lambda: shot.collect(limit))
+        except asyncio.CancelledError:
+            shot.close()
+            raise
         return web.json_response({"exitCode": -1 if code is None else code, "result": text})
 
     # -- sessions -------------------------------------------------------------------
@@ -170,7 +177,8 @@ class ToolboxRoutes:
         return web.Response(status=204)
 
     async def session_exec(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
-        """``POST …/exec``: 202 + ``cmdId`` when async; 200 with output and exit code when sync."""
+        """``POST …/exec``: 202 + ``cmdId`` when async; 200 with output and exit code when
+        sync (once the command has ended; see :meth:`.Daemon.execute`)."""
         body = await _json_body(request)
         script = body.get("command")
         if not isinstance(script, str) or not script.strip():
@@ -183,14 +191,7 @@ class ToolboxRoutes:
         if run_async:
             return web.json_response({"cmdId": command.id, "output": None, "stdout": None,
                                       "stderr": None, "exitCode": None}, status=202)
-        session = daemon.session(session_id)
-        while command.read_exit_code() is None:
-            if not session.shell_alive() or session.deleted.is_set():
-                break
-            await asyncio.sleep(_POLL)
-        if command.read_exit_code() is None or command.ended_shell:
-            raise DaemonError(400, "session shell ended without a command result")
-        journal = command.log_path.read_bytes()
+        journal = command.journal()
         answer: dict[str, Any] = {"cmdId": command.id, "exitCode": command.exit_code}
         mode = render_mode(request.headers)
         answer["output"] = (strip(journal) if mode == "combined" else journal).decode(
@@ -222,7 +223,7 @@ class ToolboxRoutes:
         """``GET …/logs``: the snapshot, the WebSocket follow, or the chunked follow."""
         session, command = daemon.command(request.match_info["sessionId"],
                                           request.match_info["commandId"])
-        if not command.log_path.exists():
+        if not command.files.exists_own(command.log_path):
             raise DaemonError(404, "log file not found")
         follow = request.query.get("follow") == "true"
         if request.headers.get("Upgrade", "").lower() == "websocket":
@@ -235,7 +236,7 @@ class ToolboxRoutes:
         return self._snapshot(request, command)
 
     def _snapshot(self, request: web.Request, command: Command) -> web.StreamResponse:
-        journal = command.log_path.read_bytes()
+        journal = command.journal()
         stale = self.emulator.faults.take("log_stale_prefix", request.method, request.path)
         if stale is not None:
             journal = journal[: stale.size]
@@ -252,7 +253,7 @@ class ToolboxRoutes:
                             fault: Fault) -> web.StreamResponse:
         """A raw snapshot whose ``Content-Length`` is the whole journal, cut after
         ``fault.size`` bytes (at least one byte short) by a reset or a close."""
-        journal = command.log_path.read_bytes()
+        journal = command.journal()
         response = web.StreamResponse(status=200,
                                       headers={"Content-Type": "text/plain; charset=utf-8"})
         response.content_length = len(journal) + 1
@@ -266,7 +267,7 @@ class ToolboxRoutes:
                 follow: bool) -> Any:
         early = self.emulator.faults.take("log_close_early", request.method, request.path)
         return follow_chunks(
-            command.log_path,
+            command.open_journal,
             follow=follow,
             exited=lambda: command.read_exit_code() is not None,
             gone=session.deleted.is_set,
@@ -294,9 +295,7 @@ class ToolboxRoutes:
                     await ws.send_bytes(data)
             if stripper and (rest := stripper.flush()):
                 await ws.send_bytes(rest)
-        except OSError:
-            code = 1011
-        except ConnectionResetError:
+        except (OSError, DaemonError):
             code = 1011
         finally:
             reader.cancel()
@@ -321,9 +320,14 @@ class ToolboxRoutes:
         response.enable_chunked_encoding()
         await response.prepare(request)
         stripper = MarkerStripper()
-        async for chunk in self._chunks(request, session, command, follow=True):
-            if data := stripper.feed(chunk):
-                await response.write(data)
+        try:
+            async for chunk in self._chunks(request, session, command, follow=True):
+                if data := stripper.feed(chunk):
+                    await response.write(data)
+        except (OSError, DaemonError):
+            # The runner aborts the stream when the daemon's follow fails.
+            _cut.close(request.transport)
+            return response
         if rest := stripper.flush():
             await response.write(rest)
         await response.write_eof()
@@ -332,13 +336,17 @@ class ToolboxRoutes:
     # -- files ------------------------------------------------------------------------
 
     @staticmethod
-    def _save(daemon: Daemon, path: str, data: bytes) -> Path:
-        target = daemon.resolve(path)
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        target.write_bytes(data)
-        return target
+    def _save(daemon: Daemon, path: str, data: bytes) -> str:
+        """Write ``data`` at sandbox path ``path`` (parents made); its absolute path.
 
-    async def _single_upload(self, request: web.Request, daemon: Daemon) -> Path:
+        400 if the path cannot hold a file (a directory, a read-only system path…).
+        """
+        try:
+            return daemon.files.write(path, data)
+        except (OSError, safefs.PathRefused) as error:
+            raise DaemonError(400, f"failed to save file {path}: {error}") from None
+
+    async def _single_upload(self, request: web.Request, daemon: Daemon) -> str:
         path = request.query.get("path")
         if not path or not request.content_type.startswith("multipart/"):
             raise DaemonError(400, "", bare=True)
@@ -356,7 +364,8 @@ class ToolboxRoutes:
     async def upload_v2(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``POST /files/upload-v2?path=`` (field ``file``) → ``{name, path, type}`` (errata 4)."""
         target = await self._single_upload(request, daemon)
-        return web.json_response({"name": target.name, "path": str(target), "type": "file"})
+        return web.json_response({"name": target.rsplit("/", 1)[-1], "path": target,
+                                  "type": "file"})
 
     async def bulk_upload(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``POST /files/bulk-upload``: ``files[i].path`` before ``files[i].file`` parts."""
@@ -371,9 +380,13 @@ class ToolboxRoutes:
                 if index not in paths:
                     errors.append(f"{name}: no path given before the file")
                     continue
-                target = await run_blocking(
-                    lambda p=paths[index], d=data: self._save(daemon, p, d))  # type: ignore[misc]
-                saved.append({"path": str(target), "bytes": len(data)})
+                try:
+                    target = await run_blocking(
+                        lambda p=paths[index], d=data: self._save(daemon, p, d))  # type: ignore[misc]
+                except DaemonError as error:
+                    errors.append(f"{name}: {error.message}")
+                    continue
+                saved.append({"path": target, "bytes": len(data)})
         if errors:
             return web.json_response({"errors": errors, "files": saved}, status=400)
         return web.json_response({"files": saved})
@@ -383,16 +396,18 @@ class ToolboxRoutes:
         path = request.query.get("path")
         if not path:
             raise DaemonError(400, "", bare=True)
-        target = daemon.resolve(path)
-        if not target.is_file():
-            raise DaemonError(404, f"file not found: {path}")
-        return web.Response(body=target.read_bytes(), content_type="application/octet-stream")
+        try:
+            body = await run_blocking(lambda: daemon.files.read(path))
+        except FileNotFoundError:
+            raise DaemonError(404, f"file not found: {path}") from None
+        except (OSError, safefs.PathRefused) as error:
+            raise DaemonError(400, f"cannot download {path}: {error}") from None
+        return web.Response(body=body, content_type="application/octet-stream")
 
     async def version(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``GET /version``."""
         return web.json_response({"version": "v0.190.0"})
 
     async def home_dir(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
-        """``GET /user-home-dir`` and ``/work-dir``: the sandbox home."""
-        key = "dir"
-        return web.json_response({key: os.fspath(daemon.home)})
+        """``GET /user-home-dir`` and ``/work-dir``: the sandbox user's home (a sandbox path)."""
+        return web.json_response({"dir": daemon.home})

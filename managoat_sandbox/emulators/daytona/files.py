@@ -1,0 +1,159 @@
+"""One sandbox's files as the emulator reaches them: sandbox paths, through :mod:`safefs`.
+
+Every path here is a path *inside* the sandbox (absolute, or relative to the
+sandbox user's home). Nothing is opened through a plain host path: each
+operation resolves from a descriptor of the box's ``fs/`` one component at a
+time, so a symlink a command planted resolves inside the sandbox and never
+leads the emulator out of it.
+
+Two kinds of files:
+
+* **the user's files** (the toolbox's file endpoints): symlinks are followed
+  inside the sandbox, as the daemon inside would follow them;
+* **the daemon's own files** (a command's ``output.log``, ``exit_code`` and
+  stdin FIFO): a final symlink is never followed, a log must be a regular
+  file (a FIFO put in its place is refused, never opened for reading, so it
+  cannot block the emulator), and the stdin FIFO is opened for writing
+  without blocking — a FIFO with no reader is an error, not a wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+
+from managoat_sandbox._engine import safefs
+from managoat_sandbox._engine.box import Box
+
+__all__ = ["SandboxFiles"]
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FIFO_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class SandboxFiles:
+    """The files of the sandbox in ``box``; thread-safe (each call opens its own root).
+
+    Raises FileNotFoundError for a missing path, :class:`safefs.PathRefused`
+    for one that cannot be used (a directory where a file is wanted, a FIFO or
+    symlink where the daemon keeps a file, a read-only system path), OSError
+    otherwise.
+    """
+
+    def __init__(self, box: Box) -> None:
+        self._fs = box.fs
+        self._masked = box.masked()
+        self.home = box.settings.home
+
+    def absolute(self, path: str) -> str:
+        """``path`` as an absolute sandbox path (a relative one is under the home)."""
+        return path if path.startswith("/") else f"{self.home.rstrip('/')}/{path}"
+
+    @contextlib.contextmanager
+    def _root(self) -> Iterator[int]:
+        root = safefs.open_root(self._fs)
+        try:
+            yield root
+        finally:
+            os.close(root)
+
+    # -- the user's files ---------------------------------------------------------------
+
+    def read(self, path: str, *, limit: int | None = None) -> bytes:
+        """The content of the regular file at ``path``."""
+        with self._root() as root:
+            return safefs.read_file(root, self.absolute(path), limit=limit)
+
+    def write(self, path: str, data: bytes) -> str:
+        """Replace the file at ``path`` with ``data`` (parents made); its absolute path."""
+        target = self.absolute(path)
+        with self._root() as root:
+            safefs.write_file(root, target, data, masked=self._masked)
+        return target
+
+    def make_dirs(self, path: str) -> None:
+        """Create the directory at ``path`` and its parents."""
+        with self._root() as root:
+            safefs.make_dirs(root, self.absolute(path), masked=self._masked)
+
+    def remove(self, path: str) -> None:
+        """Remove the file or tree at ``path``; nothing if it is already gone."""
+        with self._root() as root, contextlib.suppress(FileNotFoundError):
+            safefs.remove(root, self.absolute(path), masked=self._masked)
+
+    # -- the daemon's own files ---------------------------------------------------------
+
+    def _open_own(self, path: str, flags: int, kind: int) -> int:
+        """Open the daemon file at ``path`` if it is of file type ``kind`` (a
+        :mod:`stat` ``S_IF*`` value), checked before opening — so a FIFO where a
+        regular file belongs is never opened — and again on the descriptor."""
+        with self._root() as root:
+            where = safefs.resolve(root, self.absolute(path), follow=False)
+            try:
+                mode = os.stat(where.name, dir_fd=where.parent, follow_symlinks=False).st_mode
+                if stat.S_IFMT(mode) != kind:
+                    raise safefs.PathRefused("not_a_file", f"{path!r} is not the daemon's file")
+                fd = os.open(where.name, flags, dir_fd=where.parent)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise safefs.PathRefused("not_a_file", f"{path!r} is a symbolic link") \
+                        from None
+                raise
+            finally:
+                where.close()
+        if stat.S_IFMT(os.fstat(fd).st_mode) != kind:
+            os.close(fd)
+            raise safefs.PathRefused("not_a_file", f"{path!r} is not the daemon's file")
+        return fd
+
+    def open_own(self, path: str) -> int:
+        """A read descriptor of the daemon file at ``path`` (regular, not through a
+        final symlink)."""
+        return self._open_own(path, _READ_FLAGS, stat.S_IFREG)
+
+    def read_own(self, path: str, *, limit: int | None = None) -> bytes:
+        """The content of the daemon file at ``path`` (at most ``limit`` bytes)."""
+        fd = self.open_own(path)
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            while limit is None or size < limit:
+                chunk = os.read(fd, 1024 * 1024 if limit is None else limit - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def append_own(self, path: str, data: bytes) -> None:
+        """Append ``data`` to the daemon file at ``path`` (which must exist)."""
+        fd = self._open_own(path, _APPEND_FLAGS, stat.S_IFREG)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+    def exists_own(self, path: str) -> bool:
+        """Whether anything is at ``path`` (a final symlink counts, unfollowed)."""
+        with self._root() as root:
+            try:
+                safefs.stat_path(root, self.absolute(path), follow=False)
+            except (OSError, safefs.PathRefused):
+                return False
+        return True
+
+    def open_fifo(self, path: str) -> int:
+        """A non-blocking write descriptor of the FIFO at ``path``.
+
+        OSError ENXIO when no process has it open for reading (the open never
+        waits for one); PathRefused if it is not a FIFO.
+        """
+        return self._open_own(path, _FIFO_FLAGS, stat.S_IFIFO)
