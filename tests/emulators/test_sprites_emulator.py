@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -20,9 +21,9 @@ import pytest
 import requests
 import websocket
 
-from managoat_sandbox import _engine as engine
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from tests.conftest import wait_until
+from tests.sprites.host import marked_process, process_state
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "sprites-test-token"
@@ -234,29 +235,23 @@ def test_status_is_cold_then_running_while_a_command_runs_then_warm(
     assert api("GET", "/v1/sprites/st").json()["status"] == "warm"
 
 
-def _process_state(emulator: SpritesEmulator, name: str) -> str:
-    sprite = emulator.state.get(name)
-    assert sprite is not None
-    session = sprite.sessions[min(sprite.sessions)]
-    info = engine.read_process(session.directory)
-    assert info is not None and info.pid is not None
-    with open(f"/proc/{info.pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
-
-
 def test_set_status_warm_freezes_commands_until_an_exec_wakes_the_sprite(
     api: Api, emulator: SpritesEmulator
 ) -> None:
     api.create("frz")
-    worker = threading.Thread(target=run, args=(api, emulator, "frz",
-                                                "while [ ! -e go ]; do sleep 0.01; done"))
+    marker = f"frozen-{secrets.token_hex(6)}"
+    worker = threading.Thread(target=run, args=(
+        api, emulator, "frz", f"while [ ! -e go ]; do sleep 0.01; done # {marker}"))
     worker.start()
     assert wait_until(lambda: emulator.status_of("frz") == "running")
+    assert wait_until(lambda: marked_process(marker) is not None)
+    pid = marked_process(marker)
+    assert pid is not None
     emulator.set_status("frz", "warm")
     assert api("GET", "/v1/sprites/frz").json()["status"] == "warm"
-    assert _process_state(emulator, "frz") == "T"
+    assert wait_until(lambda: process_state(pid) == "T")
     run(api, emulator, "frz", "true")
-    assert _process_state(emulator, "frz") != "T"
+    assert process_state(pid) != "T"
     assert emulator.status_of("frz") == "running"
     (emulator.sprite_root("frz") / "go").touch()
     worker.join(10)

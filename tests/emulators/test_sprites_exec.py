@@ -8,7 +8,7 @@ byte, a normal close; client ``00`` stdin and ``04`` end of input.
 from __future__ import annotations
 
 import json
-import os
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -19,9 +19,9 @@ import pytest
 import requests
 import websocket
 
-from managoat_sandbox import _engine as engine
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from tests.conftest import wait_until
+from tests.sprites.host import host_pids
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "sprites-exec-token"
@@ -155,7 +155,9 @@ def test_env_and_dir_reach_the_process(emulator: SpritesEmulator) -> None:
     session_info(ws)
     lines = output(until_end(ws), 1).decode().splitlines()
     assert lines[0] == "a=b"
-    assert lines[1] == str(emulator.sprite_root("box") / "work")
+    sprite = emulator.state.get("box")
+    assert sprite is not None
+    assert lines[1] == sprite.box.agent_path("/work")  # "/work" itself when isolated
 
 
 def test_stdin_frames_feed_the_process_and_04_ends_its_input(emulator: SpritesEmulator) -> None:
@@ -486,25 +488,14 @@ def test_stopping_with_a_socket_open_is_prompt_and_kills_the_command() -> None:
     baseline = threading.active_count()
     server = SpritesEmulator(credential=TOKEN).start()
     http(server, "POST", "/v1/sprites", json={"name": "box"})
-    ws = connect(server, params=bash("echo ready; sleep 30"))
+    marker = f"stopped-{secrets.token_hex(6)}"
+    ws = connect(server, params=bash(f"echo ready; sleep 30; : {marker}"))
     session_info(ws)
     read_until(ws, b"ready")
-    sprite = server.state.get("box")
-    assert sprite is not None
-    (session,) = sprite.sessions.values()
-    process = engine.read_process(session.directory)
-    assert process is not None and process.pid is not None
+    assert host_pids(marker)
     started = time.monotonic()
     server.stop()
     assert time.monotonic() - started < 5
-    assert wait_until(lambda: not _alive(process.pid))
+    assert wait_until(lambda: not host_pids(marker))
     assert wait_until(lambda: threading.active_count() <= baseline)
     assert not server.workdir.exists()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

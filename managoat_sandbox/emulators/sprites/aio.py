@@ -2,9 +2,10 @@
 
 :func:`in_thread` runs one blocking call on a short-lived thread of its own
 (never a pool), so no emulator thread outlives the work it was started for.
-:func:`tail` is :func:`managoat_sandbox._engine.follow` for the event loop:
-the session's output from byte zero, live, then exactly one ``Exited`` or
-``Lost``; it polls the journal, backing off while the process is quiet.
+:func:`follow` hands a box subscription's events to the loop as the agent
+pushes them: its output from where the subscription starts, then exactly one
+end (``Exited`` with the real code, or ``Lost``). :func:`end_of` waits for a
+subscription's end only.
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+import time
+from collections.abc import AsyncGenerator, Callable
 from typing import TypeVar
 
-from ... import _engine as engine
+from ..._engine.errors import EngineError
+from ..._engine.events import End, Event, Exited, Lost
+from ..._engine.subscription import Subscription
 
 _T = TypeVar("_T")
-_FIRST_POLL = 0.002
-_MAX_POLL = 0.05
+#: Batches read ahead of the loop before the reading thread waits for it.
+_AHEAD = 4
+#: The shortest wait for an end (a zero timeout would make the socket non-blocking).
+_MIN_WAIT = 0.001
 
 
 async def in_thread(fn: Callable[[], _T]) -> _T:
@@ -50,39 +55,72 @@ async def in_thread(fn: Callable[[], _T]) -> _T:
     return await future
 
 
-async def tail(session_dir: Path) -> AsyncIterator[engine.Event]:
-    """The session's output events from byte zero, then its end (Exited or Lost).
+def is_end(event: Event) -> bool:
+    """Whether ``event`` is a process's end (``Exited`` or ``Lost``)."""
+    return isinstance(event, (Exited, Lost))
 
-    Stops silently when the journal disappears (the sprite was deleted).
+
+async def follow(subscription: Subscription) -> AsyncGenerator[Event, None]:
+    """The subscription's events in order, ending after its end event.
+
+    A thread of its own reads the subscription (blocking, no polling) at most
+    a few batches ahead of the consumer. The subscription is closed when the
+    generator finishes or is closed (use :func:`contextlib.aclosing`), which
+    also ends the thread. Stops without an end only if the subscription fails
+    or is closed elsewhere.
     """
-    try:
-        reader = engine.JournalReader(session_dir)
-    except OSError:
-        return
-    delay = _FIRST_POLL
-    with reader:
+    loop = asyncio.get_running_loop()
+    batches: asyncio.Queue[list[Event]] = asyncio.Queue()
+    credits = threading.Semaphore(_AHEAD)
+    stopped = threading.Event()
+
+    def pump() -> None:
         while True:
+            credits.acquire()
+            if stopped.is_set():
+                return
             try:
-                chunk = reader.read()
-                end = None if chunk else engine.status(session_dir)
-            except (OSError, engine.EngineError):
+                batch = subscription.read()
+            except (OSError, EngineError):
+                batch = []
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(batches.put_nowait, batch)
+            if not batch or is_end(batch[-1]):
                 return
-            if chunk:
-                for output in chunk:
-                    yield output
-                delay = _FIRST_POLL
-                continue
-            if not isinstance(end, engine.Running):
-                try:
-                    rest = reader.read()
-                    while rest:
-                        for output in rest:
-                            yield output
-                        rest = reader.read()
-                except (OSError, engine.EngineError):
-                    return
-                if end is not None:
-                    yield end
+
+    threading.Thread(target=pump, name="sprites-emulator-follow", daemon=True).start()
+    try:
+        while True:
+            batch = await batches.get()
+            credits.release()
+            for event in batch:
+                yield event
+            if not batch or is_end(batch[-1]):
                 return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_POLL)
+    finally:
+        stopped.set()
+        subscription.close()
+        credits.release()
+
+
+def _wait_end(subscription: Subscription, seconds: float) -> End | None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            batch = subscription.read(timeout=max(deadline - time.monotonic(), _MIN_WAIT))
+        except (OSError, EngineError):  # TimeoutError included
+            return None
+        if not batch:
+            return None
+        last = batch[-1]
+        if isinstance(last, (Exited, Lost)):
+            return last
+        if time.monotonic() >= deadline:
+            return None
+
+
+async def end_of(subscription: Subscription, seconds: float) -> End | None:
+    """The subscription's end event within ``seconds`` (output is skipped; an end
+    already there counts even for 0); None if it does not come in time or the
+    subscription is closed meanwhile."""
+    return await in_thread(lambda: _wait_end(subscription, seconds))

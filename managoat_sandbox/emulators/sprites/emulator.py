@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,13 +10,12 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from ... import _engine as engine
 from .._server import Emulator, Fault
 from . import wire
 from .behaviour import Behaviour
 from .exec_ws import Exec
 from .rest import Rest
-from .state import VERSION, State, stop_sessions
+from .state import VERSION, State, abort_connections, dispose
 
 KILL_PATH = r"/exec/[^/]+/kill$"
 CHECKPOINT_PATH = r"/checkpoint$"
@@ -35,13 +33,14 @@ class SpritesEmulator(Emulator):
 
     Routes live under ``/v1`` and need ``Authorization: Bearer <token>`` (a
     wrong or missing token gets 401 ``{"error":"unauthorized",…}``). Every
-    answer carries ``Sprite-Version``. Commands run as real processes (bash
-    and friends) through the shared process engine, one directory per sprite
-    under :attr:`workdir`; the sprite's ``/`` is that directory's ``fs/``
-    (absolute paths of the filesystem endpoints and of ``dir`` resolve inside
-    it; the commands themselves see host paths, so scripts should use relative
-    ones — the commands' cwd and HOME are the sprite's root). Network policies
-    are validated and stored, not enforced.
+    answer carries ``Sprite-Version``. Each sprite is one process-engine box
+    under :attr:`workdir` (see :mod:`.state`): its commands are real processes
+    (bash and friends) inside it, isolated in their own namespaces when the
+    host allows, seeing the sprite's files at ``/`` and only the sprite's
+    processes; the filesystem endpoints and ``dir`` name the same paths they
+    do. Commands run as ``sprite`` with ``HOME=/home/sprite``, in ``/`` unless
+    ``dir`` says otherwise. Network policies are validated, stored and — where
+    they are allow-lists — enforced by the box's egress filter (:mod:`.network`).
 
     Python-side control (thread-safe; tests call these directly):
 
@@ -50,7 +49,7 @@ class SpritesEmulator(Emulator):
       booting refusals, in-band vs 404 restore failures, …);
     * :meth:`set_status` / :meth:`status_of` — ``running``/``warm``/``cold``,
       deterministic; :meth:`remove_url` — a sprite whose objects lack ``url``;
-      :meth:`sprite_root` — where a sprite's files live on this machine.
+      :meth:`sprite_root` — the host directory that is a sprite's ``/``.
 
     Fault injection (each queued for ``times`` matching requests, then gone;
     ``path`` is a regular expression searched in the request path):
@@ -101,21 +100,20 @@ class SpritesEmulator(Emulator):
         return wire.error(401, "unauthorized", "missing or invalid bearer token")
 
     def close(self) -> None:
-        """Abort open sockets, kill every command still running and wait (bounded) for
-        their exits; idempotent."""
-        sprites = [s for s in map(self.state.get, self.state.names()) if s is not None]
+        """Forget every sprite: abort open sockets, stop each box (every command ends)
+        and delete its directory (what cannot be deleted is left behind); idempotent."""
+        sprites = self.state.remove_all()
         for sprite in sprites:
-            stop_sessions(sprite, signal.SIGKILL)
+            abort_connections(sprite)
         for sprite in sprites:
-            for session in sprite.sessions.values():
-                with contextlib.suppress(OSError, engine.EngineError):
-                    engine.wait_exit(session.directory, timeout=5.0)
+            with contextlib.suppress(OSError):
+                dispose(sprite)
 
     # -- state control ------------------------------------------------------------------------
 
     def set_status(self, name: str, status: str) -> None:
-        """Force ``running``, ``warm`` (commands frozen until the next exec) or ``cold``
-        (commands killed, files kept). KeyError for an unknown sprite."""
+        """Force ``running``, ``warm`` (every process frozen until the next exec or attach)
+        or ``cold`` (every process killed, files kept). KeyError for an unknown sprite."""
         self.state.set_status(name, status)
 
     def status_of(self, name: str) -> str:
@@ -133,7 +131,8 @@ class SpritesEmulator(Emulator):
         sprite.has_url = False
 
     def sprite_root(self, name: str) -> Path:
-        """The host directory holding the sprite's ``/``."""
+        """The host directory that is the sprite's ``/`` (for tests; the sprite's
+        commands write there, so never follow what they leave in it)."""
         sprite = self.state.get(name)
         if sprite is None:
             raise KeyError(name)

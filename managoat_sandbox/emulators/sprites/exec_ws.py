@@ -1,17 +1,21 @@
 """Exec over WebSocket, attach, the session listing and the kill endpoint (reference §3, §4).
 
-Each new command is an engine session (a real process) under the sprite's
-directory. A socket first gets a text ``session_info`` (always with ``tty``,
-errata 3), then the session's output from byte zero — so output written while
-nobody listened is replayed — then live output, then the exit: binary
-``03 <code & 0xFF>`` without a tty, text ``{"type":"exit","exit_code":N}``
-with one; then a normal close. Without a tty the client sends ``00 <bytes>``
-for stdin and ``04`` for end of input; with one, raw bytes. Text ``resize`` is
-accepted and ignored; text ``signal`` (advertised in ``X-Sprite-Capabilities``)
-signals the process group. Closing a socket never ends the process: after the
-last socket goes, it keeps running for ``max_run_after_disconnect`` (non-tty
-10 s, tty and ``detachable=true`` forever; ``0`` means forever) and is then
-killed.
+Each new command is a journaled session of the sprite's box: a real process
+inside the sprite, started in its own process group with the sprite's
+environment (``PATH``, ``HOME=/home/sprite``, ``USER=sprite``, the proxy
+variables, ``SPRITE_NAME``, then the ``env`` parameters) in ``dir`` (a sprite
+path, ``/`` by default). A socket first gets a text ``session_info`` (always
+with ``tty``, errata 3), then the session's output from byte zero — so output
+written while nobody listened is replayed — then live output as the box
+pushes it, then the exit: binary ``03 <code & 0xFF>`` without a tty, text
+``{"type":"exit","exit_code":N}`` with one; then a normal close. A session
+whose outcome is lost (its agent went away) closes with 1011 instead. Without
+a tty the client sends ``00 <bytes>`` for stdin and ``04`` for end of input;
+with one, raw bytes. Text ``resize`` resizes the terminal; text ``signal``
+(advertised in ``X-Sprite-Capabilities``) signals the process group. Closing a
+socket never ends the process: after the last socket goes, it keeps running
+for ``max_run_after_disconnect`` (non-tty 10 s, tty and ``detachable=true``
+forever; ``0`` means forever) and is then killed.
 """
 
 from __future__ import annotations
@@ -20,24 +24,30 @@ import asyncio
 import contextlib
 import json
 import signal
+import threading
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from ... import _engine as engine
+from ..._engine import safefs
+from ..._engine.box import Refused
+from ..._engine.errors import EngineError
+from ..._engine.events import Exited, Output
+from ..._engine.subscription import Subscription
 from .. import _cut
 from .._server import Fault, Faults
 from . import wire
-from .aio import in_thread, tail
+from .aio import end_of, follow, in_thread
 from .behaviour import Behaviour
 from .state import ExecSession, Sprite, State, now, wake
 
 DEFAULT_DETACHED_RUN = 10.0
 KILL_SETTLE = 5.0
-_POLL = 0.01
+STDIN_TIMEOUT = 30.0
 _SIGNALS = {name: getattr(signal, name) for name in (
     "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT",
     "SIGSTOP")}
+_TERMINAL = range(1, 65536)
 
 
 def signal_number(name: str) -> int | None:
@@ -51,6 +61,16 @@ def signal_number(name: str) -> int | None:
 def is_upgrade(request: web.Request) -> bool:
     """Whether the request asks for a WebSocket."""
     return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+def terminal_size(query: Any) -> tuple[int, int]:
+    """``(cols, rows)`` from the ``cols``/``rows`` query parameters (default 80 by 24)."""
+    sizes = []
+    for key, default in (("cols", 80), ("rows", 24)):
+        raw = str(query.get(key, ""))
+        value = int(raw) if raw.isdigit() else default
+        sizes.append(value if value in _TERMINAL else default)
+    return sizes[0], sizes[1]
 
 
 class Exec:
@@ -76,7 +96,7 @@ class Exec:
         if sprite is None:
             return wire.not_found("sprite")
         if not is_upgrade(request):
-            return self._listing(sprite)
+            return web.json_response({"sessions": await in_thread(lambda: self._listing(sprite))})
         legacy = request.query.get("id") or request.query.get("session_id")
         if legacy:
             return await self._attach(request, sprite, legacy)
@@ -91,18 +111,19 @@ class Exec:
             return wire.invalid("attach needs a WebSocket upgrade")
         return await self._attach(request, sprite, request.match_info["session"])
 
-    def _listing(self, sprite: Sprite) -> web.Response:
+    def _listing(self, sprite: Sprite) -> list[dict[str, Any]]:
         sessions = sorted(sprite.sessions.values(), key=lambda s: s.id)
         if not self.behaviour.list_finished_sessions:
             sessions = [s for s in sessions if not s.ended()]
-        return web.json_response({"sessions": [s.listing() for s in sessions]})
+        return [s.listing() for s in sessions]
 
     async def _new_command(self, request: web.Request, sprite: Sprite) -> web.StreamResponse:
         started = await self._start(request, sprite, stdin_default=None)
         if isinstance(started, web.StreamResponse):
             return started
-        return await Connection(request, sprite, started, self.behaviour, owner=True,
-                                faults=self.faults).serve()
+        session, subscription = started
+        return await Connection(request, sprite, session, self.behaviour, owner=True,
+                                faults=self.faults, subscription=subscription).serve()
 
     async def http_exec(self, request: web.Request) -> web.StreamResponse:
         """``POST /exec?cmd=…`` (no upgrade): the body is stdin; the answer streams the
@@ -114,23 +135,26 @@ class Exec:
         started = await self._start(request, sprite, stdin_default=bool(body))
         if isinstance(started, web.StreamResponse):
             return started
-        if started.stdin:
-            await _feed(started, body)
-            await _feed(started, None)
-        response = web.StreamResponse(status=200,
-                                      headers={"Content-Type": "application/octet-stream"})
-        await response.prepare(request)
-        async for event in tail(started.directory):
-            if isinstance(event, engine.Output):
-                await response.write(bytes([event.stream]) + event.data)
-            elif isinstance(event, engine.Exited):
-                await response.write(bytes([3, event.code & 0xFF]))
+        session, subscription = started
+        async with contextlib.aclosing(follow(subscription)) as events:
+            if session.stdin:
+                await _feed(session, body)
+                await _feed(session, None)
+            response = web.StreamResponse(status=200,
+                                          headers={"Content-Type": "application/octet-stream"})
+            await response.prepare(request)
+            async for event in events:
+                if isinstance(event, Output):
+                    await response.write(bytes([event.stream]) + event.data)
+                elif isinstance(event, Exited):
+                    await response.write(bytes([3, event.code & 0xFF]))
         await response.write_eof()
         return response
 
-    async def _start(self, request: web.Request, sprite: Sprite,
-                     stdin_default: bool | None) -> ExecSession | web.StreamResponse:
-        """Validate a new command's query and start its process (an engine session)."""
+    async def _start(self, request: web.Request, sprite: Sprite, stdin_default: bool | None
+                     ) -> tuple[ExecSession, Subscription] | web.StreamResponse:
+        """Validate a new command's query and start it in the sprite's box: its session
+        and a subscription to it from byte zero."""
         query = request.query
         argv = query.getall("cmd", [])
         if not argv:
@@ -138,8 +162,9 @@ class Exec:
         tty = wire.flag(query.get("tty"), False)
         detachable = wire.flag(query.get("detachable"), False)
         wants_stdin = wire.flag(query.get("stdin"), tty if stdin_default is None else stdin_default)
-        cwd = sprite.resolve(query.get("dir") or "/")
-        if not cwd.is_dir():
+        workdir = query.get("dir") or "/"
+        cwd = sprite.resolve(workdir)
+        if not await in_thread(lambda: _is_directory(sprite, cwd)):
             return wire.invalid("dir does not exist in the sprite")
         try:
             run_after = _run_after_disconnect(query.get("max_run_after_disconnect"), tty,
@@ -151,36 +176,43 @@ class Exec:
             return refusal
         if query.get("path"):
             argv = [query["path"], *argv[1:]]
-        env = {"HOME": str(sprite.root), "USER": "sprite", "SPRITE_NAME": sprite.name}
+        extra = {"SPRITE_NAME": sprite.name}
         for item in query.getall("env", []):
             key, _, value = item.partition("=")
             if key:
-                env[key] = value
+                extra[key] = value
+        cols, rows = terminal_size(query)
         session_id = self.state.next_session_id()
-        directory = sprite.directory / "sessions" / str(session_id)
-        try:
-            await in_thread(lambda: engine.start(directory, argv, env=env, cwd=cwd,
-                                                 stdin=wants_stdin, tty=tty, inherit_env=False))
-        except (OSError, engine.EngineError):
-            return wire.error(500, "internal_error", "the command could not be started")
-        wake(sprite)
-        session = ExecSession(session_id, directory, tuple(argv), query.get("dir") or "/",
-                              tty, wants_stdin, now(), run_after)
+        box = sprite.box
+        async with sprite.machine:
+            try:
+                pid, subscription = await in_thread(lambda: _spawn(
+                    sprite, str(session_id), argv, env=box.environment(extra, tty=tty),
+                    cwd=box.agent_path(cwd), stdin=wants_stdin, tty=tty, rows=rows, cols=cols))
+            except Refused as failure:
+                if failure.code == "bad_cwd":
+                    return wire.invalid("dir does not exist in the sprite")
+                return wire.error(500, "internal_error", "the command could not be started")
+            except (OSError, EngineError):
+                return wire.error(500, "internal_error", "the command could not be started")
+        session = ExecSession(session_id, box, pid, tuple(argv), workdir, tty, wants_stdin, now(),
+                              run_after)
         sprite.sessions[session_id] = session
-        return session
+        return session, subscription
 
     async def _attach(self, request: web.Request, sprite: Sprite,
                       raw_id: str) -> web.StreamResponse:
         session = sprite.sessions.get(int(raw_id)) if raw_id.isdigit() else None
         if session is None:
             return wire.not_found("session")
-        if session.ended() and self.behaviour.attach_finished_status is not None:
+        if (self.behaviour.attach_finished_status is not None
+                and await in_thread(session.ended)):
             return wire.error(self.behaviour.attach_finished_status, "not_found",
                               "session has exited")
         rejected = self.faults.take("ws_reject", "GET", request.path)
         if rejected is not None:
             return _rejection(rejected)
-        wake(sprite)
+        await in_thread(lambda: wake(sprite))
         return await Connection(request, sprite, session, self.behaviour, owner=False,
                                 faults=self.faults).serve()
 
@@ -213,29 +245,51 @@ class Exec:
         script = self.faults.take("ndjson", request.method, request.path)
         if script is not None:
             return await wire.scripted(request, script.body or [], cut=script.size > 0)
-        if session.ended():
+        if await in_thread(session.ended):
             return wire.error(self.behaviour.kill_gone_status, "not_found", "session has exited")
         return await _kill_stream(request, session, signame, signum, grace)
 
 
+def _is_directory(sprite: Sprite, path: str) -> bool:
+    try:
+        with sprite.files() as root_fd:
+            return safefs.is_directory(root_fd, path)
+    except OSError:
+        return False
+
+
+def _spawn(sprite: Sprite, sid: str, argv: list[str], *, env: dict[str, str], cwd: str,
+           stdin: bool, tty: bool, rows: int, cols: int) -> tuple[int | None, Subscription]:
+    """Wake the sprite and start a journaled session followed from byte zero (blocking)."""
+    wake(sprite)
+    pid, subscription = sprite.box.spawn(sid, argv, env=env, cwd=cwd, stdin=stdin, tty=tty,
+                                         rows=rows, cols=cols, follow=True)
+    assert subscription is not None  # always given with follow=True
+    return pid, subscription
+
+
 class Connection:
-    """One WebSocket following one session (the owner's or an attacher's)."""
+    """One WebSocket following one session (the owner's or an attacher's).
+
+    The owner's connection is given the subscription its spawn returned; an
+    attacher's attaches from byte zero. Either way the connection owns it.
+    """
 
     def __init__(self, request: web.Request, sprite: Sprite, session: ExecSession,
-                 behaviour: Behaviour, *, owner: bool, faults: Faults) -> None:
+                 behaviour: Behaviour, *, owner: bool, faults: Faults,
+                 subscription: Subscription | None = None) -> None:
         self.request = request
         self.sprite = sprite
         self.session = session
         self.behaviour = behaviour
         self.owner = owner
+        self.subscription = subscription
         self.drop = faults.take("ws_drop", "GET", request.path)
         self.exit_payload = faults.take("ws_exit", "GET", request.path)
         self.ws = web.WebSocketResponse(max_msg_size=16 * 1024 * 1024)
 
     async def serve(self) -> web.StreamResponse:
         """Upgrade, then relay both ways until the exit is sent or the client goes."""
-        self.ws.headers["X-Sprite-Capabilities"] = "signal"
-        await self.ws.prepare(self.request)
         session = self.session
         loop = asyncio.get_running_loop()
 
@@ -248,7 +302,11 @@ class Connection:
             session.timer.cancel()
             session.timer = None
         try:
+            self.ws.headers["X-Sprite-Capabilities"] = "signal"
+            await self.ws.prepare(self.request)
             await self.ws.send_str(json.dumps(self._session_info()))
+            if self.subscription is None:
+                self.subscription = await self._attach()
             pump = asyncio.ensure_future(self._pump())
             reader = asyncio.ensure_future(self._read())
             _, pending = await asyncio.wait({pump, reader},
@@ -261,10 +319,20 @@ class Connection:
         except (ConnectionError, RuntimeError):
             pass
         finally:
+            if self.subscription is not None:
+                self.subscription.close()
             session.connections.discard(abort)
             session.subscribers -= 1
             self._arm_timer()
         return self.ws
+
+    async def _attach(self) -> Subscription | None:
+        """The session from byte zero (None if the box no longer has it)."""
+        box, sid = self.session.box, self.session.sid
+        try:
+            return await in_thread(lambda: box.attach(sid))
+        except (OSError, EngineError):
+            return None
 
     def _session_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -277,33 +345,35 @@ class Connection:
             "tty": self.session.tty,
         }
         if self.session.tty:
-            query = self.request.query
-            info["cols"] = int(query.get("cols", "80")) if query.get("cols", "").isdigit() else 80
-            info["rows"] = int(query.get("rows", "24")) if query.get("rows", "").isdigit() else 24
+            info["cols"], info["rows"] = terminal_size(self.request.query)
         return info
 
     async def _pump(self) -> None:
-        """Journal → frames, ending in the exit frame and a normal close."""
+        """The session's events → frames, ending in the exit frame and a normal close."""
         sent = 0
         limit = max(1, self.behaviour.max_output_frame)
         if await self._dropped(sent):
             return
-        async for event in tail(self.session.directory):
-            if isinstance(event, engine.Output):
-                for start in range(0, len(event.data), limit):
-                    payload = event.data[start:start + limit]
-                    prefix = b"" if self.session.tty else bytes([event.stream])
-                    await self.ws.send_bytes(prefix + payload)
-                    sent += 1
-                    if await self._dropped(sent):
-                        return
-            elif isinstance(event, engine.Exited):
-                await self._send_exit(event.code)
-                await self.ws.close()
-                return
-            else:
-                await self.ws.close(code=1011, message=b"session lost")
-                return
+        if self.subscription is None:
+            await self.ws.close(code=1011, message=b"session lost")
+            return
+        async with contextlib.aclosing(follow(self.subscription)) as events:
+            async for event in events:
+                if isinstance(event, Output):
+                    for start in range(0, len(event.data), limit):
+                        payload = event.data[start:start + limit]
+                        prefix = b"" if self.session.tty else bytes([event.stream])
+                        await self.ws.send_bytes(prefix + payload)
+                        sent += 1
+                        if await self._dropped(sent):
+                            return
+                elif isinstance(event, Exited):
+                    await self._send_exit(event.code)
+                    await self.ws.close()
+                    return
+                else:
+                    await self.ws.close(code=1011, message=b"session lost")
+                    return
 
     async def _send_exit(self, code: int) -> None:
         if self.exit_payload is not None:
@@ -330,12 +400,12 @@ class Connection:
         return True
 
     async def _read(self) -> None:
-        """Client frames → the process (stdin, end of input, signals)."""
+        """Client frames → the process (stdin, end of input, resizes, signals)."""
         async for message in self.ws:
             if message.type == WSMsgType.BINARY:
                 await self._client_bytes(message.data)
             elif message.type == WSMsgType.TEXT:
-                self._client_text(message.data)
+                await self._client_text(message.data)
 
     async def _client_bytes(self, data: bytes) -> None:
         session = self.session
@@ -346,15 +416,23 @@ class Connection:
         elif data[:1] == b"\x04":
             await _feed(session, None)
 
-    def _client_text(self, text: str) -> None:
+    async def _client_text(self, text: str) -> None:
         try:
             message = json.loads(text)
         except ValueError:
             return
-        if isinstance(message, dict) and message.get("type") == "signal":
+        if not isinstance(message, dict):
+            return
+        session = self.session
+        if message.get("type") == "signal":
             signum = signal_number(str(message.get("signal", "")))
             if signum is not None:
-                self.session.signal(signum)
+                await in_thread(lambda: session.signal(signum))
+        elif message.get("type") == "resize" and session.tty:
+            cols, rows = message.get("cols"), message.get("rows")
+            if isinstance(cols, int) and isinstance(rows, int) and cols in _TERMINAL \
+                    and rows in _TERMINAL:
+                await in_thread(lambda: _resize(session, rows, cols))
 
     def _abort(self) -> None:
         transport = self.request.transport
@@ -365,23 +443,35 @@ class Connection:
         session = self.session
         if session.subscribers > 0 or session.max_run_after_disconnect is None:
             return
-        if session.timer is None and not session.ended():
+        if session.timer is None:
             loop = asyncio.get_running_loop()
-            session.timer = loop.call_later(session.max_run_after_disconnect,
-                                            session.signal, signal.SIGKILL)
+            session.timer = loop.call_later(session.max_run_after_disconnect, _expire, session)
+
+
+def _expire(session: ExecSession) -> None:
+    """Kill a session that outlived its last socket by ``max_run_after_disconnect`` (a
+    session that ended meanwhile is not signalled: the box knows it no longer)."""
+    session.timer = None
+    threading.Thread(target=session.signal, args=(signal.SIGKILL,),
+                     name="sprites-emulator-expire", daemon=True).start()
+
+
+def _resize(session: ExecSession, rows: int, cols: int) -> None:
+    with contextlib.suppress(OSError, EngineError):
+        session.box.resize(session.sid, rows, cols)
 
 
 async def _feed(session: ExecSession, data: bytes | None) -> None:
     """Write stdin (None: end of input) in order; ignored once stdin or the process ended."""
     if not session.stdin:
         return
-    directory = session.directory
+    box, sid = session.box, session.sid
     async with session.stdin_lock:
-        with contextlib.suppress(OSError, engine.EngineError):
+        with contextlib.suppress(OSError, EngineError):
             if data is None:
-                await in_thread(lambda: engine.close_stdin(directory, timeout=30))
+                await in_thread(lambda: box.close_stdin(sid))
             elif data:
-                await in_thread(lambda: engine.write_stdin(directory, data, timeout=30))
+                await in_thread(lambda: box.write_stdin(sid, data, timeout=STDIN_TIMEOUT))
 
 
 def _rejection(fault: Fault) -> web.Response:
@@ -430,43 +520,48 @@ async def _kill_parameters(request: web.Request) -> tuple[str, int, float] | web
     return canonical, signum, grace
 
 
-async def _wait_end(session: ExecSession, seconds: float) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not session.ended():
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(_POLL)
-    return True
+def _signal_awake(session: ExecSession, signum: int) -> None:
+    """Signal the group, then continue it (a stopped process acts on the signal)."""
+    session.signal(signum)
+    if signum != signal.SIGKILL:
+        session.signal(signal.SIGCONT)
 
 
 async def _kill_stream(request: web.Request, session: ExecSession, signame: str, signum: int,
                        grace: float) -> web.StreamResponse:
-    stream = await wire.NdjsonStream(request).open()
-    pgid = session.pgid() or 0
-    session.signal(signum)
-    if signum != signal.SIGKILL:
-        session.signal(signal.SIGCONT)
-    await stream.line({"type": "signal", "message": f"Signaling {signame} to process group {pgid}",
-                       "signal": signame, "pid": pgid})
-    if signum == signal.SIGKILL:
-        ended, forced = await _wait_end(session, KILL_SETTLE), True
-    elif await _wait_end(session, grace):
-        ended, forced = True, False
-    else:
-        await stream.line({"type": "timeout",
-                           "message": f"Timeout after {_format(grace)}, sending SIGKILL"})
-        session.signal(signal.SIGKILL)
-        ended, forced = await _wait_end(session, KILL_SETTLE), True
-    if not ended:
-        await stream.line({"type": "error", "message": "Warning: process may not have terminated"})
+    """Signal the session's group and report how it ended, watching its end (no polling)."""
+    box, sid = session.box, session.sid
+    try:
+        watcher = await in_thread(lambda: box.attach(sid, from_end=True))
+    except (OSError, EngineError):
+        watcher = None
+    try:
+        stream = await wire.NdjsonStream(request).open()
+        pgid = session.pid or 0
+        await in_thread(lambda: _signal_awake(session, signum))
+        await stream.line({"type": "signal",
+                           "message": f"Signaling {signame} to process group {pgid}",
+                           "signal": signame, "pid": pgid})
+        forced = signum == signal.SIGKILL
+        end = None if watcher is None else await end_of(watcher, KILL_SETTLE if forced else grace)
+        if end is None and not forced and watcher is not None:
+            await stream.line({"type": "timeout",
+                               "message": f"Timeout after {_format(grace)}, sending SIGKILL"})
+            await in_thread(lambda: session.signal(signal.SIGKILL))
+            forced = True
+            end = await end_of(watcher, KILL_SETTLE)
+        if end is None:
+            await stream.line({"type": "error",
+                               "message": "Warning: process may not have terminated"})
+            return await stream.finish()
+        await stream.line({"type": "killed", "message": "Process killed"} if forced
+                          else {"type": "exited", "message": "Process exited"})
+        await stream.line({"type": "complete",
+                           "exit_code": end.code if isinstance(end, Exited) else 137})
         return await stream.finish()
-    await stream.line({"type": "killed", "message": "Process killed"} if forced
-                      else {"type": "exited", "message": "Process exited"})
-    end = engine.status(session.directory)
-    code = end.code if isinstance(end, engine.Exited) else 137
-    await stream.line({"type": "complete", "exit_code": code})
-    return await stream.finish()
+    finally:
+        if watcher is not None:
+            watcher.close()
 
 
 def _format(seconds: float) -> str:

@@ -4,6 +4,16 @@ Behaviour follows reference §2, §5 and §8.3 (errata win): create answers 201
 (409 for a taken name), delete 204, the policy POST 204, checkpoint and
 restore answer 200 NDJSON streams; a listing never says ``has_more`` without
 a continuation token.
+
+The filesystem endpoints reach the sprite's files only through
+:mod:`~managoat_sandbox._engine.safefs`, resolving paths as a process inside
+the sprite would; writes under the read-only system mounts its commands see
+(``/usr``, ``/proc``…) are refused with ``EROFS``. A network policy is put in
+force through the box's egress filter where it maps onto one
+(:mod:`.network`). A checkpoint copies the sprite's files (:mod:`.trees`);
+a restore first stops the sprite's agent — its commands end, as on a machine
+restored from a snapshot — then swaps the files in; the agent restarts with
+the next command.
 """
 
 from __future__ import annotations
@@ -11,18 +21,29 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import shutil
-import signal
+import errno
+import posixpath
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from ..._engine import safefs
 from .._server import Faults
-from . import wire
+from . import trees, wire
 from .aio import in_thread
 from .behaviour import Behaviour
-from .state import Checkpoint, Sprite, State, now, remove_tree, rfc3339, stop_sessions
+from .network import egress_policy
+from .state import (
+    Checkpoint,
+    Sprite,
+    State,
+    abort_connections,
+    dispose,
+    now,
+    rfc3339,
+    stop_machine,
+)
 
 URL_AUTH = ("sprite", "public")
 POLICY_ACTIONS = ("allow", "deny")
@@ -88,7 +109,7 @@ class Rest:
         sprite = self.sprite(request)
         if sprite is None:
             return wire.not_found("sprite")
-        return web.json_response(sprite.to_json())
+        return web.json_response(await in_thread(sprite.to_json))
 
     async def update(self, request: web.Request) -> web.StreamResponse:
         """``PUT /v1/sprites/{name}``: a partial update of URL settings and labels."""
@@ -105,16 +126,16 @@ class Rest:
         clear = body.get("clear_labels") is True
         _apply_settings(sprite, settings, body.get("labels"), clear=clear)
         sprite.updated_at = now()
-        return web.json_response(sprite.to_json())
+        return web.json_response(await in_thread(sprite.to_json))
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
-        """``DELETE /v1/sprites/{name}`` → 204: commands killed, files and checkpoints gone."""
+        """``DELETE /v1/sprites/{name}`` → 204: sockets aborted, the box stopped (every
+        command ends), files and checkpoints gone."""
         sprite = self.state.remove(request.match_info["name"])
         if sprite is None:
             return wire.not_found("sprite")
-        stop_sessions(sprite, signal.SIGKILL)
-        sessions = list(sprite.sessions.values())
-        await in_thread(lambda: remove_tree(sprite.directory, sessions))
+        abort_connections(sprite)
+        await in_thread(lambda: dispose(sprite))
         return web.Response(status=204)
 
     async def list(self, request: web.Request) -> web.StreamResponse:
@@ -138,17 +159,21 @@ class Rest:
             self._endless += 1
             next_token = _encode_token(f"\0{ENDLESS}{self._endless}")
         sprites = [s for s in (self.state.get(n) for n in page) if s is not None]
+        counts = await in_thread(self._counts)
+        return web.json_response({
+            "sprites": await in_thread(lambda: [s.to_json() for s in sprites]),
+            "has_more": next_token is not None,
+            "next_continuation_token": next_token,
+            **counts,
+        })
+
+    def _counts(self) -> dict[str, int]:
         counts = {status: 0 for status in ("running", "warm", "cold")}
         for name in self.state.names():
             other = self.state.get(name)
             if other is not None:
                 counts[other.status()] += 1
-        return web.json_response({
-            "sprites": [s.to_json() for s in sprites],
-            "has_more": next_token is not None,
-            "next_continuation_token": next_token,
-            **counts,
-        })
+        return counts
 
     # -- network policy ----------------------------------------------------------------
 
@@ -169,10 +194,12 @@ class Rest:
         problem = _check_rules(rules)
         if problem is not None:
             return wire.error(400, "invalid_policy", problem)
-        if self.behaviour.policy_delay > 0 and sprite.status() == "cold":
+        if self.behaviour.policy_delay > 0 and await in_thread(sprite.status) == "cold":
             await asyncio.sleep(self.behaviour.policy_delay)
         assert isinstance(rules, list)
-        sprite.policy = [dict(rule) for rule in rules]
+        policy = [dict(rule) for rule in rules]
+        await in_thread(lambda: sprite.box.set_policy(egress_policy(policy)))
+        sprite.policy = policy
         return web.Response(status=204)
 
     # -- files -------------------------------------------------------------------------------
@@ -186,15 +213,17 @@ class Rest:
         if not query.get("path") or not query.get("workingDir"):
             return wire.invalid("path and workingDir are required")
         target = sprite.resolve(query["path"], query["workingDir"])
-        if target == sprite.root:
-            return wire.error(400, "is a directory", "is a directory", code="EISDIR")
         try:
             mode = int(query.get("mode") or "0644", 8)
         except ValueError:
             return wire.invalid("mode must be octal")
         data = await request.read()
         parents = wire.flag(query.get("mkdirParents"), False)
-        return await in_thread(lambda: _write(target, data, mode, parents))
+        try:
+            await in_thread(lambda: _write(sprite, target, data, mode, parents))
+        except (OSError, safefs.PathRefused) as failure:
+            return _fs_error(failure)
+        return web.json_response({})
 
     async def read_file(self, request: web.Request) -> web.StreamResponse:
         """``GET …/fs/read?path=&workingDir=`` → the raw bytes; 404 if absent."""
@@ -203,12 +232,12 @@ class Rest:
             return wire.not_found("sprite")
         target = sprite.resolve(request.query.get("path", ""),
                                 request.query.get("workingDir") or "/")
-        if target.is_dir():
-            return wire.error(400, "is a directory", "is a directory", code="EISDIR")
         try:
-            data = await in_thread(target.read_bytes)
-        except OSError:
+            data = await in_thread(lambda: _read(sprite, target))
+        except FileNotFoundError:
             return wire.error(404, "file not found", "file not found", code="ENOENT")
+        except (OSError, safefs.PathRefused) as failure:
+            return _fs_error(failure)
         return web.Response(body=data, content_type="application/octet-stream")
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -229,9 +258,10 @@ class Rest:
         await stream.line(wire.event("info", data="Creating checkpoint..."))
         sprite.checkpoint_counter += 1
         checkpoint_id = f"v{sprite.checkpoint_counter}"
-        target = sprite.directory / "checkpoints" / checkpoint_id
+        target = sprite.checkpoint_root / checkpoint_id
         try:
-            await in_thread(lambda: shutil.copytree(sprite.root, target, symlinks=True))
+            async with sprite.machine:
+                await in_thread(lambda: _snapshot(sprite, target))
         except OSError as failure:
             await stream.line(wire.event("error", error=f"Checkpoint failed: {failure.strerror}"))
             return await stream.finish()
@@ -280,12 +310,14 @@ class Rest:
             await stream.line(wire.event("error", error="checkpoint not found"))
             return await stream.finish()
         checkpoint = found
+        policy = [dict(rule) for rule in checkpoint.policy]
         try:
-            await in_thread(lambda: _replace_contents(sprite.root, checkpoint.directory))
+            async with sprite.machine:
+                await in_thread(lambda: _restore(sprite, checkpoint, policy))
         except OSError as failure:
             await stream.line(wire.event("error", error=f"Restore failed: {failure.strerror}"))
             return await stream.finish()
-        sprite.policy = [dict(rule) for rule in checkpoint.policy]
+        sprite.policy = policy
         await stream.line(wire.event("complete", data=f"Restored checkpoint {wanted}"))
         return await stream.finish()
 
@@ -367,17 +399,55 @@ def _decode_token(token: str) -> str | None:
     return "" if name.startswith(f"\0{ENDLESS}") else name
 
 
-def _write(target: Path, data: bytes, mode: int, parents: bool) -> web.Response:
-    if parents:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.parent.is_dir():
-        return wire.error(404, "no such file or directory", "no such file or directory",
-                          code="ENOENT")
-    if target.is_dir():
-        return wire.error(400, "is a directory", "is a directory", code="EISDIR")
-    target.write_bytes(data)
-    target.chmod(mode)
-    return web.json_response({})
+def _write(sprite: Sprite, target: str, data: bytes, mode: int, parents: bool) -> None:
+    """Write a sprite file (blocking); FileNotFoundError for a missing parent without
+    ``parents``, PathRefused as :func:`safefs.write_file`."""
+    with sprite.files() as root_fd:
+        if not parents and not safefs.is_directory(root_fd, posixpath.dirname(target)):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", target)
+        safefs.write_file(root_fd, target, data, mode=mode, masked=sprite.masked())
+
+
+def _read(sprite: Sprite, target: str) -> bytes:
+    with sprite.files() as root_fd:
+        return safefs.read_file(root_fd, target)
+
+
+_REFUSALS = {
+    "is_directory": (400, "is a directory", "EISDIR"),
+    "is_root": (400, "is a directory", "EISDIR"),
+    "not_a_directory": (400, "not a directory", "ENOTDIR"),
+    "not_a_file": (400, "not a regular file", "EINVAL"),
+    "loop": (400, "too many levels of symbolic links", "ELOOP"),
+    "read_only": (400, "read-only file system", "EROFS"),
+}
+
+
+def _fs_error(failure: OSError | safefs.PathRefused) -> web.Response:
+    """The filesystem API's JSON error for a failed file operation."""
+    if isinstance(failure, safefs.PathRefused):
+        status, text, code = _REFUSALS.get(failure.reason, (400, str(failure), "EINVAL"))
+    elif isinstance(failure, FileNotFoundError):
+        status, text, code = 404, "no such file or directory", "ENOENT"
+    else:
+        status, text = 500, failure.strerror or "input/output error"
+        code = errno.errorcode.get(failure.errno or errno.EIO, "EIO")
+    return wire.error(status, text, text, code=code)
+
+
+def _snapshot(sprite: Sprite, target: Path) -> None:
+    """Copy the sprite's files into the new checkpoint directory ``target`` (blocking)."""
+    sprite.checkpoint_root.mkdir(mode=0o700, exist_ok=True)
+    trees.copy_tree(sprite.root, target)
+
+
+def _restore(sprite: Sprite, checkpoint: Checkpoint, policy: list[dict[str, Any]]) -> None:
+    """Stop the sprite's agent (its sessions end, lost), then swap the checkpoint's files
+    and policy in (blocking)."""
+    if not stop_machine(sprite):
+        raise OSError(errno.EBUSY, "the sprite's machine did not stop")
+    trees.replace_tree(sprite.root, checkpoint.directory, sprite.directory)
+    sprite.box.set_policy(egress_policy(policy))
 
 
 def _current() -> dict[str, Any]:
@@ -386,13 +456,3 @@ def _current() -> dict[str, Any]:
 
 def _find(sprite: Sprite, checkpoint_id: str) -> Checkpoint | None:
     return next((c for c in sprite.checkpoints if c.id == checkpoint_id), None)
-
-
-def _replace_contents(root: Path, snapshot: Path) -> None:
-    """Make ``root`` hold exactly the snapshot's files, keeping ``root`` itself."""
-    for entry in root.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-    shutil.copytree(snapshot, root, symlinks=True, dirs_exist_ok=True)

@@ -1,45 +1,65 @@
 """What the Sprites emulator remembers: sprites, their exec sessions and checkpoints.
 
-On disk, under the emulator's workdir::
+Each sprite is one process-engine box (:class:`~managoat_sandbox._engine.box.Box`).
+Its commands run inside it — in their own user, mount, PID, network, IPC and
+UTS namespaces when the host allows (:func:`~managoat_sandbox._engine.isolation.support`)
+— as user ``sprite`` (uid 1000, home ``/home/sprite``), the sprite's name as
+host name when it is a valid one. On disk, under the emulator's workdir::
 
     sprites/<sprite id>/
-      fs/                  the sprite's filesystem root: cwd and HOME of its commands
-      sessions/<id>/       one exec session (a process-engine directory)
-      checkpoints/<id>/    a snapshot of fs/
+      box/fs/              the sprite's ``/``: what its commands see at ``/``
+      box/state/           the box's agent socket, session journals, exit records
+      checkpoints/<id>/    a copy of box/fs/
 
 Sprites are keyed by name in memory and by their random id on disk, so a name
-(any string the API accepts) never becomes a path. The sprite-side path ``/``
-is ``fs/``; absolute paths given to the filesystem endpoints and to ``dir``
-resolve inside it (:meth:`Sprite.resolve`).
+(any string the API accepts) never becomes a path. Sprite paths — of the
+filesystem endpoints and of ``dir`` — are resolved by
+:mod:`~managoat_sandbox._engine.safefs` inside ``box/fs`` the way a process in
+the sprite resolves them (symlinks stay inside, ``..`` stops at ``/``); the
+emulator never opens a sprite's file through a plain host path. Exec sessions
+are journaled sessions of the box, their ids the emulator's integer ids as
+strings; the pids reported are the ones inside the sprite.
+
+The box is laid out at creation without its agent (a ``cold`` sprite has no
+running machine); the agent starts with the first command, and again after a
+restore stopped it.
 
 Status (reference §2.5), deterministic: ``running`` while one of the sprite's
 commands runs and the sprite is not frozen; otherwise the *resting* status,
 ``cold`` after creation and ``warm`` once a command has run, which
-:meth:`State.set_status` overrides (``warm`` freezes live commands with
-SIGSTOP until the next exec wakes them; ``cold`` kills them).
+:meth:`State.set_status` overrides (``warm`` freezes every process of the
+sprite with SIGSTOP until the next exec or attach wakes them; ``cold`` kills
+them, files kept).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import posixpath
 import re
-import shutil
-import signal
 import threading
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ... import _engine as engine
+from ..._engine import isolation, safefs
+from ..._engine.box import Box
+from ..._engine.errors import EngineError
+from ..._engine.settings import BoxSettings, hostname_for
+from . import trees
 
 STATUSES = ("cold", "warm", "running")
 ORGANIZATION = "emulator"
 VERSION = "0.0.1-rc46"
+USER = "sprite"
+UID = 1000
+HOME = "/home/sprite"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -56,15 +76,19 @@ def now() -> datetime:
 
 @attrs.define(eq=False)
 class ExecSession:
-    """One command started through ``/exec``; its process is an engine session.
+    """One command started through ``/exec``: the journaled box session ``str(id)``.
 
-    ``subscribers`` counts the open sockets following it; ``connections`` holds
-    the callbacks that abort them (used when the sprite goes away).
-    ``max_run_after_disconnect`` is in seconds, None meaning forever.
+    ``pid`` is its pid inside the sprite (its process group's id). ``subscribers``
+    counts the open sockets following it; ``connections`` holds the callbacks
+    that abort them (used when the sprite goes away or goes cold).
+    ``max_run_after_disconnect`` is in seconds, None meaning forever. ``lost`` is
+    set once the box's agent was stopped under it (a restore): a later agent
+    does not know it, so it has ended.
     """
 
     id: int
-    directory: Path
+    box: Box
+    pid: int | None
     argv: tuple[str, ...]
     workdir: str
     tty: bool
@@ -75,6 +99,12 @@ class ExecSession:
     connections: set[Any] = attrs.field(factory=set)
     timer: asyncio.TimerHandle | None = None
     stdin_lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+    lost: bool = False
+
+    @property
+    def sid(self) -> str:
+        """The box's id of the session."""
+        return str(self.id)
 
     @property
     def command(self) -> str:
@@ -82,35 +112,28 @@ class ExecSession:
         return " ".join(self.argv)
 
     def ended(self) -> bool:
-        """Whether the process has ended (or its supervisor is gone)."""
+        """Whether the process has ended (or its agent is gone); reads the box's records."""
+        if self.lost:
+            return True
         try:
-            return not isinstance(engine.status(self.directory), engine.Running)
-        except (OSError, engine.EngineError):
+            return not self.box.running(self.sid)
+        except (OSError, EngineError):
             return True
 
-    def pgid(self) -> int | None:
-        """The process group the kill endpoint signals, if the process started."""
-        try:
-            info = engine.read_process(self.directory)
-        except (OSError, engine.EngineError):
-            return None
-        return None if info is None else info.pgid
-
     def signal(self, signum: int) -> bool:
-        """Signal the process group; False if nothing was signalled."""
+        """Signal the process group; False if nothing was signalled (blocking)."""
         try:
-            return engine.signal_group(self.directory, signum)
-        except (OSError, engine.EngineError):
+            return self.box.signal(self.sid, signum)
+        except (OSError, EngineError):
             return False
 
     def listing(self) -> dict[str, Any]:
-        """The session as ``GET …/exec`` lists it (id stringified, errata 4)."""
-        try:
-            last = engine.last_activity(self.directory)
-        except (OSError, engine.EngineError):
-            last = self.created
+        """The session as ``GET …/exec`` lists it (id stringified, errata 4); reads the
+        box's records."""
+        record = self.box.session(self.sid)
+        last = record.last_activity() if record is not None else self.created
         return {
-            "id": str(self.id),
+            "id": self.sid,
             "command": self.command,
             "workdir": self.workdir,
             "created": rfc3339(self.created),
@@ -123,7 +146,7 @@ class ExecSession:
 
 @attrs.define(eq=False)
 class Checkpoint:
-    """A saved copy of a sprite's files and network policy."""
+    """A saved copy of a sprite's files (in ``directory``) and network policy."""
 
     id: str
     comment: str
@@ -139,11 +162,16 @@ class Checkpoint:
 
 @attrs.define(eq=False)
 class Sprite:
-    """One sprite and everything it owns."""
+    """One sprite and everything it owns.
+
+    ``machine`` serialises what starts or stops the box's agent against what
+    swaps its files (new commands, checkpoints, restores).
+    """
 
     id: str
     name: str
     directory: Path
+    box: Box
     created_at: datetime
     updated_at: datetime
     url_auth: str = "sprite"
@@ -157,11 +185,18 @@ class Sprite:
     sessions: dict[int, ExecSession] = attrs.field(factory=dict)
     boot_refusals: int = 0
     checkpoint_counter: int = 0
+    machine: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+    _masked: tuple[str, ...] | None = None
 
     @property
     def root(self) -> Path:
-        """The sprite's filesystem root (sprite path ``/``)."""
-        return self.directory / "fs"
+        """The host directory that is the sprite's ``/`` (reach it through :meth:`files`)."""
+        return self.box.fs
+
+    @property
+    def checkpoint_root(self) -> Path:
+        """Where the sprite's checkpoints are kept (outside the box)."""
+        return self.directory / "checkpoints"
 
     @property
     def url(self) -> str:
@@ -169,8 +204,23 @@ class Sprite:
         label = re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-") or "sprite"
         return f"https://{label}-{ORGANIZATION}.sprites.app"
 
+    @contextlib.contextmanager
+    def files(self) -> Iterator[int]:
+        """A descriptor of the sprite's ``/`` for :mod:`safefs` calls (closed after)."""
+        root_fd = safefs.open_root(self.root)
+        try:
+            yield root_fd
+        finally:
+            os.close(root_fd)
+
+    def masked(self) -> tuple[str, ...]:
+        """Sprite paths its commands see as read-only system mounts (writes refused)."""
+        if self._masked is None:
+            self._masked = self.box.masked()
+        return self._masked
+
     def live_sessions(self) -> list[ExecSession]:
-        """Sessions whose process has not ended."""
+        """Sessions whose process has not ended (reads the box's records)."""
         return [session for session in list(self.sessions.values()) if not session.ended()]
 
     def status(self) -> str:
@@ -179,16 +229,14 @@ class Sprite:
             return "running"
         return self.resting
 
-    def resolve(self, path: str, working_dir: str = "/") -> Path:
-        """The host path of sprite path ``path`` (relative to ``working_dir``).
-
-        Like a chroot, ``..`` stops at the sprite's ``/``: nothing resolves outside it.
-        """
-        relative = posixpath.normpath(posixpath.join("/", working_dir, path)).lstrip("/")
-        return self.root / relative if relative else self.root
+    @staticmethod
+    def resolve(path: str, working_dir: str = "/") -> str:
+        """The sprite path of ``path``, relative ones taken from ``working_dir`` (itself
+        taken from ``/``). Symlinks and ``..`` are left to :mod:`safefs`."""
+        return posixpath.join("/", working_dir, path)
 
     def to_json(self) -> dict[str, Any]:
-        """The sprite object of create/get/update and of listings."""
+        """The sprite object of create/get/update and of listings (reads the box's records)."""
         settings: dict[str, Any] = {"auth": self.url_auth}
         if self.private_access is not None:
             settings["private_access"] = self.private_access
@@ -223,21 +271,32 @@ class State:
             return self.sprites.get(name)
 
     def create(self, name: str) -> Sprite | None:
-        """A new sprite (its directories made); None if the name is taken."""
+        """A new sprite, its box laid out (blocking); None if the name is taken."""
         sprite_id = str(uuid.uuid4())
-        moment = now()
-        sprite = Sprite(sprite_id, name, self.workdir / "sprites" / sprite_id, moment, moment)
+        directory = self.workdir / "sprites" / sprite_id
+        settings = BoxSettings(isolated=isolation.support().available,
+                               hostname=hostname_for(name), user=USER, uid=UID, home=HOME)
         with self.lock:
             if name in self.sprites:
                 return None
+            (directory / "box").mkdir(parents=True)
+            box = Box.layout(directory / "box", settings)
+            moment = now()
+            sprite = Sprite(sprite_id, name, directory, box, moment, moment)
             self.sprites[name] = sprite
-        sprite.root.mkdir(parents=True)
         return sprite
 
     def remove(self, name: str) -> Sprite | None:
         """Forget the sprite ``name``; the caller disposes of it."""
         with self.lock:
             return self.sprites.pop(name, None)
+
+    def remove_all(self) -> list[Sprite]:
+        """Forget every sprite; the caller disposes of them."""
+        with self.lock:
+            sprites = list(self.sprites.values())
+            self.sprites.clear()
+        return sprites
 
     def names(self) -> list[str]:
         """Every sprite name, sorted."""
@@ -251,7 +310,7 @@ class State:
             return self._next_session
 
     def set_status(self, name: str, status: str) -> None:
-        """Force the sprite's resting status; see the module docstring."""
+        """Force the sprite's resting status; see the module docstring (blocking)."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}")
         sprite = self.get(name)
@@ -263,35 +322,46 @@ class State:
         sprite.resting = status
         if status == "warm":
             sprite.frozen = True
-            for session in sprite.live_sessions():
-                session.signal(signal.SIGSTOP)
+            sprite.box.suspend()
         else:
             sprite.frozen = False
-            stop_sessions(sprite, signal.SIGKILL)
+            abort_connections(sprite)
+            sprite.box.kill_all()
 
 
 def wake(sprite: Sprite) -> None:
-    """Resume a frozen sprite's commands (the implicit wake of an exec)."""
+    """Resume a frozen sprite's processes (the implicit wake of an exec; blocking)."""
     if sprite.frozen:
         sprite.frozen = False
-        for session in sprite.live_sessions():
-            session.signal(signal.SIGCONT)
+        sprite.box.resume()
     sprite.resting = "warm"
 
 
-def stop_sessions(sprite: Sprite, signum: int) -> None:
-    """Abort every socket following the sprite's sessions, then signal their processes."""
+def abort_connections(sprite: Sprite) -> None:
+    """Abort every socket following the sprite's sessions (their processes are untouched)."""
     for session in list(sprite.sessions.values()):
         for abort in list(session.connections):
             with contextlib.suppress(Exception):
                 abort()
-        if session.signal(signum):
-            session.signal(signal.SIGCONT)
 
 
-def remove_tree(path: Path, sessions: list[ExecSession]) -> None:
-    """Wait (bounded) for the sessions' supervisors to record their exits, then delete."""
-    for session in sessions:
-        with contextlib.suppress(OSError, engine.EngineError):
-            engine.wait_exit(session.directory, timeout=5.0)
-    shutil.rmtree(path, ignore_errors=True)
+def stop_machine(sprite: Sprite) -> bool:
+    """Stop the box's agent and with it every process of the sprite (blocking); its
+    sessions end and are marked lost. The agent restarts with the next command.
+    True once the agent is confirmed gone."""
+    sprite.frozen = False
+    try:
+        stopped = sprite.box.stop()
+    except (OSError, EngineError):
+        stopped = False
+    for session in list(sprite.sessions.values()):
+        session.lost = True
+    return stopped
+
+
+def dispose(sprite: Sprite) -> None:
+    """Stop the sprite's box and delete its directory (blocking); sockets following its
+    sessions should be aborted first (:func:`abort_connections`)."""
+    stop_machine(sprite)
+    sprite.box.close()
+    trees.remove_tree(sprite.directory)
