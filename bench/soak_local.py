@@ -2,15 +2,17 @@
 
 Fake faults: ``fail_next`` on exec, spawn or attach with a random taxonomy
 error (the call must raise it); its scripts also drop (``closed_before_exit``).
-Local faults: the supervisor killed mid-run (the journal has no exit record:
-``closed_before_exit``, never an invented exit), the command killed by a
-signal (its real code, 137), and an exec deadline shorter than the command.
+Local faults: the sandbox's agent killed mid-run (the session has no exit
+record: ``closed_before_exit``, never an invented exit; the next cycle starts
+a new agent), the command killed by a signal (its real code, 137), and an
+exec deadline shorter than the command.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import random
 import signal
@@ -21,7 +23,6 @@ from soak_cycles import Driver, Fault, Job, deadline_fault
 from soak_jobs import bash_job, fake_job
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import _engine as engine
 from managoat_sandbox import config
 from managoat_sandbox.errors import Denied, NotFound, RateLimited, SandboxError, Unavailable
 from managoat_sandbox.providers.local import layout
@@ -78,8 +79,7 @@ class LocalDriver(Driver):
         self._root = tempfile.TemporaryDirectory(prefix="soak-local-")
         self.faults = (
             deadline_fault(),
-            Fault("supervisor-killed", frozenset({"spawn"}), (Unavailable,),
-                  mid=self._kill_supervisor),
+            Fault("agent-killed", frozenset({"spawn"}), (Unavailable,), mid=self._kill_agent),
         )
 
     def open(self) -> None:
@@ -97,15 +97,9 @@ class LocalDriver(Driver):
     def job(self, rng: random.Random, n: int, *, slow: bool) -> Job:
         return bash_job(rng, n, slow=slow, signals=True)
 
-    def _kill_supervisor(self, command: Command) -> None:
-        """SIGKILL the session's supervisor, then its orphaned process group."""
-        session_dir = layout.sandbox_dir(self.handle.name) / layout.SESSIONS / str(
-            command.session_id)
-        info = engine.read_process(session_dir)
-        if info is None:
-            return
+    def _kill_agent(self, command: Command) -> None:
+        """SIGKILL the sandbox's agent (and with it, when isolated, every process of it)."""
+        record = json.loads((layout.sandbox_dir(self.handle.name) / "state" / "agent.json")
+                            .read_text())
         with contextlib.suppress(ProcessLookupError):
-            os.kill(info.supervisor_pid, signal.SIGKILL)
-        if info.pgid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(info.pgid, signal.SIGKILL)
+            os.kill(record["pid"], signal.SIGKILL)

@@ -7,8 +7,8 @@ inherits and never from a path a command could reach:
 
 * ``--state FD``: the sandbox's state directory (session journals and exit
   records), which is not mounted inside the sandbox;
-* ``--listen FD``: the listening control socket (bound in the state
-  directory, so only the library reaches it);
+* ``--socket PATH`` (optional): where to bind the control socket, which the
+  agent does itself in the state directory (so only the library reaches it);
 * ``--ready FD``: a pipe the agent writes ``R`` to once it serves;
 * ``--egress FD`` (optional): a socket to the host-side egress proxy, to
   which the agent hands each connection a command makes to the proxy port.
@@ -54,7 +54,7 @@ from .agent_process import (
     write_record,
 )
 from .errors import EngineError
-from .options import EGRESS_PORT, parse
+from .options import EGRESS_PORT, SOCKET, parse
 from .stdin_feed import FULL
 from .stdin_feed import LIMIT as STDIN_LIMIT
 from .tree import signal_sandbox, start_time
@@ -690,6 +690,44 @@ def _apply_limits(limits: dict[str, Any]) -> None:
             resource.setrlimit(limit, (value, value))
 
 
+def _listen(state_fd: int, path: str | None) -> socket.socket:
+    """The control socket, bound by the agent itself once it holds the lock: only the
+    agent ever has it open, so a connection that succeeds reaches a live agent.
+
+    ``path`` is the socket's host path (given when short enough); otherwise, as
+    inside the sandbox where that path does not exist, it is reached through the
+    state directory's descriptor.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(SOCKET, dir_fd=state_fd)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path or f"/proc/self/fd/{state_fd}/{SOCKET}")
+    listener.listen(128)
+    return listener
+
+
+def _record_orphans(state_fd: int) -> None:
+    """Record every session a previous agent left without an end as lost.
+
+    A new agent runs none of them, so their outcome can never be known; with
+    the record, "no end recorded" always means "running under the live agent".
+    """
+    sessions = os.open(SESSIONS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       dir_fd=state_fd)
+    try:
+        names = os.listdir(sessions)
+    finally:
+        os.close(sessions)
+    for sid in names:
+        try:
+            os.stat(f"{SESSIONS}/{sid}/{EXIT}", dir_fd=state_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                write_record(state_fd, f"{SESSIONS}/{sid}/{EXIT}", {"lost": "agent_gone"})
+        except OSError:
+            continue
+
+
 def _lock(state_fd: int) -> int:
     fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                  dir_fd=state_fd)
@@ -703,11 +741,11 @@ def _lock(state_fd: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the agent process."""
     options = parse(sys.argv[1:] if argv is None else argv,
-                    required=("state", "listen", "ready"), optional=("egress", "config"))
-    state, listen, ready = (int(options[name]) for name in ("state", "listen", "ready"))
+                    required=("state", "ready"), optional=("socket", "egress", "config"))
+    state, ready = int(options["state"]), int(options["ready"])
     egress_fd = int(options["egress"]) if "egress" in options else None
     config = json.loads(options.get("config", "{}"))
-    for fd in (state, listen, ready, *([] if egress_fd is None else [egress_fd])):
+    for fd in (state, ready, *([] if egress_fd is None else [egress_fd])):
         os.set_inheritable(fd, False)
     _prctl(_PR_SET_DUMPABLE, 0)
     if not config.get("namespace"):
@@ -720,9 +758,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _lock(state)  # held, close-on-exec, for the agent's whole life
     with contextlib.suppress(FileExistsError):
         os.mkdir(SESSIONS, 0o700, dir_fd=state)
+    _record_orphans(state)
     if not config.get("namespace"):
         write_record(state, "agent.json", {"pid": os.getpid(), "start": start_time(os.getpid())})
-    listener = socket.socket(fileno=listen)
+    listener = _listen(state, options.get("socket"))
     egress = None if egress_fd is None else socket.socket(fileno=egress_fd)
     agent = Agent(state, listener, egress, config)
     os.write(ready, b"R")

@@ -32,6 +32,7 @@ from typing import Any
 from . import egress, launch, records, tree, wire
 from .agent_process import write_record
 from .errors import EngineError
+from .options import SOCKET
 from .settings import DEFAULT_PATH, EGRESS_PORT, BoxSettings
 from .subscription import Subscription
 
@@ -40,7 +41,8 @@ REQUEST_TIMEOUT = 30.0
 START_TIMEOUT = 30.0
 PROXY = f"http://127.0.0.1:{EGRESS_PORT}"
 _POOL = 8
-_SUN_PATH = 100
+_RESETS = 6
+_RESET_BACKOFF = 0.002
 _LOCK_POLL = 0.01
 
 
@@ -82,15 +84,9 @@ def read_reply(sock: socket.socket, deadline: float | None) -> dict[str, Any]:
 
 def _reply(sock: socket.socket, deadline: float | None,
            checkin: Callable[[socket.socket], None]) -> dict[str, Any]:
-    """The reply on ``sock``: the connection is closed on failure, given back on refusal."""
-    try:
-        reply = read_reply(sock, deadline)
-    except TimeoutError:
-        sock.close()
-        raise
-    except (OSError, EngineError) as exc:
-        sock.close()
-        raise EngineError(f"lost the sandbox's agent: {exc}") from None
+    """The reply on ``sock``: given back to ``checkin`` on a refusal. TimeoutError,
+    OSError (the connection failed) or EngineError (the agent ended it)."""
+    reply = read_reply(sock, deadline)
     if "error" in reply:
         checkin(sock)
         raise Refused(str(reply["error"]), str(reply.get("message", "")))
@@ -170,8 +166,8 @@ class Box:
         self.settings = settings
         self._pool: list[socket.socket] = []
         self._lock = threading.Lock()
-        sock_path = self.state / launch.SOCKET
-        self._address = str(sock_path) if len(os.fsencode(sock_path)) < _SUN_PATH else None
+        sock_path = self.state / SOCKET
+        self._address = str(sock_path) if len(os.fsencode(sock_path)) < launch.SUN_PATH else None
 
     # -- creation ---------------------------------------------------------------------
 
@@ -253,9 +249,13 @@ class Box:
         return records.agent_alive(self.state)
 
     def ensure(self, *, timeout: float = START_TIMEOUT) -> None:
-        """Start the agent unless one is running (one starter at a time, across processes)."""
+        """Start the agent unless one serves (one starter at a time, across processes).
+
+        An agent that holds its lock but no longer answers is dying: it is
+        waited for (within ``timeout``) before a new one starts.
+        """
         deadline = time.monotonic() + timeout
-        if self.alive():
+        if self._answers():
             return
         lock = os.open(self.state / launch.LAUNCH_LOCK,
                        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -269,12 +269,23 @@ class Box:
                         raise EngineError("another process is starting this sandbox's agent"
                                           " and did not finish in time") from None
                     time.sleep(_LOCK_POLL)
-            if not self.alive():
-                policy = self.policy()
-                launch.launch(self.directory, self.settings, deadline=deadline,
-                              egress_open=not policy.deny_all)
+            if self._answers():
+                return
+            if not self._wait_gone(deadline):
+                raise EngineError("the sandbox's agent no longer answers but has not ended")
+            policy = self.policy()
+            launch.launch(self.directory, self.settings, deadline=deadline,
+                          egress_open=not policy.deny_all)
         finally:
             os.close(lock)
+
+    def _answers(self) -> bool:
+        """Whether an agent accepts connections (only a live agent holds its socket)."""
+        try:
+            self.connect().close()
+        except AgentDown:
+            return False
+        return True
 
     def connect(self) -> socket.socket:
         """A new connection to the agent; AgentDown if none runs."""
@@ -285,7 +296,7 @@ class Box:
             else:
                 state_fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 try:
-                    sock.connect(f"/proc/self/fd/{state_fd}/{launch.SOCKET}")
+                    sock.connect(f"/proc/self/fd/{state_fd}/{SOCKET}")
                 finally:
                     os.close(state_fd)
         except OSError as exc:
@@ -295,18 +306,18 @@ class Box:
             raise EngineError(f"cannot reach the sandbox's agent: {exc.strerror}") from None
         return sock
 
-    def _checkout(self, *, start: bool, deadline: float) -> tuple[socket.socket, bool]:
-        """A connection (and whether it came from the pool)."""
+    def _checkout(self, *, start: bool, deadline: float) -> socket.socket:
+        """A connection: a pooled one, else a new one (starting the agent if ``start``)."""
         with self._lock:
             if self._pool:
-                return self._pool.pop(), True
+                return self._pool.pop()
         try:
-            return self.connect(), False
+            return self.connect()
         except AgentDown:
             if not start:
                 raise
         self.ensure(timeout=max(deadline - time.monotonic(), 0.1))
-        return self.connect(), False
+        return self.connect()
 
     def checkin(self, sock: socket.socket) -> None:
         """Give back a connection that is idle (its last exchange complete)."""
@@ -328,25 +339,42 @@ class Box:
                   timeout: float | None) -> tuple[socket.socket, dict[str, Any]]:
         """Send one request and read its reply; the connection stays checked out.
 
-        A pooled connection whose send fails was dead before anything reached the
-        agent, so the request is sent once more on a fresh one.
+        A connection that breaks (EPIPE) or is reset (ECONNRESET) was closed by
+        its agent with the request unread — never acted upon — so the request
+        is sent again on a fresh connection, after a short pause (the pool,
+        whose connections all went to the same agent, is dropped). An agent
+        that is dying still has its socket open for a moment; once it is
+        gone, the connection is refused and a new agent starts. Any other
+        failure, end of file included, is an error: the agent may have acted
+        on the request.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         message = wire.message(wire.REQUEST, header, data)
-        for _ in range(2):
-            sock, pooled = self._checkout(
+        for attempt in range(_RESETS):
+            if attempt:
+                time.sleep(_RESET_BACKOFF * 2 ** (attempt - 1))
+            sock = self._checkout(
                 start=start, deadline=time.monotonic() + (timeout or START_TIMEOUT))
             try:
                 sock.settimeout(None if deadline is None
                                 else max(deadline - time.monotonic(), 0.001))
                 sock.sendall(message)
-            except OSError as exc:
+                return sock, _reply(sock, deadline, self.checkin)
+            except Refused:
+                raise
+            except TimeoutError:
                 sock.close()
-                if pooled:
-                    continue
+                raise
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                sock.close()
+                if attempt == _RESETS - 1:
+                    raise EngineError(f"lost the sandbox's agent: {exc}") from None
+                # Every pooled connection went to the agent that just went away.
+                self.close()
+            except (OSError, EngineError) as exc:
+                sock.close()
                 raise EngineError(f"lost the sandbox's agent: {exc}") from None
-            return sock, _reply(sock, deadline, self.checkin)
-        raise EngineError("lost the sandbox's agent")
+        raise AssertionError("unreachable")
 
     def request(self, header: dict[str, Any], data: bytes = b"", *, start: bool = True,
                 timeout: float | None = REQUEST_TIMEOUT) -> dict[str, Any]:

@@ -47,18 +47,19 @@ from .errors import EngineError
 from .limits import CHILD_OPEN_FILES
 from .mounts import Mount, system_mounts
 from .mounts import args as mount_args
+from .options import SOCKET
 from .records import open_regular
 from .settings import DEFAULT_PATH, BoxSettings
 
 ENGINE_DIR = Path(__file__).resolve().parent
 AGENT_HOME = "/run/managoat"
-SOCKET = "agent.sock"
 LOG = "agent.log"
 LAUNCH_LOCK = "launch.lock"
 POLICY = "policy.json"
 _LOG_LIMIT = 1024 * 1024
 _INFO_LIMIT = 64 * 1024
-_SUN_PATH = 100
+#: Longest socket path bound or connected by name (sun_path holds 108 bytes).
+SUN_PATH = 100
 _LAUNCH_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 
 #: Run a module of the engine as a top-level package, from the directory given
@@ -187,22 +188,6 @@ def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
 
 # -- starting -------------------------------------------------------------------------------
 
-def _listen(state_fd: int, state: Path) -> socket.socket:
-    path = state / SOCKET
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(SOCKET, dir_fd=state_fd)
-    address = (str(path) if len(os.fsencode(path)) < _SUN_PATH
-               else f"/proc/self/fd/{state_fd}/{SOCKET}")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        listener.bind(address)
-        listener.listen(128)
-    except OSError:
-        listener.close()
-        raise
-    return listener
-
-
 def _open_log(state_fd: int) -> int:
     fd = os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o600, dir_fd=state_fd)
@@ -255,16 +240,16 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
     try:
         state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         ours.append(state_fd)
-        listen_fd = _listen(state_fd, state).detach()
-        passed.append(listen_fd)
         ready_r, ready_w = os.pipe()
         ours.append(ready_r)
         passed.append(ready_w)
         log = _open_log(state_fd)
         ours.append(log)
         config = json.dumps(agent_config(settings, egress_open=egress_open))
-        agent_args = ["--state", str(state_fd), "--listen", str(listen_fd), "--ready",
-                      str(ready_w), "--config", config]
+        agent_args = ["--state", str(state_fd), "--ready", str(ready_w), "--config", config]
+        socket_path = state / SOCKET
+        if not settings.isolated and len(os.fsencode(socket_path)) < SUN_PATH:
+            agent_args += ["--socket", str(socket_path)]
         python, python_paths = agent_python()
         preexec = None
         group: Path | None = None

@@ -10,6 +10,9 @@ from collections.abc import Sequence
 EGRESS_PORT = 3128
 """The egress proxy's port on a sandbox's loopback."""
 
+SOCKET = "agent.sock"
+"""The agent's control socket, in the state directory."""
+
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """``PATH`` of the agent, the keeper and every command."""
 

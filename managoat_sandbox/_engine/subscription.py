@@ -23,6 +23,7 @@ from .errors import EngineError
 from .events import OUTPUT_KINDS, End, Event, Lost, coalesce, end_from_record
 
 _RECV = 256 * 1024
+_SHORTEST_WAIT = 0.001
 _FRAME_KINDS = frozenset((wire.OUT, wire.ERR, wire.END))
 
 
@@ -82,10 +83,11 @@ class Subscription:
                     return self._finish_from_disk()
                 self._reading = True
             try:
-                sock.settimeout(timeout)
+                # settimeout(0) would make the socket non-blocking: wait at least a moment.
+                sock.settimeout(None if timeout is None else max(timeout, _SHORTEST_WAIT))
                 data = sock.recv(_RECV)
-            except TimeoutError:
-                raise
+            except (TimeoutError, BlockingIOError):
+                raise TimeoutError("no event within the timeout") from None
             except OSError:
                 data = b""
             finally:

@@ -136,3 +136,34 @@ def test_following_a_finished_session_from_now_gives_only_its_end(
     replay = engine_box.attach(command.session_id)
     assert replay is not None
     assert replay.read(timeout=10) == [events.Output(1, b"output\n"), events.Exited(4)]
+
+
+def test_sessions_a_dead_agent_left_are_recorded_lost_by_the_next_one(
+    local: Local, root: Path
+) -> None:
+    handle = local.create("orphans")
+    command = local.spawn(handle, "sleep", ["300"])
+    assert command.session_id is not None
+    engine_box = Box.open(root / "orphans")
+    assert engine_box.running(command.session_id)
+    os.kill(agent_pid(root, handle), signal.SIGKILL)
+    local.exec(handle, "true")
+    assert not engine_box.running(command.session_id)
+    session = engine_box.session(command.session_id)
+    assert session is not None and session.end() == {"lost": "agent_gone"}
+    local.stop_command(command)
+
+
+def test_a_zero_timeout_read_of_a_live_process_is_a_timeout_not_an_end(
+    local: Local, root: Path
+) -> None:
+    local.create("patient")
+    engine_box = Box.open(root / "patient")
+    _, subscription = engine_box.spawn("s-wait", ["sleep", "300"], env=engine_box.environment(),
+                                       cwd=engine_box.agent_path("."))
+    assert subscription is not None
+    with pytest.raises(TimeoutError):
+        subscription.read(timeout=0)
+    assert not subscription.ended
+    subscription.close()
+

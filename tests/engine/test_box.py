@@ -1,0 +1,53 @@
+"""The library's connection to an agent: what it does when the agent goes away under it."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from managoat_sandbox._engine import isolation
+from managoat_sandbox._engine.box import Box
+from managoat_sandbox._engine.settings import BoxSettings
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Box]:
+    directory = tmp_path / "box"
+    directory.mkdir()
+    made = Box.create(directory, BoxSettings(isolated=isolation.support().available))
+    yield made
+    made.stop()
+
+
+def test_a_request_meeting_a_dying_agent_is_sent_again_to_the_next_one(box: Box) -> None:
+    """An agent that died leaves dead pooled connections, and while it dies its socket
+    may still accept one more connection that is then reset: neither was read, so the
+    request is sent again, and reaches a new agent."""
+    assert box.stop()
+    dead, peer = socket.socketpair()
+    peer.close()
+    box.checkin(dead)
+    lingering = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = box.state / "agent.sock"
+    path.unlink(missing_ok=True)
+    lingering.bind(str(path))
+    lingering.listen(1)
+    reset = threading.Event()
+
+    def linger_for_one_connection() -> None:
+        readable, _, _ = select.select([lingering], [], [], 30)
+        if readable:
+            lingering.close()
+            os.unlink(path)
+            reset.set()
+
+    threading.Thread(target=linger_for_one_connection, daemon=True).start()
+    reply = box.request({"op": "hello"})
+    assert reset.is_set()
+    assert isinstance(reply.get("pid"), int) and box.alive()
