@@ -25,11 +25,11 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import egress, launch, records, tree, wire
+from . import egress, launch, records, safefs, tree, trees, wire
 from .agent_process import write_record
 from .errors import EngineError
 from .options import SOCKET
@@ -166,6 +166,7 @@ class Box:
         self.settings = settings
         self._pool: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._masked: tuple[str, ...] | None = None
         sock_path = self.state / SOCKET
         self._address = str(sock_path) if len(os.fsencode(sock_path)) < launch.SUN_PATH else None
 
@@ -221,10 +222,23 @@ class Box:
 
     def masked(self) -> tuple[str, ...]:
         """Sandbox paths that are read-only system mounts when isolated (none otherwise)."""
-        if not self.settings.isolated:
-            return ()
-        _, python_paths = launch.agent_python()
-        return tuple(m.dest for m in launch.mounts(self.settings, self.state, python_paths))
+        if self._masked is None:
+            found: tuple[str, ...] = ()
+            if self.settings.isolated:
+                _, python_paths = launch.agent_python()
+                found = tuple(m.dest for m in launch.mounts(self.settings, self.state,
+                                                            python_paths))
+            self._masked = found
+        return self._masked
+
+    @contextlib.contextmanager
+    def root(self) -> Iterator[int]:
+        """A descriptor of the sandbox's ``/`` (its ``fs/``) for :mod:`.safefs`, closed after."""
+        root_fd = safefs.open_root(self.fs)
+        try:
+            yield root_fd
+        finally:
+            os.close(root_fd)
 
     def environment(self, extra: Mapping[str, str] | None = None, *,
                     tty: bool = False) -> dict[str, str]:
@@ -552,6 +566,15 @@ class Box:
             return True
         self._kill_agent()
         return self._wait_gone(deadline)
+
+    def delete(self, *, timeout: float = 10.0) -> bool:
+        """:meth:`stop`, then remove the box's directory (at once from its name, then
+        whatever permissions its sandbox left); False, and nothing removed, if the
+        agent's end could not be confirmed."""
+        if not self.stop(timeout=timeout):
+            return False
+        trees.discard(self.directory)
+        return True
 
     def _wait_gone(self, deadline: float) -> bool:
         while self.alive():

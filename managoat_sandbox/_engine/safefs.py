@@ -23,6 +23,8 @@ import stat
 from collections import deque
 from dataclasses import dataclass
 
+from .trees import remove_entry
+
 _MAX_HOPS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -267,30 +269,12 @@ def make_dirs(root_fd: int, path: str, *, masked: tuple[str, ...] = ()) -> bool:
         where.close()
 
 
-def _remove_tree(dir_fd: int, name: str) -> None:
-    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    try:
-        for entry in os.listdir(fd):
-            info = os.lstat(entry, dir_fd=fd)
-            if stat.S_ISDIR(info.st_mode):
-                _remove_tree(fd, entry)
-            else:
-                os.unlink(entry, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=dir_fd)
-
-
 def remove(root_fd: int, path: str, *, masked: tuple[str, ...] = ()) -> None:
     """Remove the file, symlink (itself) or directory tree at ``path``."""
     where = resolve(root_fd, path, follow=False, masked=masked)
     _not_root(where, path)
     try:
-        info = os.lstat(where.name, dir_fd=where.parent)
-        if stat.S_ISDIR(info.st_mode):
-            _remove_tree(where.parent, where.name)
-        else:
-            os.unlink(where.name, dir_fd=where.parent)
+        remove_entry(where.parent, where.name)
     finally:
         where.close()
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from . import records, wire
 from .errors import EngineError
-from .events import OUTPUT_KINDS, End, Event, Lost, coalesce, end_from_record
+from .events import OUTPUT_KINDS, End, Event, Lost, Output, coalesce, end_from_record
 
 _RECV = 256 * 1024
 _SHORTEST_WAIT = 0.001
@@ -103,6 +104,24 @@ class Subscription:
             if not data:
                 return self._connection_ended()
             self._parser.feed(data)
+
+    def wait_end(self, timeout: float) -> End | None:
+        """Skip output and return the end, or None if none came within ``timeout`` seconds
+        (or the subscription was closed)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                batch = self.read(timeout=remaining)
+            except TimeoutError:
+                return None
+            if not batch:
+                return None
+            for event in batch:
+                if not isinstance(event, Output):
+                    return event
 
     def __iter__(self) -> Iterator[Event]:
         while batch := self.read():

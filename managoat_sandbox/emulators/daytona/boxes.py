@@ -19,13 +19,7 @@ box's default egress (public addresses only).
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
-import shutil
-import stat
-import sys
 from pathlib import Path
-from typing import Any
 
 from managoat_sandbox._engine import egress, isolation
 from managoat_sandbox._engine.box import Box
@@ -33,7 +27,7 @@ from managoat_sandbox._engine.settings import BoxSettings, hostname_for
 
 from .sandboxes import Sandbox
 
-__all__ = ["open_box", "policy_for", "remove_directory", "settings_for"]
+__all__ = ["open_box", "policy_for", "settings_for"]
 
 DEFAULT_USER = "daytona"
 _UID = 1000
@@ -65,41 +59,3 @@ def policy_for(sandbox: Sandbox) -> egress.Policy:
         return egress.Policy()
     domains = sandbox.domain_allow_list or ""
     return egress.Policy(allow=tuple(d for d in domains.split(",") if d))
-
-
-def _make_writable(function: Any, path: str, error: Any) -> None:
-    """rmtree's error handler: a sandbox can leave directories without write permission.
-
-    The parent (and a directory at ``path``) get owner ``rwx``; symlinks are
-    removed, never followed.
-    """
-    parent = os.path.dirname(path)
-    with contextlib.suppress(OSError):
-        mode = os.lstat(parent).st_mode
-        if stat.S_ISDIR(mode):
-            os.chmod(parent, stat.S_IMODE(mode) | stat.S_IRWXU)
-    with contextlib.suppress(OSError):
-        info = os.lstat(path)
-        if stat.S_ISDIR(info.st_mode):
-            os.chmod(path, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
-            _remove_tree(path)
-        else:
-            os.unlink(path)
-
-
-def _remove_tree(path: str | Path) -> None:
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=_make_writable)
-    else:
-        shutil.rmtree(path, onerror=_make_writable)
-
-
-def remove_directory(directory: Path) -> None:
-    """Delete a (stopped) box's directory: renamed aside at once, then removed, whatever
-    permissions its sandbox left; nothing if it is gone."""
-    trash = directory.with_name(f".trash-{secrets.token_hex(8)}")
-    try:
-        os.rename(directory, trash)
-    except FileNotFoundError:
-        return
-    _remove_tree(trash)

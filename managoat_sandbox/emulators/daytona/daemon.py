@@ -115,21 +115,6 @@ _TRAP_RECORD = (
 )
 
 
-def _ended(follower: Subscription, wait: float) -> bool:
-    """Whether ``follower``'s process ends (or the follower is closed) within ``wait`` s."""
-    deadline = time.monotonic() + wait
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        try:
-            batch = follower.read(timeout=remaining)
-        except TimeoutError:
-            return False
-        if not batch or any(not isinstance(e, events.Output) for e in batch):
-            return True
-
-
 @attrs.define(eq=False)
 class Command:
     """One session command; ``exit_code`` is read lazily from its ``exit_code`` file.
@@ -470,7 +455,8 @@ class Daemon:
                 try:
                     for signum, wait in ((signal.SIGTERM, _DELETE_GRACE),
                                          (signal.SIGKILL, _KILL_WAIT)):
-                        if not self.box.signal(session.shell, signum) or _ended(follower, wait):
+                        if (not self.box.signal(session.shell, signum)
+                                or follower.wait_end(wait) is not None):
                             break
                 finally:
                     follower.close()

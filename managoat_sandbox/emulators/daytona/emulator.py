@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 import attrs
 from aiohttp import web
 
+from managoat_sandbox._engine import trees
 from managoat_sandbox._engine.box import Box
 
 from .._server import Emulator
@@ -203,7 +204,7 @@ class DaytonaEmulator(Emulator):
                 if box is not None:
                     box.stop()
                     box.close()
-                boxes.remove_directory(self.sandbox_dir(sandbox_id))
+                trees.discard(self.sandbox_dir(sandbox_id))
 
     def close(self) -> None:
         """End every sandbox's processes; remove the boxes when the workdir is the
@@ -222,7 +223,7 @@ class DaytonaEmulator(Emulator):
                 box.close()
             if self._own_workdir:
                 with contextlib.suppress(OSError):
-                    boxes.remove_directory(box.directory)
+                    trees.discard(box.directory)
 
     # -- listing mutations ------------------------------------------------------------
 

@@ -23,7 +23,6 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
 
 from managoat_sandbox._engine import safefs
 from managoat_sandbox._engine.box import Box
@@ -45,7 +44,7 @@ class SandboxFiles:
     """
 
     def __init__(self, box: Box) -> None:
-        self._fs = box.fs
+        self._box = box
         self._masked = box.masked()
         self.home = box.settings.home
 
@@ -53,36 +52,28 @@ class SandboxFiles:
         """``path`` as an absolute sandbox path (a relative one is under the home)."""
         return path if path.startswith("/") else f"{self.home.rstrip('/')}/{path}"
 
-    @contextlib.contextmanager
-    def _root(self) -> Iterator[int]:
-        root = safefs.open_root(self._fs)
-        try:
-            yield root
-        finally:
-            os.close(root)
-
     # -- the user's files ---------------------------------------------------------------
 
     def read(self, path: str, *, limit: int | None = None) -> bytes:
         """The content of the regular file at ``path``."""
-        with self._root() as root:
+        with self._box.root() as root:
             return safefs.read_file(root, self.absolute(path), limit=limit)
 
     def write(self, path: str, data: bytes) -> str:
         """Replace the file at ``path`` with ``data`` (parents made); its absolute path."""
         target = self.absolute(path)
-        with self._root() as root:
+        with self._box.root() as root:
             safefs.write_file(root, target, data, masked=self._masked)
         return target
 
     def make_dirs(self, path: str) -> None:
         """Create the directory at ``path`` and its parents."""
-        with self._root() as root:
+        with self._box.root() as root:
             safefs.make_dirs(root, self.absolute(path), masked=self._masked)
 
     def remove(self, path: str) -> None:
         """Remove the file or tree at ``path``; nothing if it is already gone."""
-        with self._root() as root, contextlib.suppress(FileNotFoundError):
+        with self._box.root() as root, contextlib.suppress(FileNotFoundError):
             safefs.remove(root, self.absolute(path), masked=self._masked)
 
     # -- the daemon's own files ---------------------------------------------------------
@@ -91,7 +82,7 @@ class SandboxFiles:
         """Open the daemon file at ``path`` if it is of file type ``kind`` (a
         :mod:`stat` ``S_IF*`` value), checked before opening — so a FIFO where a
         regular file belongs is never opened — and again on the descriptor."""
-        with self._root() as root:
+        with self._box.root() as root:
             where = safefs.resolve(root, self.absolute(path), follow=False)
             try:
                 mode = os.stat(where.name, dir_fd=where.parent, follow_symlinks=False).st_mode
@@ -143,7 +134,7 @@ class SandboxFiles:
 
     def exists_own(self, path: str) -> bool:
         """Whether anything is at ``path`` (a final symlink counts, unfollowed)."""
-        with self._root() as root:
+        with self._box.root() as root:
             try:
                 safefs.stat_path(root, self.absolute(path), follow=False)
             except (OSError, safefs.PathRefused):

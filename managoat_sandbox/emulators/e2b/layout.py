@@ -32,19 +32,16 @@ directories, for one). Real E2B runs such a process as uid 0.
 from __future__ import annotations
 
 import contextlib
-import os
 import posixpath
 import re
-import shutil
-import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from ..._engine import isolation, safefs
+from ..._engine import isolation, safefs, trees
 from ..._engine.box import Box
 from ..._engine.settings import BoxSettings, hostname_for
 
-__all__ = ["SandboxBox", "box_user", "check_users", "remove_tree"]
+__all__ = ["SandboxBox", "box_user", "check_users"]
 
 BOX_UID = 1000
 _DEFAULT_USER = "user"
@@ -63,25 +60,6 @@ def check_users(users: tuple[str, ...]) -> None:
     for user in users:
         if not _USER.match(user):
             raise ValueError(f"bad user name {user!r}")
-
-
-def remove_tree(directory: Path) -> None:
-    """Delete ``directory`` and everything in it, symlinks never followed.
-
-    Directories a sandbox left without write or search permission are made
-    accessible first. Call it only once nothing runs in the sandbox any more
-    (nothing can swap a component meanwhile).
-    """
-    if not directory.is_dir() or directory.is_symlink():
-        return
-    for top, names, _ in os.walk(directory, followlinks=False):
-        for name in names:
-            path = os.path.join(top, name)
-            with contextlib.suppress(OSError):
-                mode = os.lstat(path).st_mode
-                if stat.S_ISDIR(mode):
-                    os.chmod(path, stat.S_IMODE(mode) | stat.S_IRWXU)
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 class SandboxBox:
@@ -111,8 +89,8 @@ class SandboxBox:
                     safefs.make_dirs(root_fd, sandbox.home_path(user), masked=sandbox._masked)
         except BaseException:
             with contextlib.suppress(Exception):
-                Box(directory, settings).stop()
-            remove_tree(directory)
+                Box(directory, settings).delete()
+            trees.discard(directory)
             raise
         return sandbox
 
@@ -143,14 +121,9 @@ class SandboxBox:
 
     # -- files (sandbox paths, absolute) -------------------------------------------------
 
-    @contextlib.contextmanager
-    def root(self) -> Iterator[int]:
+    def root(self) -> contextlib.AbstractContextManager[int]:
         """A descriptor of the sandbox's root directory, closed on exit."""
-        root_fd = safefs.open_root(self.box.fs)
-        try:
-            yield root_fd
-        finally:
-            os.close(root_fd)
+        return self.box.root()
 
     def read_file(self, path: str) -> bytes:
         """The content of the regular file at ``path``; FileNotFoundError or
@@ -177,5 +150,5 @@ class SandboxBox:
 
     def destroy(self) -> None:
         """Stop the box (every process of the sandbox ends) and delete its directory."""
-        self.box.stop()
-        remove_tree(self.box.directory)
+        if not self.box.delete():
+            trees.discard(self.box.directory)

@@ -4,8 +4,7 @@ Modules: :mod:`.emulator` (the server class and its fault API), :mod:`.rest`
 (sprites, listing, policy, files, checkpoints), :mod:`.exec_ws` (exec and
 attach over WebSocket, sessions, kill), :mod:`.state` (what is remembered:
 each sprite is one process-engine box), :mod:`.aio` (bridging the event loop
-to the engine), :mod:`.trees` (copying and deleting a sprite's files safely),
-:mod:`.network` (network policies as egress allow-lists), :mod:`.wire`
+to the engine), :mod:`.network` (network policies as egress allow-lists), :mod:`.wire`
 (shared shapes), :mod:`.behaviour` (switches between documented variants).
 """
 

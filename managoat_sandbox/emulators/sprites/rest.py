@@ -10,7 +10,7 @@ The filesystem endpoints reach the sprite's files only through
 the sprite would; writes under the read-only system mounts its commands see
 (``/usr``, ``/proc``…) are refused with ``EROFS``. A network policy is put in
 force through the box's egress filter where it maps onto one
-(:mod:`.network`). A checkpoint copies the sprite's files (:mod:`.trees`);
+(:mod:`.network`). A checkpoint copies the sprite's files (:mod:`managoat_sandbox._engine.trees`);
 a restore first stops the sprite's agent — its commands end, as on a machine
 restored from a snapshot — then swaps the files in; the agent restarts with
 the next command.
@@ -28,9 +28,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ..._engine import safefs
+from ..._engine import safefs, trees
 from .._server import Faults
-from . import trees, wire
+from . import wire
 from .aio import in_thread
 from .behaviour import Behaviour
 from .network import egress_policy

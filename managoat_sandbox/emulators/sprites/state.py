@@ -36,23 +36,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import posixpath
 import re
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ..._engine import isolation, safefs
+from ..._engine import isolation, trees
 from ..._engine.box import Box
 from ..._engine.errors import EngineError
 from ..._engine.settings import BoxSettings, hostname_for
-from . import trees
 
 STATUSES = ("cold", "warm", "running")
 ORGANIZATION = "emulator"
@@ -204,14 +201,9 @@ class Sprite:
         label = re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-") or "sprite"
         return f"https://{label}-{ORGANIZATION}.sprites.app"
 
-    @contextlib.contextmanager
-    def files(self) -> Iterator[int]:
+    def files(self) -> contextlib.AbstractContextManager[int]:
         """A descriptor of the sprite's ``/`` for :mod:`safefs` calls (closed after)."""
-        root_fd = safefs.open_root(self.root)
-        try:
-            yield root_fd
-        finally:
-            os.close(root_fd)
+        return self.box.root()
 
     def masked(self) -> tuple[str, ...]:
         """Sprite paths its commands see as read-only system mounts (writes refused)."""

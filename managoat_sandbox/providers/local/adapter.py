@@ -33,7 +33,7 @@ from typing import Any
 
 from ... import _args, config
 from ..._deadline import Deadline
-from ..._engine import egress, events, safefs
+from ..._engine import egress, events, safefs, trees
 from ..._engine.box import AgentDown, Box, Refused
 from ..._engine.errors import EngineError
 from ..._engine.limits import Limits
@@ -150,7 +150,7 @@ class Local(StreamingAdapter):
             layout.write_meta(staging, layout.new_meta(name, instance_id))
             os.rename(staging, target)
         except OSError as error:
-            layout.remove(staging)
+            trees.remove_tree(staging)
             if layout.read_meta(target) is not None:
                 return None
             if os.path.lexists(target):
@@ -167,7 +167,7 @@ class Local(StreamingAdapter):
             box.ensure()
         except (OSError, EngineError) as error:
             self._forget(path)
-            layout.remove(path)
+            trees.discard(path)
             raise Unavailable(("agent_failed", str(error))) from None
 
     def create(self, name: str, **opts: Any) -> Handle:
@@ -231,10 +231,9 @@ class Local(StreamingAdapter):
             box = self._box(handle.name)
         except NotFound:
             return
-        if not box.stop(timeout=_STOP_WAIT):
-            raise Unavailable("destroy_unconfirmed")
         self._forget(box.directory)
-        layout.remove(box.directory)
+        if not box.delete(timeout=_STOP_WAIT):
+            raise Unavailable("destroy_unconfirmed")
 
     def list_all_names(self) -> frozenset[str]:
         base = layout.root()
@@ -282,17 +281,12 @@ class Local(StreamingAdapter):
         box = self._box(handle.name)
         target = self._sandbox_path(box, path)
         try:
-            root_fd = safefs.open_root(box.fs)
-        except OSError as error:
-            raise Unavailable(("write_failed", error.strerror)) from None
-        try:
-            safefs.write_file(root_fd, target, payload, mode=mode, masked=box.masked())
+            with box.root() as root_fd:
+                safefs.write_file(root_fd, target, payload, mode=mode, masked=box.masked())
         except safefs.PathRefused as refused:
             raise Invalid(("path", str(refused))) from None
         except OSError as error:
             raise Invalid(("write_failed", path, error.strerror)) from None
-        finally:
-            os.close(root_fd)
 
     def host_path(self, handle: Handle, path: str) -> str:
         """The path a command inside sees: the sandbox path itself when isolated, its
@@ -447,7 +441,10 @@ class Local(StreamingAdapter):
                 box.signal(session_id, signal.SIGKILL)
             elif box.signal(session_id, signal.SIGTERM):
                 box.signal(session_id, signal.SIGCONT)
-            end = _wait_end(follower, deadline)
+            try:
+                end = follower.wait_end(deadline - time.monotonic())
+            finally:
+                follower.close()
         except (EngineError, OSError):
             raise Unavailable("termination_transport_failed") from None
         if not isinstance(end, events.Exited):
@@ -519,22 +516,3 @@ def _refusal(refusal: Refused, dir: str | None) -> Exception:
     if refusal.code == "bad_cwd":
         return Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
     return Unavailable(("agent_refused", refusal.code))
-
-
-def _wait_end(follower: Any, deadline: float) -> events.End | None:
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            try:
-                batch = follower.read(timeout=remaining)
-            except TimeoutError:
-                return None
-            if not batch:
-                return None
-            for event in batch:
-                if isinstance(event, (events.Exited, events.Lost)):
-                    return event
-    finally:
-        follower.close()

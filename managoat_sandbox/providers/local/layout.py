@@ -20,13 +20,9 @@ Nothing a command can write is under the root but ``fs/``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
-import shutil
-import stat
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -113,39 +109,3 @@ def staging_dir(base: Path) -> Path:
     path = base / f".new-{secrets.token_hex(8)}"
     path.mkdir(mode=0o700)
     return path
-
-
-def _make_writable(func: Any, path: str, exc: BaseException) -> None:
-    """rmtree's error handler: a sandbox may leave directories without write permission."""
-    parent = os.path.dirname(path)
-    with contextlib.suppress(OSError):
-        mode = os.lstat(parent).st_mode
-        if stat.S_ISDIR(mode):
-            os.chmod(parent, stat.S_IMODE(mode) | stat.S_IRWXU)
-    with contextlib.suppress(OSError):
-        info = os.lstat(path)
-        if stat.S_ISDIR(info.st_mode):
-            os.chmod(path, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
-            remove_tree(path)
-        else:
-            os.unlink(path)
-
-
-def remove_tree(path: str | Path) -> None:
-    """Delete a directory tree that a sandbox may have made hard to delete."""
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=_make_writable)
-    else:
-        shutil.rmtree(path, onerror=lambda func, where, info: _make_writable(func, where,
-                                                                              info[1]))
-
-
-def remove(path: Path) -> None:
-    """Remove a sandbox directory: renamed aside at once, then deleted (symlinks inside are
-    removed, never followed; directories a command made unwritable are made writable)."""
-    trash = path.parent / f".trash-{secrets.token_hex(8)}"
-    try:
-        os.rename(path, trash)
-    except FileNotFoundError:
-        return
-    remove_tree(trash)

@@ -1,6 +1,6 @@
-"""Copying, swapping and deleting a sprite's file trees without trusting them.
+"""Copying, swapping and deleting a sandbox's file trees without trusting them.
 
-A sprite's files are written by its commands, so nothing here follows a
+A sandbox's files are written by its commands, so nothing here follows a
 symbolic link or opens anything but a regular file or a directory: links are
 copied as links; FIFOs, sockets and devices are left out; regular files are
 opened ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO swapped in cannot block) and
@@ -132,6 +132,17 @@ def replace_tree(current: Path, snapshot: Path, scratch: Path) -> None:
     remove_tree(outgoing)
 
 
+def discard(path: Path) -> None:
+    """Remove directory ``path`` at once (renamed to a hidden sibling), then delete it;
+    nothing there is a no-op."""
+    trash = path.with_name(f".trash-{secrets.token_hex(8)}")
+    try:
+        os.rename(path, trash)
+    except FileNotFoundError:
+        return
+    remove_tree(trash)
+
+
 def remove_tree(path: Path) -> None:
     """Delete ``path`` and everything under it; nothing there is a no-op.
 
@@ -141,14 +152,16 @@ def remove_tree(path: Path) -> None:
     """
     parent = os.open(path.parent, _DIR)
     try:
-        _remove_entry(parent, path.name)
+        remove_entry(parent, path.name)
     except FileNotFoundError:
         pass
     finally:
         os.close(parent)
 
 
-def _remove_entry(parent: int, name: str) -> None:
+def remove_entry(parent: int, name: str) -> None:
+    """Delete entry ``name`` of directory ``parent`` (a whole tree for a directory), as
+    :func:`remove_tree` does."""
     if not stat.S_ISDIR(os.lstat(name, dir_fd=parent).st_mode):
         os.unlink(name, dir_fd=parent)
         return
