@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import fanout
+import first_call
 import inprocess
 import local_sandbox
 import providers
@@ -98,7 +99,11 @@ def hosted(name: str, plan: Plan) -> list[Row]:
             with providers.our_sandbox(name, "bench-fanout") as handle:
                 return fanout.fan_out_rows(name, handle, fanout.BASH, commands)
 
-        return rows + guarded(name, f"fan-out {commands}", fan)
+        rows += guarded(name, f"fan-out {commands}", fan)
+        if name == "sprites":
+            rows += guarded(name, "import + first request",
+                            lambda: first_call.sprites_rows(served.base_url, plan.import_rounds))
+        return rows
 
 
 def section(name: str, plan: Plan) -> list[Row]:

@@ -27,12 +27,14 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import requests
 
 from .errors import Denied, Invalid, NotFound, RateLimited, SandboxError, Unavailable
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = [
     "BODY_LIMIT",
@@ -40,7 +42,9 @@ __all__ = [
     "Response",
     "error_for",
     "interrupt",
+    "is_request_failure",
     "parse_body",
+    "requests_module",
     "retry_after_from",
     "set_read_timeout",
     "transport_error",
@@ -135,9 +139,23 @@ def error_for(
     return Invalid(detail)
 
 
+def requests_module() -> Any:
+    """The ``requests`` module (typed ``Any``: a module has no finer type), imported on
+    first use: with urllib3 it is most of an HTTP
+    adapter's import time, and nothing needs it before the first request."""
+    import requests  # noqa: PLC0415
+
+    return requests
+
+
+def is_request_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a failure of ``requests`` (connection, timeout, protocol)."""
+    return isinstance(error, requests_module().RequestException)
+
+
 def transport_error(error: BaseException) -> Unavailable:
     """A transport failure as ``Unavailable``, naming its kind but never a URL or header."""
-    if isinstance(error, requests.Timeout):
+    if isinstance(error, requests_module().Timeout):
         return Unavailable("timeout")
     return Unavailable(("transport", type(error).__name__))
 
@@ -165,7 +183,7 @@ class HttpClient:
         """This thread's pooled session."""
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
-            session = requests.Session()
+            session = requests_module().Session()
             session.headers["User-Agent"] = self._user_agent
             session.trust_env = False
             self._local.session = session
@@ -190,7 +208,7 @@ class HttpClient:
                 method, url, headers=dict(headers or {}), timeout=timeout, stream=True,
                 allow_redirects=False, **kwargs,
             )
-        except requests.RequestException as error:
+        except requests_module().RequestException as error:
             raise transport_error(error) from None
         try:
             yield response
@@ -223,7 +241,7 @@ def read_bounded(response: requests.Response, limit: int) -> bytes:
             if size > limit:
                 raise Unavailable(("response_too_large", limit))
             chunks.append(chunk)
-    except requests.RequestException as error:
+    except requests_module().RequestException as error:
         raise transport_error(error) from None
     return b"".join(chunks)
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import requests
 
 from ..._deadline import Deadline
+from ..._http import requests_module
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["Answer", "Cut", "Expired", "Failed", "TooLarge", "exchange"]
 
@@ -105,6 +108,7 @@ def _run(
     extra: dict[str, Any],
 ) -> None:
     timeout = deadline.remaining() or 0.001
+    requests = requests_module()
     session = requests.Session()
     session.trust_env = False
     try:

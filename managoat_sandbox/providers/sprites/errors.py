@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import requests
 import websocket
 
-from ..._http import Response, error_for, transport_error
+from ..._http import Response, error_for, is_request_failure, transport_error
 from ...errors import SandboxError, Unavailable
 
 __all__ = ["RETRY_AFTER_FIELD", "http_error", "sanitised", "transport", "upgrade_error"]
@@ -55,7 +54,7 @@ def upgrade_error(error: Any) -> SandboxError:
 
 def transport(error: BaseException) -> Unavailable:
     """A transport failure (requests, websocket or socket) as ``Unavailable``."""
-    if isinstance(error, requests.RequestException):
+    if is_request_failure(error):
         return transport_error(error)
     if isinstance(error, websocket.WebSocketTimeoutException):
         return Unavailable("timeout")
