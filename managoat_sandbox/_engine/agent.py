@@ -249,6 +249,13 @@ class Agent:
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         self.sel.register(self._wake_r, selectors.EVENT_READ, self._on_wakeup)
         signal.signal(signal.SIGCHLD, _ignore)
+        self._handlers: dict[str, Callable[[Connection, dict[str, Any], bytes],
+                                           dict[str, Any] | None]] = {
+            "hello": self._hello, "spawn": self._spawn, "attach": self._attach,
+            "stdin": self._stdin, "eof": self._eof, "signal": self._signal,
+            "resize": self._resize, "suspend": self._suspend, "resume": self._resume,
+            "kill_all": self._kill_all, "egress": self._egress, "shutdown": self._shutdown,
+        }
 
     # -- the loop ------------------------------------------------------------------
 
@@ -470,27 +477,10 @@ class Agent:
                data: bytes) -> dict[str, Any] | None:
         """Answer one request; None when the answer comes later (or was already queued)."""
         op = header.get("op")
-        handler = self._handlers().get(op if isinstance(op, str) else "")
+        handler = self._handlers.get(op) if isinstance(op, str) else None
         if handler is None:
             raise Refused("bad_request", f"unknown operation {op!r}")
         return handler(conn, header, data)
-
-    def _handlers(self) -> dict[str, Callable[[Connection, dict[str, Any], bytes],
-                                           dict[str, Any] | None]]:
-        return {
-            "hello": self._hello,
-            "spawn": self._spawn,
-            "attach": self._attach,
-            "stdin": self._stdin,
-            "eof": self._eof,
-            "signal": self._signal,
-            "resize": self._resize,
-            "suspend": self._suspend,
-            "resume": self._resume,
-            "kill_all": self._kill_all,
-            "egress": self._egress,
-            "shutdown": self._shutdown,
-        }
 
     def _hello(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
         return {"pid": os.getpid(), "namespace": self.namespace}
