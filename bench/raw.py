@@ -13,17 +13,17 @@ floor our adapters are measured against.
   server stream over HTTP/1.1: one flag-0 envelope (5-byte header, JSON)
   as the request, envelopes read back until the end-of-stream envelope;
   stdout arrives base64 in ``data`` events, the code in the ``end`` event.
-* Daytona (reference §3.3-3.5): the session routes our adapter must use to
-  keep stdout and stderr apart and to follow output while the command runs:
-  create a session, run the command in it asynchronously, poll the command
-  record (for ``exitCode``) and the log (``X-Daytona-Split-Output: true``:
-  the whole journal, 3-byte channel markers kept) every ``DAYTONA_POLL``
-  seconds, and delete the session. ``/process/execute`` would be one request,
-  but it merges stderr into stdout and answers only at exit, so it can be
-  neither our exec (the contract keeps the streams apart) nor a spawn; it is
-  what the SDK's ``process.exec`` uses, so the SDK row shows that cost
-  instead. The raw client polls at our adapter's fastest pace (50 ms) without
-  backing off; it runs the command bare, with no shim.
+* Daytona (reference §3.3-3.6): one toolbox session kept for the client's
+  life (its toolbox URL taken once from the sandbox). An exec is one
+  synchronous session exec (``runAsync: false``) whose answer carries the
+  journal (``X-Daytona-Split-Output: true``: the 3-byte channel markers kept,
+  so stdout is told from stderr) and the exit code. A streamed command is
+  run asynchronously in the session and its log followed over the
+  WebSocket (``…/logs?follow=true``), frames read to the daemon's Close
+  (about a second after the exit: a bare command has no end mark of its
+  own), then the exit code read from the command record. The raw client runs
+  the command bare, with no shim; ``/process/execute`` (what the SDK's
+  ``process.exec`` uses) merges stderr into stdout, so it is the SDK row's.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ import websocket
 from measure import WAIT
 
 CREDENTIAL = "bench-key"
-DAYTONA_POLL = 0.05
 _STDOUT_MARKER = b"\x01\x01\x01"
+_SPLIT = {"X-Daytona-Split-Output": "true"}
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ class RawE2B:
 
 
 class RawDaytona:
-    """Toolbox session routes, polled (see the module docstring for why these)."""
+    """A kept toolbox session: sync session execs, async commands followed by WebSocket."""
 
     def __init__(self, api_url: str, name: str) -> None:
         self.api_url = api_url
@@ -166,6 +166,8 @@ class RawDaytona:
         answer = created.json()
         self.sandbox_id: str = answer["id"]
         self.toolbox = f"{answer['toolboxProxyUrl'].rstrip('/')}/{self.sandbox_id}"
+        self.session = f"/process/session/raw-{secrets.token_hex(8)}"
+        self._call("POST", "/process/session", json={"sessionId": self.session.rsplit("/", 1)[1]})
 
     def close(self) -> None:
         self.http.delete(f"{self.api_url}/sandbox/{self.sandbox_id}", timeout=WAIT)
@@ -176,29 +178,49 @@ class RawDaytona:
         response.raise_for_status()
         return response
 
-    def run(self, argv: Sequence[str], *, first_only: bool = False) -> RawRun:
-        session = "raw-" + secrets.token_hex(8)
+    def exec(self, argv: Sequence[str]) -> RawRun:
+        """One synchronous session exec: the answer holds the journal and the exit code."""
         began = time.perf_counter()
-        self._call("POST", "/process/session", json={"sessionId": session})
+        answer = self._call("POST", self.session + "/exec", headers=_SPLIT,
+                            json={"command": shlex.join(argv), "runAsync": False}).json()
+        journal = answer["output"].encode()
+        total = time.perf_counter() - began
+        return RawRun(total, total, _stdout_size(journal, b""), int(answer["exitCode"]))
+
+    def run(self, argv: Sequence[str], *, first_only: bool = False) -> RawRun:
+        """Run asynchronously, follow the log over the WebSocket to its Close, read the code."""
+        began = time.perf_counter()
+        command = self._call("POST", self.session + "/exec",
+                             json={"command": shlex.join(argv), "runAsync": True,
+                                   "suppressInputEcho": True}).json()["cmdId"]
+        path = f"{self.session}/command/{command}"
+        url = self.toolbox.replace("http", "ws", 1) + path + "/logs?follow=true"
+        ws = websocket.create_connection(
+            url, header=[f"Authorization: Bearer {CREDENTIAL}", "X-Daytona-Split-Output: true"],
+            timeout=WAIT, suppress_origin=True, skip_utf8_validation=True)
+        first = float("inf")
+        received = 0
+        tail = b""
         try:
-            command = self._call("POST", f"/process/session/{session}/exec",
-                                 json={"command": shlex.join(argv), "runAsync": True,
-                                       "suppressInputEcho": True}).json()["cmdId"]
-            path = f"/process/session/{session}/command/{command}"
-            first = float("inf")
-            deadline = time.monotonic() + WAIT
-            while time.monotonic() < deadline:
-                code = None if first_only else self._call("GET", path).json().get("exitCode")
-                journal = self._call("GET", path + "/logs",
-                                     headers={"X-Daytona-Split-Output": "true"}).content
-                received = len(journal) - 3 * journal.count(_STDOUT_MARKER)
+            while True:
+                opcode, data = ws.recv_data()
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    break
+                if opcode != websocket.ABNF.OPCODE_BINARY or not data:
+                    continue
+                received += _stdout_size(data, tail)
+                tail = (tail + data)[-2:]
                 if received and first == float("inf"):
                     first = time.perf_counter() - began
                     if first_only:
                         return RawRun(first, first, received, 0)
-                if isinstance(code, int):
-                    return RawRun(first, time.perf_counter() - began, received, code)
-                time.sleep(DAYTONA_POLL)
-            raise TimeoutError("no exit code in time")
         finally:
-            self._call("DELETE", f"/process/session/{session}")
+            ws.close()
+        code = self._call("GET", path).json()["exitCode"]
+        return RawRun(first, time.perf_counter() - began, received, int(code))
+
+
+def _stdout_size(data: bytes, tail: bytes) -> int:
+    """Output bytes in journal bytes ``data``, which follow the 2 bytes ``tail``: all but
+    the stdout markers ending in ``data`` (the commands measured write no stderr)."""
+    return len(data) - 3 * (tail + data).count(_STDOUT_MARKER)

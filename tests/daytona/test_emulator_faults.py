@@ -1,6 +1,8 @@
 """The fault matrix, driven through the Daytona emulator: every fault yields the right
 taxonomy error or a complete, exact stream, with exactly one terminal frame and no
-reader thread left behind."""
+reader thread left behind. A command's log is followed over the WebSocket and finished
+from snapshots when a follow ends early, so the snapshot faults are served by making
+the follows end early too."""
 
 from __future__ import annotations
 
@@ -83,11 +85,24 @@ def test_a_command_the_daemon_lost_mid_stream_is_closed_before_exit(
     assert not any(isinstance(f, Exit) for f in frames)
 
 
-def test_a_follow_stream_closing_early_does_not_concern_the_poller(
+def test_follows_that_keep_closing_early_are_finished_from_snapshots(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
 ) -> None:
-    emulator.close_log_stream_early(after_bytes=5, times=100)
+    early = emulator.faults.add("log_close_early", path=r"/logs$", size=5, times=100)
     command, box = spawn(daytona, handle)
+    frames = follow_to_end(daytona, command, box)
+    assert early.times < 100, "the follows were cut short"
+    assert stdout_of(frames) == EXPECTED
+    assert frames[-1] == Exit(command.ref, 0)
+
+
+def test_a_follow_reset_mid_stream_is_ridden_out_exactly(
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
+) -> None:
+    command, box = spawn(daytona, handle)
+    box.expect(is_stdout(command.ref), 5)
+    emulator.reset_log_stream(after_bytes=7, times=2)
+    emulator.cut_log_follows(reset=True)
     frames = follow_to_end(daytona, command, box)
     assert stdout_of(frames) == EXPECTED
     assert frames[-1] == Exit(command.ref, 0)
@@ -99,21 +114,22 @@ def test_a_follow_stream_closing_early_does_not_concern_the_poller(
 def test_a_stale_prefix_replayed_mid_stream_delivers_no_byte_twice(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
 ) -> None:
-    command, box = spawn(daytona, handle)
-    box.expect(is_stdout(command.ref), 5)
+    early = emulator.faults.add("log_close_early", path=r"/logs$", size=20, times=100)
     stale = emulator.faults.add("log_stale_prefix", path=r"/logs$", size=20, times=4)
+    command, box = spawn(daytona, handle)
     frames = follow_to_end(daytona, command, box)
-    assert stale.times == 0, "the stale snapshots were served"
+    assert stale.times == 0 and early.times < 100, "the stale snapshots were served"
     assert stdout_of(frames) == EXPECTED
     assert frames[-1] == Exit(command.ref, 0)
 
 
-def test_attach_replays_from_zero_despite_stale_snapshots(
+def test_attach_replays_from_zero_despite_early_closes_and_stale_snapshots(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
 ) -> None:
     command, box = spawn(daytona, handle)
     follow_to_end(daytona, command, box)
     (session,) = daytona.list_sessions(handle)
+    emulator.faults.add("log_close_early", path=r"/logs$", size=11, times=100)
     stale = emulator.faults.add("log_stale_prefix", path=r"/logs$", size=11, times=3)
     replay = Mailbox()
     attached = daytona.attach(handle, session.id, owner=replay)
@@ -184,6 +200,7 @@ def test_a_toolbox_down_past_the_budget_ends_the_stream_with_its_error(
     command, box = spawn(daytona, handle, ("bash", ["-c", "echo hi; sleep 30"]))
     box.expect(is_stdout(command.ref), 5)
     emulator.unavailable(as_json=False, path=r"^/toolbox/", times=10_000)
+    emulator.cut_log_follows(reset=True)
     frames = follow_to_end(daytona, command, box)
     assert isinstance(frames[-1], Error)
     assert isinstance(frames[-1].reason, Unavailable)

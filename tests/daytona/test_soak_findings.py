@@ -3,10 +3,10 @@ shim recorded while its log could no longer be read whole ends with
 ``closed_before_exit`` — never an ``Exit`` after lost output.
 
 Each test holds the command at a gate file after its first half of output, waits until
-the follower has delivered that half, blinds the follower (a fault), opens the gate
-and waits in the sandbox's files for the shim's exit code, so the follower meets the
-recorded code while the second half is still unread: the order is forced, no race is
-won by timing.
+the follower has delivered that half, blinds the follower (faults, and the follow it
+has open is cut), opens the gate and waits in the sandbox's files for the shim's exit
+code, so the follower meets the recorded code while the second half is still unread:
+the order is forced, no race is won by timing.
 """
 
 from __future__ import annotations
@@ -107,13 +107,20 @@ def record_says_running(emulator: DaytonaEmulator, command: Command) -> None:
                         body={"id": command.private.command_id, "command": "bash"})
 
 
+def follows_stay_short(emulator: DaytonaEmulator, size: int) -> None:
+    """Every log follow from now on ends after ``size`` journal bytes; the open one now."""
+    emulator.close_log_stream_early(after_bytes=size, times=MANY)
+    emulator.cut_log_follows()
+
+
 def test_a_command_lost_by_the_daemon_after_its_exit_is_closed_before_exit_not_exit(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, daemon: Daemon
 ) -> None:
     """The soak's case: record and log answer 404 once the command has exited, the
     shim's code is 42 and half the output was never read."""
     command, box = spawn_gated(daytona, handle)
-    emulator.unavailable(path=command_path(command, "$"), times=MANY)
+    emulator.unavailable(path=command_path(command, "(/logs)?$"), times=MANY)
+    emulator.cut_log_follows()
     finish_behind_the_follower(daemon, command)
     command.private.toolbox.delete_session(command.session_id)
     emulator.faults.clear()
@@ -127,11 +134,13 @@ def test_a_shim_exit_whose_log_reads_stay_stale_is_closed_before_exit_not_exit(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle, daemon: Daemon
 ) -> None:
     """The daemon never records the exit (its record answers "running"), the shim's
-    code is 42, and every log read is a stale prefix without the end frames."""
+    code is 42, and every log read (follow or snapshot) is a stale prefix without the
+    end frames."""
     command, box = spawn_gated(daytona, handle)
     record_says_running(emulator, command)
     _, record = daemon.command(command.private.session_id, command.private.command_id)
     emulator.serve_stale_log_prefix(len(record.journal()), times=MANY)
+    follows_stay_short(emulator, len(record.journal()))
     finish_behind_the_follower(daemon, command)
     frames = terminal_of(daytona, command, box)
     assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))

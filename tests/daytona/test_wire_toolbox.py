@@ -1,6 +1,11 @@
-"""Wire contract of the Daytona toolbox: sessions, the shim, the log follower (split
-markers, per-stream byte de-duplication, the real exit or an error), stdin, attach,
-exec, files and session termination."""
+"""Wire contract of the Daytona toolbox: the journal decoder, the shims, the log follower
+(WebSocket follows finished from snapshots, per-stream byte de-duplication, the real exit
+or an error), stdin, attach, exec in kept sessions, files and session termination.
+
+HTTP is served by ``responses``; the WebSocket follows are scripted (:class:`Follows`):
+each follow the adapter opens takes the next script, and with none left a follow cannot
+be opened, so the log is read from snapshots alone.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,13 @@ import json
 import re
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import attrs
 import pytest
+import requests
 import responses
 
 from managoat_sandbox.errors import (
@@ -26,85 +33,186 @@ from managoat_sandbox.errors import (
 )
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 from managoat_sandbox.providers.daytona import Daytona
-from managoat_sandbox.providers.daytona.logs import Demux, FramedChannel, RawChannel
+from managoat_sandbox.providers.daytona.follow import LogSocket
+from managoat_sandbox.providers.daytona.journal import STDERR, STDOUT, Journal
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
 from ..conftest import wait_until
-from .conftest import API, TOOLBOX, sandbox
+from .conftest import API, FAST, KEY, TOOLBOX, sandbox
 
 OUT = b"\x01\x01\x01"
 ERR = b"\x02\x02\x02"
+END = OUT + b":\n" + ERR + b":\n"
 
 
 def framed(data: bytes) -> bytes:
     """One output chunk as the shim frames it (a journal line after its marker)."""
     return b":" + base64.b64encode(data) + b"\n"
 
+
+def code(value: int) -> bytes:
+    """The shim's exit-code frame (after the stdout end frame)."""
+    return OUT + b"!%d\n" % value
+
+
 Reply = tuple[int, dict[str, str], str]
 
 
-class FakeCommand:
-    """One toolbox command served through ``responses``: a journal and an exit record.
+# -- scripted WebSocket follows ---------------------------------------------------
 
-    ``journals`` are served in turn (the last one repeats); ``exit_after`` is how many
-    command-record reads answer without ``exitCode`` before ``code`` appears
-    (``None``: never). ``record_status`` overrides the record's status.
+
+class FakeSocket:
+    """One scripted follow: ``items`` are read in turn (bytes, None for a close, or an
+    exception to raise); once they run out it stays silent until aborted."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = list(items)
+        self.aborted = threading.Event()
+        self.closed = False
+        self.pings = 0
+
+    def read(self, timeout: float) -> bytes | None:
+        if self.items:
+            item = self.items.pop(0)
+            if isinstance(item, BaseException):
+                raise item
+            return item  # type: ignore[no-any-return]
+        if self.aborted.wait(timeout):
+            return None
+        raise TimeoutError
+
+    def ping(self) -> None:
+        self.pings += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+
+class Follows:
+    """The follows the adapter opens: the URL and headers of each, and their scripts."""
+
+    def __init__(self) -> None:
+        self.scripts: list[list[Any] | BaseException] = []
+        self.opened: list[tuple[str, dict[str, str]]] = []
+        self.sockets: list[FakeSocket] = []
+
+    def open(self, url: str, headers: Mapping[str, str], *, timeout: float) -> FakeSocket:
+        self.opened.append((url, dict(headers)))
+        if not self.scripts:
+            raise Unavailable(("transport", "ConnectionRefusedError"))
+        script = self.scripts.pop(0)
+        if isinstance(script, BaseException):
+            raise script
+        socket = FakeSocket(script)
+        self.sockets.append(socket)
+        return socket
+
+
+@pytest.fixture(autouse=True)
+def follows(monkeypatch: pytest.MonkeyPatch) -> Follows:
+    scripted = Follows()
+    monkeypatch.setattr(LogSocket, "open", scripted.open)
+    return scripted
+
+
+# -- one toolbox command served through responses --------------------------------
+
+
+class FakeCommand:
+    """One toolbox command: snapshots of its journal and its record.
+
+    ``journals`` are served in turn by the log snapshot (the last one repeats);
+    ``recorded`` is the ``exitCode`` of the record (``None``: running);
+    ``record_status`` overrides the status of the record, and of the log unless
+    ``log_status`` does.
+    ``sync`` answers a synchronous exec (default: 200 with ``sync_journal``).
     """
 
     def __init__(self, mocked: responses.RequestsMock, *, session: str = r"mg[sx]-[0-9a-f]+",
                  command_id: str = "cmd-1") -> None:
         self.journals: list[bytes] = [b""]
-        self.code: int | None = 0
-        self.exit_after: int | None = 0
+        self.recorded: int | None = None
         self.record_status = 200
+        self.log_status: int | None = None
         self.record_reads = 0
         self.log_reads = 0
         self.inputs: list[str] = []
         self.input_status = 204
         self.executes: list[str] = []
         self.execute_reply: Callable[[str], Reply] = lambda _: (
-            200, {}, json.dumps({"exitCode": 0, "result": ""}))
+            200, {}, json.dumps({"exitCode": 0, "result": "running\n"}))
         self.exec_bodies: list[dict[str, Any]] = []
+        self.exec_headers: list[dict[str, str]] = []
+        self.sync_journal = framed(b"") + END + code(0)
+        self.sync: Callable[[dict[str, Any]], Reply] = self._sync_answer
+        self.session_commands: list[dict[str, Any]] = []
         self.sessions: list[str] = []
         self.deleted: list[str] = []
         self.log_headers: list[dict[str, str]] = []
+        self.calls: list[tuple[str, str]] = []
         prefix = re.escape(TOOLBOX)
-        command = prefix + rf"/process/session/({session})/command/{re.escape(command_id)}"
+        session_path = prefix + rf"/process/session/({session})"
+        command = session_path + f"/command/{re.escape(command_id)}"
+        self.command_id = command_id
         mocked.get(f"{API}/sandbox/box", json=sandbox())
         mocked.add_callback("POST", TOOLBOX + "/process/session", callback=self._session)
-        mocked.add_callback("POST", re.compile(prefix + rf"/process/session/({session})/exec"),
-                            callback=lambda r: self._exec(r, command_id))
+        mocked.add_callback("POST", re.compile(session_path + "/exec"), callback=self._exec)
+        mocked.add_callback("GET", re.compile(session_path + "$"), callback=self._get_session)
         mocked.add_callback("GET", re.compile(command + "$"), callback=self._record)
         mocked.add_callback("GET", re.compile(command + "/logs$"), callback=self._logs)
         mocked.add_callback("POST", re.compile(command + "/input$"), callback=self._input)
         mocked.add_callback("POST", TOOLBOX + "/process/execute", callback=self._execute)
-        mocked.add_callback("DELETE", re.compile(prefix + rf"/process/session/({session})$"),
-                            callback=self._delete)
+        mocked.add_callback("DELETE", re.compile(session_path + "$"), callback=self._delete)
+
+    def _note(self, request: Any) -> None:
+        self.calls.append((request.method, urlsplit(request.url).path))
 
     def _session(self, request: Any) -> Reply:
+        self._note(request)
         self.sessions.append(json.loads(request.body)["sessionId"])
         return 201, {}, ""
 
-    def _exec(self, request: Any, command_id: str) -> Reply:
-        self.exec_bodies.append(json.loads(request.body))
-        return 202, {}, json.dumps({"cmdId": command_id, "output": None, "exitCode": None})
+    def _exec(self, request: Any) -> Reply:
+        self._note(request)
+        body = json.loads(request.body)
+        self.exec_bodies.append(body)
+        self.exec_headers.append(dict(request.headers))
+        if body.get("runAsync"):
+            return 202, {}, json.dumps({"cmdId": self.command_id, "output": None,
+                                        "exitCode": None})
+        return self.sync(body)
+
+    def _sync_answer(self, body: dict[str, Any]) -> Reply:
+        return 200, {}, json.dumps({"cmdId": f"sync-{len(self.exec_bodies)}",
+                                    "output": self.sync_journal.decode("ascii"),
+                                    "exitCode": 0})
+
+    def _get_session(self, request: Any) -> Reply:
+        self._note(request)
+        return 200, {}, json.dumps({"sessionId": "s", "commands": self.session_commands})
 
     def _record(self, request: Any) -> Reply:
+        self._note(request)
         self.record_reads += 1
         if self.record_status != 200:
-            return self.record_status, {}, json.dumps({"message": "not found: session not found"})
-        body: dict[str, Any] = {"id": "cmd-1", "command": "x"}
-        if self.exit_after is not None and self.record_reads > self.exit_after:
-            body["exitCode"] = self.code
+            return self.record_status, {}, json.dumps({"message": "not found: command not found"})
+        body: dict[str, Any] = {"id": self.command_id, "command": "x"}
+        if self.recorded is not None:
+            body["exitCode"] = self.recorded
         return 200, {}, json.dumps(body)
 
     def _logs(self, request: Any) -> tuple[int, dict[str, str], bytes]:
+        self._note(request)
         self.log_headers.append(dict(request.headers))
         journal = self.journals[min(self.log_reads, len(self.journals) - 1)]
         self.log_reads += 1
-        if self.record_status != 200:
-            return 404, {}, b'{"message": "not found"}'
+        status = self.record_status if self.log_status is None else self.log_status
+        if status != 200:
+            return status, {}, b'{"message": "not found"}'
         return 200, {"Content-Type": "text/plain"}, journal
 
     def _input(self, request: Any) -> Reply:
@@ -117,6 +225,7 @@ class FakeCommand:
         return self.execute_reply(command)
 
     def _delete(self, request: Any) -> Reply:
+        self._note(request)
         self.deleted.append(request.url.rsplit("/", 1)[-1])
         return 204, {}, ""
 
@@ -154,65 +263,94 @@ def stderr_of(frames: list[Any]) -> bytes:
     return b"".join(f.data for f in frames if isinstance(f, Stderr))
 
 
-# -- the demultiplexer ------------------------------------------------------------
+def output_of(events: list[tuple[int, bytes]], kind: int) -> bytes:
+    return b"".join(data for which, data in events if which == kind)
 
 
-def test_demux_splits_channels_by_marker() -> None:
-    assert Demux.split(OUT + b"one\n" + ERR + b"err\n" + OUT + b"two\n") == (
-        b"one\ntwo\n", b"err\n")
+# -- the journal ------------------------------------------------------------------
 
 
-def test_demux_gives_bytes_before_any_marker_to_stdout() -> None:
-    assert Demux.split(b"plain combined text\n") == (b"plain combined text\n", b"")
+def test_the_journal_splits_its_channels_by_marker() -> None:
+    events = Journal(framed=False).read().feed(OUT + b"one\n" + ERR + b"err\n" + OUT + b"two\n")
+    assert (output_of(events, STDOUT), output_of(events, STDERR)) == (b"one\ntwo\n", b"err\n")
 
 
-def test_demux_keeps_a_lone_marker_byte_followed_by_data_as_content() -> None:
-    assert Demux.split(OUT + b"\x01x\n") == (b"\x01x\n", b"")
+def test_bytes_before_any_marker_belong_to_stdout() -> None:
+    events = Journal(framed=False).read().feed(b"plain combined text\n")
+    assert events == [(STDOUT, b"plain combined text\n")]
 
 
-def test_demux_holds_back_a_partial_marker_until_it_is_completed() -> None:
-    first = Demux.split(OUT + b"out" + b"\x02\x02")
-    second = Demux.split(OUT + b"out" + ERR + b"err")
-    assert first == (b"out", b"")
-    assert second == (b"out", b"err")
-    assert Demux.split(OUT + b"out\x02\x02", final=True) == (b"out\x02\x02", b"")
+def test_a_lone_marker_byte_followed_by_data_is_content() -> None:
+    events = Journal(framed=False).read().feed(OUT + b"\x01x\n")
+    assert events == [(STDOUT, b"\x01x\n")]
 
 
-def test_demux_of_nothing_is_nothing() -> None:
-    assert Demux.split(b"") == (b"", b"")
+def test_a_partial_marker_is_held_back_until_the_next_bytes_show_what_it_is() -> None:
+    journal = Journal(framed=False)
+    read = journal.read()
+    assert read.feed(OUT + b"out" + b"\x02\x02") == [(STDOUT, b"out")]
+    assert read.feed(b"\x02err") == [(STDERR, b"err")]
+    last = journal.read()
+    assert last.feed(OUT + b"out\x02\x02\x02err\x01\x01") == []
+    assert last.finish() == [(STDERR, b"\x01\x01")]
 
 
-def test_framed_channels_decode_complete_frames_only_and_exactly_once() -> None:
-    channel = FramedChannel()
-    stream = framed(b"no newline") + framed(b"\x00\r\n")
-    assert channel.feed(stream[:5], final=False) == b""
-    assert channel.feed(stream[:20], final=False) == b"no newline"
-    assert channel.feed(stream[:3], final=False) == b""
-    assert channel.feed(stream, final=False) == b"\x00\r\n"
-    assert channel.feed(stream, final=True) == b""
-    assert not channel.ended
-    assert channel.feed(stream + b":\n", final=False) == b""
-    assert channel.ended
+def test_a_journal_of_nothing_is_nothing() -> None:
+    assert Journal(framed=True).read().feed(b"") == []
 
 
-def test_a_foreign_session_is_followed_as_raw_bytes() -> None:
-    channel = RawChannel()
-    assert channel.feed(b"abc", final=False) == b"abc"
-    assert channel.feed(b"ab", final=False) == b""
-    assert channel.feed(b"abcd", final=False) == b"d"
+def test_framed_channels_decode_complete_frames_only_and_each_byte_once() -> None:
+    journal = Journal(framed=True)
+    stream = OUT + framed(b"no newline") + ERR + framed(b"\x00\r\n") + OUT + framed(b"more")
+    assert journal.read().feed(stream[:10]) == []
+    assert journal.read().feed(stream[:25]) == [(STDOUT, b"no newline")]
+    assert journal.read().feed(stream[:6]) == []
+    assert journal.read().feed(stream) == [(STDERR, b"\x00\r\n"), (STDOUT, b"more")]
+    assert journal.read().feed(stream) == []
+    assert not journal.complete
+
+
+def test_the_end_frames_and_the_code_complete_a_framed_journal() -> None:
+    journal = Journal(framed=True)
+    read = journal.read()
+    assert read.feed(OUT + b"!3\n") == [(STDOUT, b"!3\n")], "a code before the end is text"
+    read.feed(OUT + b":\n" + code(7))
+    assert journal.code == 7 and not journal.complete
+    read.feed(ERR + b":\n")
+    assert journal.complete and journal.code == 7
+
+
+def test_lines_the_shim_did_not_frame_pass_through_as_text() -> None:
+    events = Journal(framed=True).read().feed(ERR + b"mkfifo: cannot create\n" + ERR + b":%%\n")
+    assert output_of(events, STDERR) == b"mkfifo: cannot create\n:%%\n"
+
+
+def test_a_raw_channel_yields_only_what_a_read_adds() -> None:
+    journal = Journal(framed=False)
+    assert journal.read().feed(OUT + b"abc") == [(STDOUT, b"abc")]
+    assert journal.read().feed(OUT + b"ab") == []
+    assert journal.read().feed(OUT + b"abcd") == [(STDOUT, b"d")]
+    assert journal.consumed == 4
+
+
+def test_channels_read_apart_are_deduplicated_alike() -> None:
+    journal = Journal(framed=True)
+    assert journal.split_read(framed(b"out"), b"") == [(STDOUT, b"out")]
+    assert journal.split_read(framed(b"out") + framed(b"!"), framed(b"\xff e")) == [
+        (STDOUT, b"!"), (STDERR, b"\xff e")]
 
 
 # -- spawn ----------------------------------------------------------------------------
 
 
-def test_spawn_opens_a_session_and_runs_the_shim_asynchronously(
-    daytona: Daytona, fake: FakeCommand
+def test_spawn_runs_the_shim_in_its_own_session_and_follows_its_log(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    fake.journals = [OUT + framed(b"hi\n")]
+    follows.scripts = [[OUT + framed(b"hi\n") + END + code(0)]]
     command, box = run(daytona)
     finish(daytona, command, box)
     (session,) = fake.sessions
-    assert session.startswith("mgs-")
+    assert session.startswith("mgs-") and command.session_id == session
     (body,) = fake.exec_bodies
     assert body["runAsync"] is True and body["suppressInputEcho"] is True
     script = body["command"]
@@ -222,12 +360,17 @@ def test_spawn_opens_a_session_and_runs_the_shim_asynchronously(
     assert (program, flag) == ("/bin/sh", "-c")
     assert "( exec bash -lc 'it'\"'\"'s fine' ) </dev/null" in inner
     assert "base64 -d" not in script, "no stdin relay without stdin"
-    assert all(h.get("X-Daytona-Split-Output") == "true" for h in fake.log_headers)
+    ((url, headers),) = follows.opened
+    assert url == (f"{TOOLBOX.replace('https', 'wss')}/process/session/{session}/command/cmd-1"
+                   "/logs?follow=true")
+    assert headers["X-Daytona-Split-Output"] == "true"
+    assert headers["Authorization"] == f"Bearer {KEY}"
 
 
 def test_the_shim_ends_its_own_shell_never_the_session_shell(
-    daytona: Daytona, fake: FakeCommand
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
+    follows.scripts = [[END + code(0)]]
     command, box = run(daytona, stdin=True)
     finish(daytona, command, box)
     script = fake.exec_bodies[0]["command"]
@@ -237,27 +380,43 @@ def test_the_shim_ends_its_own_shell_never_the_session_shell(
     assert "mkfifo" in inner and "base64 -d" in inner
 
 
-def test_output_is_split_by_stream_and_ends_in_the_recorded_exit(
-    daytona: Daytona, fake: FakeCommand
+def test_a_followed_log_is_split_by_stream_and_ends_in_the_journals_exit_code(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    one, err, two, bang = (OUT + framed(b"one\n"), ERR + framed(b"err"), OUT + framed(b"two"),
-                           OUT + framed(b"!"))
-    fake.journals = [one, one + err + two, one + err + two + bang]
-    fake.code, fake.exit_after = 7, 2
+    journal = (OUT + framed(b"one\n") + ERR + framed(b"err") + OUT + framed(b"two")
+               + OUT + b":\n" + ERR + b":\n" + code(7))
+    follows.scripts = [[journal[:9], journal[9:40], journal[40:], b""]]
     command, box = run(daytona)
     frames = finish(daytona, command, box)
-    assert stdout_of(frames) == b"one\ntwo!"
+    assert stdout_of(frames) == b"one\ntwo"
     assert stderr_of(frames) == b"err"
     assert frames[-1] == Exit(command.ref, 7)
+    assert fake.log_reads == 0 and fake.record_reads == 0, "the follow alone carried it all"
+    assert follows.sockets[0].closed, "the follower closed the follow itself"
 
 
-def test_a_replayed_shorter_prefix_delivers_no_byte_twice(
-    daytona: Daytona, fake: FakeCommand
+def test_a_follow_that_ends_early_is_finished_from_a_snapshot_each_byte_once(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    full = OUT + framed(b"abc") + ERR + framed(b"e1\n") + OUT + framed(b"\x00def\n") + END + code(3)
+    follows.scripts = [[full[:30], None]]
+    fake.journals = [full]
+    command, box = run(daytona)
+    frames = finish(daytona, command, box)
+    assert stdout_of(frames) == b"abc\x00def\n"
+    assert stderr_of(frames) == b"e1\n"
+    assert frames[-1] == Exit(command.ref, 3)
+    assert fake.log_reads == 1
+
+
+def test_replays_and_stale_snapshots_of_shorter_prefixes_deliver_no_byte_twice(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
     full = (OUT + framed(b"abc") + ERR + framed(b"e1\n") + OUT + framed(b"\x00def\n")
-            + ERR + framed(b"e2"))
-    fake.journals = [full[:9], full[:22], full[:5], full[:30], full[:12], full]
-    fake.exit_after = 6
+            + ERR + framed(b"e2") + END + code(0))
+    follows.scripts = [[full[:22], None], [full[:12], None], [full[:40], None],
+                       [full[:5], None]]
+    fake.journals = [full[:9], full[:30], full[:12], full]
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"abc\x00def\n"
@@ -265,36 +424,18 @@ def test_a_replayed_shorter_prefix_delivers_no_byte_twice(
     assert frames[-1] == Exit(command.ref, 0)
 
 
-END = OUT + b":\n" + ERR + b":\n"
-
-
-def test_a_stale_read_after_the_exit_is_read_again_until_both_end_frames(
+def test_without_a_follow_the_log_is_read_from_snapshots_until_it_is_complete(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
     full = OUT + framed(b"first\n") + ERR + framed(b"oops\n") + OUT + framed(b"last") + END
-    fake.journals = [full[:14], full[:14], full]
+    fake.journals = [full[:14], full[:14], full, full + code(5)]
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"first\nlast"
     assert stderr_of(frames) == b"oops\n"
-    assert fake.log_reads == 3
-
-
-def test_a_complete_log_is_read_once_after_the_exit(daytona: Daytona, fake: FakeCommand) -> None:
-    fake.journals = [OUT + framed(b"all") + END]
-    command, box = run(daytona)
-    frames = finish(daytona, command, box)
-    assert stdout_of(frames) == b"all"
-    assert fake.log_reads == 1
-
-
-def test_lines_the_shim_did_not_frame_pass_through_as_text(
-    daytona: Daytona, fake: FakeCommand
-) -> None:
-    fake.journals = [ERR + b"mkfifo: cannot create fifo\n" + OUT + framed(b"ok")]
-    command, box = run(daytona)
-    frames = finish(daytona, command, box)
-    assert (stdout_of(frames), stderr_of(frames)) == (b"ok", b"mkfifo: cannot create fifo\n")
+    assert frames[-1] == Exit(command.ref, 5)
+    assert fake.log_reads == 4
+    assert all(h.get("X-Daytona-Split-Output") == "true" for h in fake.log_headers)
 
 
 def test_the_json_log_shape_is_accepted(
@@ -305,9 +446,9 @@ def test_the_json_log_shape_is_accepted(
     mocked.post(re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"),
                 status=202, json={"commandId": "cmd-9"})
     base = re.escape(TOOLBOX) + r"/process/session/mgs-\w+/command/cmd-9"
-    mocked.get(re.compile(base + "$"), json={"id": "cmd-9", "exitCode": 9})
     mocked.get(re.compile(base + "/logs$"), json={
-        "stdout": framed(b"out").decode(), "stderr": framed(b"\xff err").decode()})
+        "stdout": (framed(b"out") + b":\n!9\n").decode(),
+        "stderr": (framed(b"\xff err") + b":\n").decode()})
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert (stdout_of(frames), stderr_of(frames)) == (b"out", b"\xff err")
@@ -315,26 +456,24 @@ def test_the_json_log_shape_is_accepted(
 
 
 def test_a_vanished_session_without_an_exit_is_closed_before_exit_never_exit_zero(
-    daytona: Daytona, fake: FakeCommand
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
+    follows.scripts = [[OUT + framed(b"partial"), None]]
     fake.journals = [OUT + framed(b"partial")]
-    fake.exit_after = None
-    command, box = run(daytona)
-    box.expect(lambda f: isinstance(f, Stdout), 5)
     fake.record_status = 404
+    command, box = run(daytona)
     frames = finish(daytona, command, box)
+    assert stdout_of(frames) == b"partial"
     assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
-    assert not any(isinstance(f, Exit) for f in frames)
-    assert any("/code" in c for c in fake.executes), "the shim's own record was consulted"
 
 
-def test_an_exit_the_daemon_never_recorded_is_recovered_from_the_sentinel(
-    daytona: Daytona, fake: FakeCommand
+def test_a_vanished_session_whose_journal_is_complete_ends_in_its_real_exit(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    fake.journals = [OUT + framed(b"done\n") + END]
-    fake.exit_after = None
-    fake.execute_reply = lambda cmd: (200, {}, json.dumps(
-        {"exitCode": 0, "result": "23\n" if "/code" in cmd else ""}))
+    journal = OUT + framed(b"done\n") + END + code(23)
+    follows.scripts = [[journal[:12]]]
+    fake.journals = [journal]
+    fake.record_status, fake.log_status = 404, 200
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"done\n"
@@ -342,10 +481,10 @@ def test_an_exit_the_daemon_never_recorded_is_recovered_from_the_sentinel(
 
 
 def test_a_shim_that_died_without_a_code_is_closed_before_exit_after_its_output(
-    daytona: Daytona, fake: FakeCommand
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
+    follows.scripts = [[OUT + framed(b"last words\n")]]
     fake.journals = [OUT + framed(b"last words\n")]
-    fake.exit_after = None
     fake.execute_reply = lambda cmd: (200, {}, json.dumps(
         {"exitCode": 0, "result": "gone\n" if "kill -0" in cmd else ""}))
     command, box = run(daytona)
@@ -354,41 +493,66 @@ def test_a_shim_that_died_without_a_code_is_closed_before_exit_after_its_output(
     assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
 
 
-@pytest.mark.parametrize("junk", ["running", "", "not-an-exit-code"])
-def test_a_probe_without_a_code_keeps_the_command_running(
-    daytona: Daytona, fake: FakeCommand, junk: str
+def test_an_exit_recorded_over_an_incomplete_log_is_closed_before_exit(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    fake.exit_after = None
+    follows.scripts = [[OUT + framed(b"half")]]
+    fake.journals = [OUT + framed(b"half")]
+    fake.recorded = 0
+    command, box = run(daytona)
+    frames = finish(daytona, command, box)
+    assert stdout_of(frames) == b"half"
+    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert not fake.executes, "the daemon's record was enough"
+
+
+@pytest.mark.parametrize("junk", ["running", "", "not-an-exit-code"])
+def test_a_quiet_command_without_a_code_keeps_running(
+    daytona: Daytona, fake: FakeCommand, follows: Follows, junk: str
+) -> None:
+    follows.scripts = [[OUT + framed(b"waiting")]]
     fake.execute_reply = lambda _: (200, {}, json.dumps({"exitCode": 0, "result": junk}))
     command, box = run(daytona)
     assert wait_until(lambda: len(fake.executes) >= 2, 5)
     box.refute(is_terminal(command.ref), 0.05)
+    assert len(follows.opened) == 1, "the open follow was kept"
     daytona.stop_command(command)
+
+
+def test_a_silent_follow_is_pinged_then_given_up_for_snapshots(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    policy = attrs.evolve(FAST, read_timeout=0.05, probe_after=5.0, max_probe_interval=5.0)
+    adapter = Daytona(follow=policy, start_timeout=2.0)
+    follows.scripts = [[OUT + framed(b"x")]]
+    fake.journals = [OUT + framed(b"x") + END + code(0)]
+    command, box = run(adapter)
+    frames = finish(adapter, command, box)
+    assert frames[-1] == Exit(command.ref, 0) and stdout_of(frames) == b"x"
+    assert follows.sockets[0].pings >= 1
 
 
 def test_an_unreachable_toolbox_ends_the_stream_with_its_error_after_the_budget(
-    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
-) -> None:
-    fake.exit_after = None
-    command, box = run(daytona)
-    fake.record_status = 503
-    frames = finish(daytona, command, box)
-    assert isinstance(frames[-1], Error)
-    assert isinstance(frames[-1].reason, Unavailable)
-
-
-def test_stop_command_silences_the_follower_and_is_idempotent(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.exit_after = None
+    fake.record_status = 503
     command, box = run(daytona)
-    assert wait_until(lambda: fake.log_reads >= 1, 5)
+    frames = finish(daytona, command, box)
+    assert isinstance(frames[-1], Error)
+    assert frames[-1].reason.detail[:2] == ("http", 503)
+
+
+def test_stop_command_aborts_the_follow_and_silences_the_follower(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    follows.scripts = [[OUT + framed(b"tick")]]
+    command, box = run(daytona)
+    box.expect(lambda f: isinstance(f, Stdout), 5)
     daytona.stop_command(command)
     daytona.stop_command(command)
+    assert follows.sockets[0].aborted.is_set()
     box.clear()
-    reads = fake.log_reads
     box.refute(lambda f: True, 0.1)
-    assert fake.log_reads <= reads + 1
 
 
 def test_spawn_with_a_tty_is_not_supported(daytona: Daytona) -> None:
@@ -416,10 +580,16 @@ def test_a_failed_exec_deletes_the_session_and_starts_no_follower(
 # -- stdin ------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def quiet(follows: Follows) -> None:
+    """The command's follow opens and stays silent."""
+    follows.scripts = [[]]
+
+
+@pytest.mark.usefixtures("quiet")
 def test_stdin_goes_through_the_input_endpoint_as_exact_base64_lines(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.exit_after = None
     command, _ = run(daytona, stdin=True)
     daytona.write_stdin(command, [b"no newline\x00", "é"])
     (data,) = fake.inputs
@@ -428,10 +598,10 @@ def test_stdin_goes_through_the_input_endpoint_as_exact_base64_lines(
     daytona.stop_command(command)
 
 
+@pytest.mark.usefixtures("quiet")
 def test_stdin_after_the_command_completed_is_command_exited(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.exit_after = None
     fake.input_status = 410
     command, _ = run(daytona, stdin=True)
     with pytest.raises(CommandExited):
@@ -439,8 +609,8 @@ def test_stdin_after_the_command_completed_is_command_exited(
     daytona.stop_command(command)
 
 
+@pytest.mark.usefixtures("quiet")
 def test_any_other_stdin_failure_is_write_failed(daytona: Daytona, fake: FakeCommand) -> None:
-    fake.exit_after = None
     fake.input_status = 500
     command, _ = run(daytona, stdin=True)
     with pytest.raises(WriteFailed):
@@ -448,8 +618,8 @@ def test_any_other_stdin_failure_is_write_failed(daytona: Daytona, fake: FakeCom
     daytona.stop_command(command)
 
 
+@pytest.mark.usefixtures("quiet")
 def test_stdin_was_not_opened(daytona: Daytona, fake: FakeCommand) -> None:
-    fake.exit_after = None
     command, _ = run(daytona)
     with pytest.raises(Invalid) as caught:
         daytona.write_stdin(command, "x")
@@ -459,23 +629,23 @@ def test_stdin_was_not_opened(daytona: Daytona, fake: FakeCommand) -> None:
         daytona.write_stdin(command, "x")
 
 
+@pytest.mark.usefixtures("quiet")
 def test_close_stdin_ends_the_relay_in_band(daytona: Daytona, fake: FakeCommand) -> None:
-    fake.exit_after = None
     command, _ = run(daytona, stdin=True)
     daytona.write_stdin(command, "x")
     daytona.close_stdin(command)
     daytona.close_stdin(command)
     assert fake.inputs[-1] == "\n" and len(fake.inputs) == 2
-    assert not fake.executes
+    assert not [c for c in fake.executes if "relay" in c]
     daytona.stop_command(command)
     with pytest.raises(CommandExited):
         daytona.close_stdin(command)
 
 
+@pytest.mark.usefixtures("quiet")
 def test_close_stdin_kills_the_relay_when_the_line_cannot_be_sent_and_never_raises(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.exit_after = None
     fake.input_status = 500
     fake.execute_reply = lambda _: (503, {}, "down")
     command, _ = run(daytona, stdin=True)
@@ -488,23 +658,49 @@ def test_close_stdin_kills_the_relay_when_the_line_cannot_be_sent_and_never_rais
 # -- exec ---------------------------------------------------------------------------------
 
 
-def test_exec_collects_stdout_with_the_real_code_and_deletes_its_session(
-    daytona: Daytona, fake: FakeCommand
+def exec_journal(stdout: bytes, stderr: bytes, exit_code: int) -> bytes:
+    """What the exec shim journals: each stream whole, the end frames, the code."""
+    out = framed(stdout) if stdout else b""
+    err = framed(stderr) if stderr else b""
+    return OUT + out + OUT + b":\n" + ERR + err + ERR + b":\n" + code(exit_code)
+
+
+def test_exec_is_one_synchronous_exec_in_a_session_kept_for_the_next(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.journals = [OUT + framed(b"out\n") + ERR + framed(b"err\n")]
-    fake.code = 3
+    fake.sync_journal = exec_journal(b"out\n", b"err\n", 3)
     result = daytona.exec(handle_of(daytona), "bash", ["-lc", "x"], env={"A": "1"}, dir="/w")
     assert result == (b"out\n", 3)
+    again = daytona.exec(handle_of(daytona), "bash", ["-lc", "y"])
+    assert again == (b"out\n", 3)
     (session,) = fake.sessions
-    assert session.startswith("mgx-") and fake.deleted == [session]
-    script = fake.exec_bodies[0]["command"]
-    assert "cd /w" in script and "export A=1" in script
+    assert session.startswith("mgx-") and not fake.deleted
+    exec_path = f"/toolbox/sbx-1/process/session/{session}/exec"
+    assert [(c.request.method, urlsplit(c.request.url).path) for c in mocked.calls] == [
+        ("GET", "/api/sandbox/box"), ("POST", "/toolbox/sbx-1/process/session"),
+        ("POST", exec_path), ("POST", exec_path)], "a warm exec is one request"
+    first = fake.exec_bodies[0]
+    assert first["runAsync"] is False
+    assert "cd /w && export A=1 && exec bash -lc x" in first["command"]
+    assert '2>"$d/e"' in first["command"]
+    assert all(h.get("X-Daytona-Split-Output") == "true" for h in fake.exec_headers)
 
 
-def test_exec_merges_stderr_only_when_asked(daytona: Daytona, fake: FakeCommand) -> None:
-    fake.journals = [OUT + framed(b"out\n") + ERR + framed(b"err\n")]
+def test_exec_merges_stderr_in_the_order_written_only_when_asked(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    fake.sync_journal = exec_journal(b"out\nerr\nmore\n", b"", 0)
     result = daytona.exec(handle_of(daytona), "x", stderr_to_stdout=True)
-    assert result.output == b"out\nerr\n"
+    assert result.output == b"out\nerr\nmore\n"
+    assert "2>&1" in fake.exec_bodies[0]["command"]
+    fake.sync_journal = exec_journal(b"out\n", b"err\n", 0)
+    assert daytona.exec(handle_of(daytona), "x").output == b"out\n"
+
+
+def test_exec_output_is_byte_exact(daytona: Daytona, fake: FakeCommand) -> None:
+    payload = bytes(range(256)) + b"\x01\x01\x01no newline"
+    fake.sync_journal = exec_journal(payload, b"", 0)
+    assert daytona.exec(handle_of(daytona), "x").output == payload
 
 
 def test_exec_with_no_time_left_dispatches_nothing(
@@ -516,13 +712,115 @@ def test_exec_with_no_time_left_dispatches_nothing(
     assert len(mocked.calls) == 0
 
 
-def test_exec_of_a_command_closed_before_exit_raises(
+def test_an_answer_without_the_whole_log_is_closed_before_exit(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.record_status = 404
+    fake.sync_journal = OUT + framed(b"half")
     with pytest.raises(Unavailable) as caught:
         daytona.exec(handle_of(daytona), "x")
     assert caught.value.detail == "closed_before_exit"
+    assert fake.deleted == fake.sessions, "the session is not kept"
+
+
+@pytest.mark.parametrize(("status", "message"), [
+    (500, "failed to execute command: not found: session not found"),
+    (410, "gone: session shell has exited"),
+    (400, "bad request: failed to write command: write |1: broken pipe"),
+])
+def test_a_session_that_refuses_the_exec_is_replaced_and_the_exec_runs_once(
+    daytona: Daytona, fake: FakeCommand, status: int, message: str
+) -> None:
+    daytona.exec(handle_of(daytona), "warm")
+    answers = iter([(status, {}, json.dumps({"statusCode": status, "message": message}))])
+    fake.sync = lambda body: next(answers, None) or FakeCommand._sync_answer(fake, body)
+    assert daytona.exec(handle_of(daytona), "x") == (b"", 0)
+    first, second = fake.sessions
+    assert len(fake.exec_bodies) == 3 and second != first
+    assert second in fake.exec_bodies[2]["command"]
+    assert daytona.exec(handle_of(daytona), "y") == (b"", 0)
+    assert second in fake.exec_bodies[3]["command"], "the new session is kept"
+
+
+def test_a_kept_toolbox_that_says_the_sandbox_is_not_started_is_looked_up_afresh(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
+) -> None:
+    daytona.exec(handle_of(daytona), "warm")
+    refusals = iter([(400, {}, json.dumps({
+        "statusCode": 400, "message": "bad request: no IP address found. Is the Sandbox "
+                                      "started?"}))])
+    fake.sync = lambda body: next(refusals, None) or FakeCommand._sync_answer(fake, body)
+    assert daytona.exec(handle_of(daytona), "x") == (b"", 0)
+    lookups = [c for c in mocked.calls if c.request.url == f"{API}/sandbox/box"]
+    assert len(lookups) == 2, "looked up again before the exec ran"
+    assert len(fake.sessions) == 2 and len(fake.exec_bodies) == 3
+
+
+def test_a_sandbox_gone_under_its_kept_sessions_is_not_found(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
+) -> None:
+    daytona.exec(handle_of(daytona), "warm")
+    mocked.replace(responses.GET, f"{API}/sandbox/box", status=404,
+                   json={"message": "Sandbox with ID or name box not found"})
+    gone = (404, {}, json.dumps({"statusCode": 404, "message": "not found: sandbox not found"}))
+    fake.sync = lambda body: gone
+    with pytest.raises(NotFound):
+        daytona.exec(handle_of(daytona), "x")
+    assert len(fake.exec_bodies) == 3, "each refused before anything ran"
+
+
+def test_a_session_shell_that_died_under_the_command_is_closed_before_exit(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    fake.sync = lambda body: (400, {}, json.dumps(
+        {"statusCode": 400, "message": "bad request: session shell ended without a command "
+                                       "result"}))
+    with pytest.raises(Unavailable) as caught:
+        daytona.exec(handle_of(daytona), "x")
+    assert caught.value.detail == "closed_before_exit"
+    assert len(fake.exec_bodies) == 1, "a command that ran is never run again"
+    assert fake.deleted == fake.sessions
+
+
+def test_an_exec_the_toolbox_failed_is_raised_once_and_its_session_dropped(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    fake.sync = lambda body: (503, {}, "down")
+    with pytest.raises(Unavailable) as caught:
+        daytona.exec(handle_of(daytona), "x")
+    assert caught.value.detail == ("http", 503, "down")
+    assert len(fake.exec_bodies) == 1
+    assert fake.deleted == fake.sessions
+
+
+def test_an_answer_that_does_not_come_in_time_is_followed_to_the_real_exit(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    daytona.exec(handle_of(daytona), "warm")
+
+    def silent(body: dict[str, Any]) -> Reply:
+        fake.session_commands = [{"id": "sync-1", "exitCode": 0}, {"id": "cmd-1"}]
+        raise requests.ReadTimeout("no answer")
+
+    fake.sync = silent
+    follows.scripts = [[exec_journal(b"slow\n", b"warn\n", 4)]]
+    assert daytona.exec(handle_of(daytona), "x", stderr_to_stdout=False) == (b"slow\n", 4)
+    (session,) = fake.sessions
+    assert f"/process/session/{session}/command/cmd-1/logs" in follows.opened[0][0]
+    assert not fake.deleted, "the session, idle again, is kept"
+
+
+def test_an_exec_past_its_deadline_is_abandoned_and_its_session_deleted(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    def late(body: dict[str, Any]) -> Reply:
+        threading.Event().wait(0.3)
+        raise requests.ReadTimeout("no answer")
+
+    fake.sync = late
+    with pytest.raises(Unavailable) as caught:
+        daytona.exec(handle_of(daytona), "x", timeout=0.1)
+    assert caught.value.detail == ("exec_timeout", 0.1)
+    assert fake.deleted == fake.sessions
 
 
 def test_an_invalid_env_name_is_invalid_before_any_toolbox_call(
@@ -530,7 +828,38 @@ def test_an_invalid_env_name_is_invalid_before_any_toolbox_call(
 ) -> None:
     with pytest.raises(Invalid):
         daytona.exec(handle_of(daytona), "x", env={"A-B": "1"})
-    assert not fake.sessions
+    assert not fake.calls
+
+
+def test_concurrent_execs_get_sessions_of_their_own_and_a_few_are_kept(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    adapter = Daytona(follow=FAST, start_timeout=2.0, exec_sessions=2)
+    inside = threading.Barrier(4, timeout=5)
+
+    def together(body: dict[str, Any]) -> Reply:
+        inside.wait()
+        return FakeCommand._sync_answer(fake, body)
+
+    fake.sync = together
+    threads = [threading.Thread(target=adapter.exec, args=(handle_of(adapter), "x"))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(set(fake.sessions)) == 4
+    assert len(fake.deleted) == 2, "two kept, the rest deleted"
+
+
+def test_a_suspended_sandbox_gets_fresh_exec_sessions(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
+) -> None:
+    daytona.exec(handle_of(daytona), "x")
+    mocked.post(f"{API}/sandbox/box/stop", json=sandbox(state="stopped"))
+    daytona.suspend(handle_of(daytona))
+    daytona.exec(handle_of(daytona), "y")
+    assert len(fake.sessions) == 2
 
 
 # -- sessions and attach -------------------------------------------------------------------
@@ -541,8 +870,9 @@ def _sessions(mocked: responses.RequestsMock, answer: object) -> None:
 
 
 def test_list_sessions_lists_spawned_sessions_with_their_command_line(
-    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
+    follows.scripts = [[END + code(0)]]
     command, box = run(daytona)
     finish(daytona, command, box)
     script = fake.exec_bodies[0]["command"]
@@ -568,12 +898,12 @@ def test_a_parked_sandbox_has_no_sessions_and_nothing_to_attach(
 
 
 def test_attach_replays_from_byte_zero_then_the_real_exit_and_is_not_connected(
-    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    fake.journals = [OUT + framed(b"one\n") + ERR + framed(b"e\n") + OUT + framed(b"two\n")]
-    fake.code = 3
-    mocked.get(TOOLBOX + "/process/session/mgs-42",
-               json={"sessionId": "mgs-42", "commands": [{"id": "old"}, {"id": "cmd-1"}]})
+    journal = OUT + framed(b"one\n") + ERR + framed(b"e\n") + OUT + framed(b"two\n")
+    follows.scripts = [[journal + END + code(3)]]
+    fake.recorded = 3
+    fake.session_commands = [{"id": "old"}, {"id": "cmd-1"}]
     box = Mailbox()
     command = daytona.attach(handle_of(daytona), "mgs-42", owner=box, stdin=True)
     frames = finish(daytona, command, box)
@@ -583,12 +913,24 @@ def test_attach_replays_from_byte_zero_then_the_real_exit_and_is_not_connected(
         daytona.write_stdin(command, "late")
 
 
-def test_attach_to_a_live_command_is_connected(
-    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
+def test_attach_to_a_foreign_session_ends_in_the_daemons_record(
+    mocked: responses.RequestsMock, daytona: Daytona, follows: Follows
 ) -> None:
-    fake.exit_after = None
-    mocked.get(TOOLBOX + "/process/session/mgs-42",
-               json={"sessionId": "mgs-42", "commands": [{"cmdId": "cmd-1"}]})
+    fake = FakeCommand(mocked, session="theirs")
+    follows.scripts = [[OUT + b"plain\n" + ERR + b"oops\n" + OUT + b"!\x01", None]]
+    fake.journals = [OUT + b"plain\n" + ERR + b"oops\n" + OUT + b"!\x01"]
+    fake.recorded = 6
+    fake.session_commands = [{"id": "cmd-1", "exitCode": 6}]
+    box = Mailbox()
+    command = daytona.attach(handle_of(daytona), "theirs", owner=box)
+    frames = finish(daytona, command, box)
+    assert (stdout_of(frames), stderr_of(frames)) == (b"plain\n!\x01", b"oops\n")
+    assert frames[-1] == Exit(command.ref, 6)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_attach_to_a_live_command_is_connected(daytona: Daytona, fake: FakeCommand) -> None:
+    fake.session_commands = [{"cmdId": "cmd-1"}]
     command = daytona.attach(handle_of(daytona), "mgs-42", owner=Mailbox(), stdin=True)
     daytona.write_stdin(command, "more")
     assert len(fake.inputs) == 1
@@ -663,6 +1005,7 @@ def test_terminate_session_failures_carry_no_provider_prose(
 def test_session_ids_in_urls_and_queries_are_exact(
     mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
 ) -> None:
+    fake.journals = [END + code(0)]
     command, box = run(daytona)
     finish(daytona, command, box)
     (session,) = fake.sessions
@@ -670,3 +1013,5 @@ def test_session_ids_in_urls_and_queries_are_exact(
     assert f"/toolbox/sbx-1/process/session/{session}/command/cmd-1/logs" in paths
     assert all(not parse_qs(urlsplit(c.request.url).query)
                for c in mocked.calls if "/toolbox/" in c.request.url)
+
+

@@ -1,39 +1,43 @@
 """The fault matrix for the Daytona adapter, through the Daytona emulator.
 
 Settings: every HTTP read T = 2 s (``Timeouts(connect=2, api=2, toolbox=2)``),
-the log follower polls every 20-100 ms and gives up after 1 s of
+the log follower pauses 20-100 ms between reads of a log whose follow ended,
+looks into a log quiet for 0.3 s (``probe_after``) and gives up after 1 s of
 consecutive failures (``unreachable_after``), listing pages of 2 capped at
 5 pages; facade retries :data:`~.harness.RETRY` (3 attempts, 1-5 ms backoff,
 Retry-After above 1 s not waited for).
 
-Daytona has no output stream the adapter reads: a command's output is the
-daemon's log, *polled* with plain ``GET …/logs`` snapshots (reference §3.5,
-§4.3 — the WebSocket follow is not trustworthy, §3.6), and its exit is the
-command record. So "mid-stream" faults hit those poll requests while a
-command runs (injected once the command's first output has arrived), and
-the streaming-body analogue of a truncated NDJSON stream is a log snapshot
-cut short of its ``Content-Length``. Polling is idempotent, so a single
-failed poll is ridden out — the truncated cell proves that exactly (every
-byte once, the real exit); a fault that persists past the follow budget
-ends the command with one ``Error`` — the reset cell proves that.
+A command's output is the daemon's log, followed over the WebSocket
+``GET …/logs?follow=true`` (reference §3.6) and, when a follow ends before the
+journal is complete, finished from plain ``GET …/logs`` snapshots (§3.5); its
+end and exit code are in the journal itself (the shim's end frames). So
+"mid-stream" faults hit the follow open while a command runs (injected once its
+first output has arrived: the open follow is cut, later ones meet the fault) and
+the snapshots read after it. A follow or a snapshot that fails is ridden out —
+the truncated cell proves that exactly (every byte once, the real exit); a
+fault on every read that persists past the follow budget ends the command with
+one ``Error`` — the reset cell proves that.
 
-* ``reset_mid_stream`` — every log snapshot is reset (RST) after 4 bytes of its body; spawn →
-  one ``Error(Unavailable(("transport", …)))`` after the 1 s follow budget.
-* ``close_without_exit`` — the command (record and log) answers 404 — the daemon lost it — while
-  the process runs on; spawn → one ``Error(Unavailable("closed_before_exit"))``, no invented
-  exit.
+* ``reset_mid_stream`` — the open follow and every later one is reset (RST) after 4 bytes,
+  every log snapshot too; spawn → one ``Error(Unavailable(("transport", …)))`` after the
+  1 s follow budget.
+* ``close_without_exit`` — the command (record, log and follow) answers 404 — the daemon
+  lost it — while the process runs on; spawn → one
+  ``Error(Unavailable("closed_before_exit"))``, no invented exit.
 * ``rate_limited_429`` — ``GET /api/sandbox/<name>`` answers 429, ``Retry-After-authenticated:
   7``; facade ``get`` → ``RateLimited(7.0)``, one request (7 s > the 1 s retry cap).
 * ``5xx_storm_idempotent`` — every ``GET /api/sandbox/<name>`` answers 503; facade ``get`` →
   ``Unavailable(("http", 503, …))`` after exactly 3 requests.
 * ``5xx_storm_not_idempotent`` — every ``POST …/process/session/<id>/exec`` answers 503; facade
-  ``exec`` → ``Unavailable(("http", 503, …))``, exactly one exec request.
+  ``exec`` (one synchronous session exec) → ``Unavailable(("http", 503, …))``, exactly one
+  exec request.
 * ``stall_past_read_timeout`` — ``GET /api/sandbox/<name>`` held 8 s; an adapter with a 0.3 s
   API read timeout; ``get`` → ``Unavailable("timeout")`` within 0.3 s + margin.
 * ``malformed_json`` — ``GET /api/sandbox/<name>`` answers 200 ``{"id": "sbx``; ``get`` →
   ``Unavailable(("malformed_json", 200))``.
-* ``truncated_stream_body`` — three log snapshots are cut (FIN) after 10 bytes of a 30-line
-  output; spawn → ridden out: ``Exit(0)`` with the 30 lines exactly once.
+* ``truncated_stream_body`` — the open follow ends early (Close 1000), the next three end
+  after 10 bytes, and three log snapshots are cut (FIN) after 10 bytes of a 30-line output;
+  spawn → ridden out: ``Exit(0)`` with the 30 lines exactly once.
 * ``oversized_body`` — ``GET /api/sandbox/<name>`` answers 200 KB; ``get`` →
   ``Unavailable(("response_too_large", 65536))``.
 * ``endless_pagination`` — every ``GET /api/sandbox`` page names a fresh ``nextCursor``;
@@ -61,7 +65,8 @@ pytestmark = pytest.mark.timeout(60)
 
 T = 2.0
 UNREACHABLE_AFTER = 1.0
-FOLLOW = FollowPolicy(min_interval=0.02, max_interval=0.1, probe_after=0.3,
+PROBE_AFTER = 0.3
+FOLLOW = FollowPolicy(min_interval=0.02, max_interval=0.1, probe_after=PROBE_AFTER,
                       max_probe_interval=0.6, unreachable_after=UNREACHABLE_AFTER,
                       read_timeout=T)
 MAX_PAGES = 5
@@ -99,18 +104,29 @@ def _stall(ctx: Ctx) -> None:
     ctx.emulator.faults.add("stall", seconds=8, method="GET", path=SANDBOX)
 
 
+def _reset_every_log_read(ctx: Ctx) -> None:
+    ctx.emulator.reset_log_stream(after_bytes=4, times=10_000)
+    ctx.emulator.cut_log_reads(after_bytes=4, reset=True, times=10_000)
+    ctx.emulator.cut_log_follows(reset=True)
+
+
 def _cut_three_log_reads(ctx: Ctx) -> None:
-    ctx.notes["cut"] = ctx.emulator.faults.add("log_cut", method="GET", path=r"/logs$", size=10,
-                                               body="close", times=3)
+    faults = ctx.emulator.faults
+    ctx.notes["cuts"] = [
+        faults.add("log_close_early", path=r"/logs$", size=10, times=3),
+        faults.add("log_cut", method="GET", path=r"/logs$", size=10, body="close", times=3),
+    ]
+    ctx.emulator.cut_log_follows()
 
 
 def _all_cuts_served(ctx: Ctx) -> None:
-    assert ctx.notes["cut"].times == 0, "every cut log read was served (and ridden out)"
+    assert all(cut.times == 0 for cut in ctx.notes["cuts"]), (
+        "every cut follow and log read was served (and ridden out)")
 
 
 CELLS = {
     "reset_mid_stream": Cell(
-        inject=lambda ctx: ctx.emulator.cut_log_reads(after_bytes=4, reset=True, times=10_000),
+        inject=_reset_every_log_read,
         inject_after_output=True, run=_spawn("echo first; sleep 30"), stream=True,
         bound=TO_FIRST_OUTPUT + UNREACHABLE_AFTER + T,  # the budget, then one read in flight
         expect=Expect(Unavailable, _transport)),
@@ -119,7 +135,7 @@ CELLS = {
             "status", path=COMMAND, status=404, times=10_000,
             body={"statusCode": 404, "message": "not found: command not found"}),
         inject_after_output=True, run=_spawn("echo first; sleep 30"), stream=True,
-        bound=TO_FIRST_OUTPUT + 2 * T,  # one failed poll, then one probe of the shim
+        bound=TO_FIRST_OUTPUT + 2 * T,  # quiet for PROBE_AFTER < T, the record (404), a read
         expect=Expect(Unavailable, CLOSED)),
     "rate_limited_429": Cell(
         inject=lambda ctx: ctx.emulator.rate_limit(path=SANDBOX, method="GET", retry_after=7),
@@ -148,7 +164,7 @@ CELLS = {
         expect=Expect(Unavailable, ("malformed_json", 200))),
     "truncated_stream_body": Cell(
         inject=_cut_three_log_reads, inject_after_output=True, run=_spawn(COUNTER), stream=True,
-        bound=TO_FIRST_OUTPUT + 4 * T,  # the command's 0.6 s, three failed polls, the drain
+        bound=TO_FIRST_OUTPUT + 4 * T,  # the command's 0.6 s, three cut reads, the drain
         expect=Expect(None, exit_code=0, output=EXPECTED), verify=_all_cuts_served),
     "oversized_body": Cell(
         inject=lambda ctx: ctx.emulator.faults.add("oversize", size=200_000, method="GET",

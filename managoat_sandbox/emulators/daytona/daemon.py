@@ -5,10 +5,11 @@ Written from reference §3.2-§3.4. Everything runs inside the sandbox's box
 
 * a **session** is one long-lived shell, a journaled box session with stdin.
   Each session command is handed to that shell as a wrapper script on its
-  stdin. The wrapper makes per-command FIFOs, starts two line readers that
+  stdin. The daemon makes per-command FIFOs; the wrapper starts two line readers that
   append every stdout line as ``01 01 01 <line> \\n`` and every stderr line as
-  ``02 02 02 <line> \\n`` to the command's ``output.log``, holds the stdin FIFO
-  open for an async command (EOF at once for a sync one), **sources** the
+  ``02 02 02 <line> \\n`` to the command's ``output.log`` (each line in one
+  write, read in blocks by perl when the host has it), holds the stdin FIFO
+  open for an async command (a sync one reads ``/dev/null``), **sources** the
   script in the session shell itself, and writes ``exit_code`` only after both
   readers have drained. So a top-level ``exit N`` in the script ends the
   session shell: no exit code is ever recorded (the v0.190 daemon), unless
@@ -78,31 +79,49 @@ _CODE_LIMIT = 4096
 _NOT_STARTED = "no IP address found. Is the Sandbox started?"
 
 # The wrapper handed to the session shell for one command (reference §3.4).
-# {dir} is the command's directory (as the sandbox sees it), {holder} keeps or
-# closes the stdin FIFO, {trap} is what the shell does when it exits (always:
-# remove the FIFOs). The last line announces the recorded code on the shell's output.
+# {dir} is the command's directory (as the sandbox sees it), where the daemon has
+# made the FIFOs; {holder} keeps an async command's stdin FIFO open (a sync
+# command reads {stdin} /dev/null: EOF at once); {trap} is what the shell does
+# when it exits (always: remove the FIFOs). Once the code is recorded the wrapper
+# announces it on the shell's output, then removes the FIFOs.
 _WRAPPER = """{{
 __dtn_d={dir}
 __dtn_so="$__dtn_d/stdout.pipe"; __dtn_se="$__dtn_d/stderr.pipe"; __dtn_si="$__dtn_d/stdin.pipe"
-rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si" && mkfifo "$__dtn_so" "$__dtn_se" "$__dtn_si" || exit 1
 trap {trap} EXIT
-( while IFS= read -r __dtn_l || [ -n "$__dtn_l" ]; do printf '\\001\\001\\001%s\\n' "$__dtn_l"; \
-done < "$__dtn_so" ) >> "$__dtn_d/output.log" & __dtn_r1=$!
-( while IFS= read -r __dtn_l || [ -n "$__dtn_l" ]; do printf '\\002\\002\\002%s\\n' "$__dtn_l"; \
-done < "$__dtn_se" ) >> "$__dtn_d/output.log" & __dtn_r2=$!
+{out_reader} < "$__dtn_so" >> "$__dtn_d/output.log" & __dtn_r1=$!
+{err_reader} < "$__dtn_se" >> "$__dtn_d/output.log" & __dtn_r2=$!
 {holder}
-__dtn_h=$!
-{{ . "$__dtn_d/cmd.sh"; }} < "$__dtn_si" > "$__dtn_so" 2> "$__dtn_se"
+{{ . "$__dtn_d/cmd.sh"; }} < {stdin} > "$__dtn_so" 2> "$__dtn_se"
 __dtn_ec=$?
-kill "$__dtn_h" 2>/dev/null; wait "$__dtn_h" 2>/dev/null
+[ -z "$__dtn_h" ] || {{ kill "$__dtn_h" 2>/dev/null; wait "$__dtn_h" 2>/dev/null; }}
 wait "$__dtn_r1" "$__dtn_r2"
 echo "$__dtn_ec" >> "$__dtn_d/exit_code"
-rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"
 echo "$__dtn_d"
+rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"
 }}
 """
-_HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" &'
-_CLOSE_STDIN = ': > "$__dtn_si" &'
+# The line readers (reference §3.4): each appends every line of its FIFO to the
+# journal as ONE write of marker + line + newline (a last line without one gets it
+# at EOF), so the two readers' lines never interleave mid-line. perl reads its
+# FIFO in blocks; the portable fallback is the shell's `read`, one byte per system
+# call (correct, but slow for large outputs).
+_PERL_READER = r"""binmode STDIN; binmode STDOUT; my $m = chr(shift) x 3;
+while (defined(my $l = <STDIN>)) {
+  $l .= "\n" if substr($l, -1) ne "\n"; $l = $m . $l;
+  while (length $l) { my $n = syswrite(STDOUT, $l); last unless $n; substr($l, 0, $n) = ""; }
+}"""
+_SHELL_READER = (
+    '( while IFS= read -r __dtn_l || [ -n "$__dtn_l" ]; do '
+    "printf '\\00{mark}\\00{mark}\\00{mark}%s\\n' \"$__dtn_l\"; done )"
+)
+#: A perl the sandbox's commands can run (the host's ``/usr`` is the box's), or None.
+PERL = next((path for path in ("/usr/bin/perl", "/bin/perl") if os.access(path, os.X_OK)),
+            None)
+# An async command's stdin FIFO is held open by a writer until the command ends.
+_HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" & __dtn_h=$!'
+_NO_STDIN = "__dtn_h="
+#: The FIFOs of a command, made by the daemon in the command's directory.
+_FIFOS = ("stdout.pipe", "stderr.pipe", "stdin.pipe")
 _TRAP_CLEANUP = 'rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"'
 # Newer daemons (errata 7): the EXIT trap still records the status of a
 # script that ended the shell with `exit N`, after the readers drained (the
@@ -249,11 +268,12 @@ class Daemon:
     """The toolbox daemon of one sandbox run, inside ``box``. Blocking; thread-safe.
 
     ``run`` names this run's config dir; ``env`` is the base environment of
-    every command (built from scratch, see :meth:`Box.environment`).
+    every command (built from scratch, see :meth:`Box.environment`); ``perl``
+    is the perl the line readers run with (None: the shell's slow ``read``).
     """
 
     def __init__(self, box: Box, *, run: str, env: dict[str, str],
-                 exit_trap: bool = False) -> None:
+                 exit_trap: bool = False, perl: str | None = PERL) -> None:
         self.box = box
         self.files = SandboxFiles(box)
         self.home = box.settings.home
@@ -261,6 +281,11 @@ class Daemon:
         self.env = env
         #: Emulate the newer daemon whose EXIT trap records an ``exit N`` (errata 7).
         self.exit_trap = exit_trap
+        #: The line readers' program: ``perl`` at that path, else the shell's ``read``.
+        self.readers = tuple(
+            _SHELL_READER.format(mark=mark) if perl is None
+            else f"{shlex.quote(perl)} -e {shlex.quote(_PERL_READER)} {mark}"
+            for mark in (1, 2))
         self._sessions: dict[str, Session] = {}
         self._execs: set[OneShot] = set()
         self._lock = threading.Lock()
@@ -340,13 +365,17 @@ class Daemon:
             self.files.make_dirs(command.dir)
             self.files.write(command.log_path, b"")
             self.files.write(f"{command.dir}/cmd.sh", script.encode())
+            self.files.make_fifos(command.dir, _FIFOS)
         except (OSError, safefs.PathRefused) as error:
             raise DaemonError(500, f"failed to create command directory: {error}") from None
         follower = None if run_async else self._follow(session)
         session.commands[command.id] = command
         wrapper = _WRAPPER.format(
             dir=shlex.quote(self.box.agent_path(command.dir)),
-            holder=_HOLD_STDIN if run_async else _CLOSE_STDIN,
+            out_reader=self.readers[0],
+            err_reader=self.readers[1],
+            holder=_HOLD_STDIN if run_async else _NO_STDIN,
+            stdin='"$__dtn_si"' if run_async else "/dev/null",
             trap=shlex.quote(_TRAP_RECORD if self.exit_trap else _TRAP_CLEANUP),
         )
         try:

@@ -27,6 +27,8 @@ them too with the same ``kind`` names):
 * :meth:`unavailable` — 503 as JSON or as a load balancer's text;
 * :meth:`drop_connections` — reset before any answer;
 * :meth:`close_log_stream_early` — a follow that ends (Close 1000) without an exit;
+* :meth:`reset_log_stream` — a follow reset (TCP RST) mid-stream;
+* :meth:`cut_log_follows` — the follows open now end (Close 1000 or RST) mid-stream;
 * :meth:`serve_stale_log_prefix` — a log snapshot that is only a prefix (re-reads
   then duplicate bytes for a client that does not count what it has seen);
 * :meth:`cut_log_reads` — a log snapshot cut short of its ``Content-Length`` by a
@@ -55,7 +57,7 @@ from .._server import Emulator
 from . import boxes
 from .api import ApiRoutes
 from .blocking import run_blocking
-from .daemon import Daemon
+from .daemon import PERL, Daemon
 from .sandboxes import Sandbox, SandboxStore, encode_cursor, label_ops
 from .shapes import ApiError, DaemonError, api_error_response, daemon_error_response, iso
 from .toolbox import ToolboxRoutes
@@ -85,6 +87,13 @@ class DaytonaEmulator(Emulator):
         self.log_idle_close = 1.0
         #: Emulate the newer daemon whose EXIT trap records ``exit N`` (errata 7).
         self.daemon_exit_trap = False
+        #: The perl the daemon's line readers run with (None: the shell's ``read``,
+        #: correct but slow); applies to daemons started from now on.
+        self.perl: str | None = PERL
+        #: Bumped by :meth:`cut_log_follows`; a follow opened before a bump ends.
+        self.follow_cuts = 0
+        #: How the last :meth:`cut_log_follows` ended them: "close" or "reset".
+        self.follow_cut_mode = "close"
         self.proxy_domain = "proxy.localhost"
         self._daemons: dict[str, tuple[int, Daemon]] = {}
         self._boxes: dict[str, Box] = {}
@@ -177,7 +186,8 @@ class DaytonaEmulator(Emulator):
                 # Unisolated commands see the host's /tmp: point them at the sandbox's.
                 env["TMPDIR"] = box.agent_path("/tmp")
             daemon = Daemon(box, run=f"run-{sandbox.generation}-{uuid.uuid4().hex[:8]}",
-                            env=box.environment(env), exit_trap=self.daemon_exit_trap)
+                            env=box.environment(env), exit_trap=self.daemon_exit_trap,
+                            perl=self.perl)
             with self._daemons_lock:
                 self._daemons[sandbox.id] = (sandbox.generation, daemon)
             return daemon
@@ -325,6 +335,18 @@ class DaytonaEmulator(Emulator):
         """The next log follow (WebSocket or chunked) ends cleanly after ``after_bytes``
         journal bytes although the command has not exited: no exit is implied."""
         self.faults.add("log_close_early", path=r"/logs$", size=after_bytes, times=times)
+
+    def reset_log_stream(self, after_bytes: int = 0, *, times: int = 1) -> None:
+        """The next log follows (WebSocket or chunked) are reset (TCP RST, no Close
+        frame) after ``after_bytes`` journal bytes, the command still running."""
+        self.faults.add("log_reset", path=r"/logs$", size=after_bytes, times=times)
+
+    def cut_log_follows(self, *, reset: bool = False) -> None:
+        """End every log follow open now (new ones are not affected), cleanly (Close
+        1000, as if the stream had ended) or with ``reset`` by a TCP RST; the commands
+        go on running."""
+        self.follow_cut_mode = "reset" if reset else "close"
+        self.follow_cuts += 1
 
     def serve_stale_log_prefix(self, size: int, *, times: int = 1) -> None:
         """The next log snapshot (plain GET) holds only the journal's first ``size`` bytes."""

@@ -141,6 +141,22 @@ class SandboxFiles:
                 return False
         return True
 
+    def make_fifos(self, directory: str, names: tuple[str, ...]) -> None:
+        """Make the FIFOs ``names`` (owner-only) in the existing daemon directory
+        ``directory``; FileExistsError if one of them exists."""
+        with self._box.root() as root:
+            where = safefs.resolve(root, self.absolute(directory), follow=False)
+            try:
+                folder = os.open(where.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, dir_fd=where.parent)
+            finally:
+                where.close()
+        try:
+            for name in names:
+                os.mkfifo(name, 0o600, dir_fd=folder)
+        finally:
+            os.close(folder)
+
     def open_fifo(self, path: str) -> int:
         """A non-blocking write descriptor of the FIFO at ``path``.
 

@@ -7,9 +7,10 @@ Reference §3.5-§3.7 with errata 3:
   ``X-Daytona-Split-Output: true`` or an SDK version in [0.27.0, 0.167.0)) or
   ``json`` (``{output, stdout, stderr}``; SDK version >= 0.167.0 or ``-dev``);
 * :func:`follow_chunks` tails a journal from byte 0 in frames of at most
-  1024 bytes and ends when the command's exit code is recorded and the
-  journal stayed idle for a while, when the session goes away, or when a
-  fault cuts it short. The WebSocket follow sends ``raw`` for ``json``
+  1024 bytes, reading the file on from where it stopped (each byte is read
+  once), and ends when the command's exit code is recorded and the journal
+  stayed idle for a while, when the session goes away, or when a fault cuts
+  it short. The WebSocket follow sends ``raw`` for ``json``
   clients (the SDK demultiplexes the frames itself); the chunked follow is
   always combined, as the runner dials the daemon without headers.
 """
@@ -19,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 
 from .daemon import STDERR_MARK, STDOUT_MARK
 
 __all__ = ["FRAME", "MarkerStripper", "demux", "follow_chunks", "render_mode", "strip"]
 
 FRAME = 1024
+#: How much of the journal one read takes (then sent as frames of FRAME bytes).
+_BLOCK = 64 * 1024
 _POLL = 0.02
 _MARKERS = re.compile(b"(\x01\x01\x01|\x02\x02\x02)")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
@@ -96,28 +99,34 @@ async def follow_chunks(
     gone: Callable[[], bool],
     idle_close: float,
     limit: int | None = None,
-) -> AsyncIterator[bytes]:
+    cut: Callable[[], bool] = lambda: False,
+) -> AsyncGenerator[bytes, None]:
     """Yield the journal (a read descriptor from ``open_journal``, closed at the end)
     from byte 0 in frames of at most :data:`FRAME` bytes.
 
-    Without ``follow`` it stops at the end of the file. With it, it tails the
-    file and stops once ``exited()`` holds and nothing new arrived for
-    ``idle_close`` seconds, or once ``gone()`` holds (the session was deleted).
-    ``limit`` cuts the stream after that many bytes (the close-early fault).
-    Raises what ``open_journal`` raises, and OSError if the journal cannot be read.
+    The file is followed from where the last read ended (never re-read), in
+    blocks of :data:`_BLOCK`. Without ``follow`` it stops at the end of the
+    file. With it, it tails the file and stops once ``exited()`` holds and
+    nothing new arrived for ``idle_close`` seconds, or once ``gone()`` holds
+    (the session was deleted). ``limit`` cuts the stream after that many bytes
+    (the close-early and reset faults); ``cut()`` turning true ends it at once
+    (a live cut). Raises what ``open_journal`` raises, and OSError if the
+    journal cannot be read.
     """
     sent = 0
     idle = 0.0
-    with os.fdopen(open_journal(), "rb") as journal:
-        while True:
-            want = FRAME if limit is None else min(FRAME, limit - sent)
+    fd = open_journal()
+    try:
+        while not cut():
+            want = _BLOCK if limit is None else min(_BLOCK, limit - sent)
             if want <= 0:
                 return
-            chunk = journal.read(want)
-            if chunk:
-                sent += len(chunk)
+            block = os.read(fd, want)
+            if block:
+                sent += len(block)
                 idle = 0.0
-                yield chunk
+                for start in range(0, len(block), FRAME):
+                    yield block[start : start + FRAME]
                 continue
             if not follow or gone():
                 return
@@ -128,3 +137,5 @@ async def follow_chunks(
                 idle = 0.0
             await asyncio.sleep(_POLL)
             idle += _POLL
+    finally:
+        os.close(fd)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from aiohttp import WSMsgType, web
 
 from managoat_sandbox._engine import safefs
@@ -40,6 +41,18 @@ if TYPE_CHECKING:
 __all__ = ["ToolboxRoutes"]
 
 Handler = Callable[[web.Request, Daemon], Awaitable[web.StreamResponse]]
+
+
+@attrs.define
+class _Follow:
+    """One log follow in progress: its frames, the fault (if any) that limits it, the
+    cut generation it started in, and how many journal bytes it has sent."""
+
+    chunks: AsyncGenerator[bytes, None]
+    fault: Fault | None
+    reset: bool
+    generation: int
+    sent: int = 0
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -263,17 +276,31 @@ class ToolboxRoutes:
         cut(request.transport)
         return response
 
-    def _chunks(self, request: web.Request, session: Session, command: Command, *,
-                follow: bool) -> Any:
-        early = self.emulator.faults.take("log_close_early", request.method, request.path)
-        return follow_chunks(
+    def _follow(self, request: web.Request, session: Session, command: Command, *,
+                follow: bool) -> _Follow:
+        """The journal follow for this request, with the faults that end it early."""
+        generation = self.emulator.follow_cuts
+        faults = self.emulator.faults
+        reset = faults.take("log_reset", request.method, request.path)
+        early = None if reset is not None else faults.take("log_close_early", request.method,
+                                                           request.path)
+        fault = reset or early
+        chunks = follow_chunks(
             command.open_journal,
             follow=follow,
             exited=lambda: command.read_exit_code() is not None,
             gone=session.deleted.is_set,
             idle_close=self.emulator.log_idle_close,
-            limit=None if early is None else early.size,
+            limit=None if fault is None else fault.size,
+            cut=lambda: self.emulator.follow_cuts != generation,
         )
+        return _Follow(chunks, fault, reset=reset is not None, generation=generation)
+
+    def _ends_with_reset(self, follow: _Follow) -> bool:
+        """Whether the follow that just ended must end with a TCP reset."""
+        if self.emulator.follow_cuts != follow.generation:
+            return self.emulator.follow_cut_mode == "reset"
+        return follow.reset and follow.fault is not None and follow.sent >= follow.fault.size
 
     async def _websocket(self, request: web.Request, session: Session, command: Command, *,
                          follow: bool) -> web.StreamResponse:
@@ -286,13 +313,16 @@ class ToolboxRoutes:
         stripper = MarkerStripper() if mode == "combined" else None
         reader = asyncio.ensure_future(self._drain_client(ws))
         code = 1000
+        followed = self._follow(request, session, command, follow=follow)
         try:
-            async for chunk in self._chunks(request, session, command, follow=follow):
-                if reader.done():
-                    break
-                data = stripper.feed(chunk) if stripper else chunk
-                if data:
-                    await ws.send_bytes(data)
+            async with contextlib.aclosing(followed.chunks) as chunks:
+                async for chunk in chunks:
+                    if reader.done():
+                        break
+                    followed.sent += len(chunk)
+                    data = stripper.feed(chunk) if stripper else chunk
+                    if data:
+                        await ws.send_bytes(data)
             if stripper and (rest := stripper.flush()):
                 await ws.send_bytes(rest)
         except (OSError, DaemonError):
@@ -301,6 +331,9 @@ class ToolboxRoutes:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
+        if code == 1000 and self._ends_with_reset(followed):
+            _cut.reset(request.transport)
+            return ws
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await ws.close(code=code)
         return ws
@@ -320,13 +353,19 @@ class ToolboxRoutes:
         response.enable_chunked_encoding()
         await response.prepare(request)
         stripper = MarkerStripper()
+        followed = self._follow(request, session, command, follow=True)
         try:
-            async for chunk in self._chunks(request, session, command, follow=True):
-                if data := stripper.feed(chunk):
-                    await response.write(data)
+            async with contextlib.aclosing(followed.chunks) as chunks:
+                async for chunk in chunks:
+                    followed.sent += len(chunk)
+                    if data := stripper.feed(chunk):
+                        await response.write(data)
         except (OSError, DaemonError):
             # The runner aborts the stream when the daemon's follow fails.
             _cut.close(request.transport)
+            return response
+        if self._ends_with_reset(followed):
+            _cut.reset(request.transport)
             return response
         if rest := stripper.flush():
             await response.write(rest)

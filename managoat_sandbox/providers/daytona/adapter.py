@@ -18,11 +18,17 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
   soft-deleted rows, and refuses with ``Truncated`` past ``max_pages`` pages.
   It lists the sandboxes this library created (label ``managoat=1``), so a
   host reconciling against it never sees, and never garbage-collects, others.
-* Commands (``exec`` and ``spawn``) run in their own toolbox session through a
-  shim (:mod:`.shim`) that lets the daemon record the real exit code; output is
-  followed by polling the command's log with stdout and stderr kept apart, and
-  de-duplicated per stream by bytes delivered (:mod:`.logs`). A command whose
-  session vanishes without an exit ends in ``Unavailable("closed_before_exit")``.
+* Commands run through a shim (:mod:`.shim`) that frames their stdout and
+  stderr byte-exact into the daemon's journal, ends each stream with a mark
+  and adds the real exit code, so the journal alone tells a complete log
+  from a cut one (:mod:`.journal`). ``exec`` runs it in a toolbox session
+  kept for reuse, with one synchronous session exec whose answer carries the
+  journal and the exit code (:mod:`.execs`): on a warm sandbox an exec is two
+  requests (the sandbox lookup and the exec). ``spawn`` runs it
+  asynchronously in a session of its own, and the command's log is followed
+  over the daemon's WebSocket, finished from plain snapshots when that ends
+  early, every byte delivered once (:mod:`.logs`). A command whose session
+  vanishes without an exit ends in ``Unavailable("closed_before_exit")``.
   Every spawn is a detachable session, named by its ``Command.session_id`` (the
   toolbox session id, as listed); ``attach`` replays from byte zero, then
   tails. Sessions live in the daemon's memory: a stop wipes them (disk kept),
@@ -48,7 +54,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import _args
-from ..._deadline import Deadline, collect_exec
+from ..._deadline import Deadline
 from ..._http import HttpClient
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
@@ -67,6 +73,7 @@ from . import shim
 from .api import PROVIDER, Api, Timeouts
 from .commands import DaytonaCommand
 from .errors import conflict_is_transient, is_status
+from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
 from .logs import FollowPolicy, LogFollower
 from .toolbox import Toolbox
 
@@ -89,9 +96,8 @@ _BOOTING = frozenset(
 )
 _BROKEN = frozenset({"error", "build_failed"})
 _GONE = frozenset({"destroying", "destroyed"})
-#: Session-id prefixes: spawned (listed, attachable) and private exec sessions.
+#: The id prefix of spawned sessions (listed, attachable); exec sessions have EXEC_PREFIX.
 SPAWN_PREFIX = "mgs-"
-EXEC_PREFIX = "mgx-"
 _DESTROYED_PREFIX = "DESTROYED_"
 
 
@@ -147,10 +153,12 @@ def _sanitised(error: SandboxError) -> SandboxError:
 class Daytona(StreamingAdapter):
     """Daytona sandboxes (see the module docstring for the rules it keeps).
 
-    Keyword arguments tune what config does not: ``follow`` (log polling
-    pace and budgets), ``timeouts`` (HTTP), ``start_timeout`` (how long a
-    toolbox call waits for a sandbox to reach ``started``), ``page_size`` and
-    ``max_pages`` (the listing's page size and cap).
+    Keyword arguments tune what config does not: ``follow`` (how logs are
+    followed: pace and budgets), ``timeouts`` (HTTP; ``toolbox`` is also how
+    long an exec waits for its synchronous answer before following its log),
+    ``start_timeout`` (how long a toolbox call waits for a sandbox to reach
+    ``started``), ``exec_sessions`` (idle exec sessions kept per sandbox),
+    ``page_size`` and ``max_pages`` (the listing's page size and cap).
     """
 
     provider = PROVIDER
@@ -171,14 +179,18 @@ class Daytona(StreamingAdapter):
         follow: FollowPolicy | None = None,
         timeouts: Timeouts | None = None,
         start_timeout: float = 120.0,
+        exec_sessions: int = 4,
         page_size: int = 100,
         max_pages: int = 40,
     ) -> None:
         self.follow = follow or FollowPolicy()
         self.api = Api(HttpClient(user_agent="managoat_sandbox-daytona"), timeouts or Timeouts())
         self.start_timeout = start_timeout
+        self.exec_sessions = exec_sessions
         self.page_size = page_size
         self.max_pages = max_pages
+        self._pools: dict[str, ExecPool] = {}
+        self._pools_lock = threading.Lock()
 
     def capabilities(self) -> frozenset[str]:
         return self._CAPABILITIES
@@ -210,6 +222,7 @@ class Daytona(StreamingAdapter):
 
     def destroy(self, handle: Handle) -> None:
         """Delete the sandbox; already gone is fine. Its name is free at once."""
+        self._forget_pools(_name(handle))
         try:
             self.api.delete(_name(handle))
         except NotFound:
@@ -245,6 +258,7 @@ class Daytona(StreamingAdapter):
     def suspend(self, handle: Handle) -> None:
         """Stop the sandbox (disk kept); a no-op when it is stopped or stopping."""
         name = _name(handle)
+        self._forget_pools(name)
         if _state(self.api.get(name)) in _PARKED:
             return
         try:
@@ -322,42 +336,18 @@ class Daytona(StreamingAdapter):
 
     # -- commands -------------------------------------------------------------------
 
-    def _launch(
-        self,
-        handle: Handle,
-        toolbox: Toolbox,
-        stream: Stream,
-        *,
-        prefix: str,
-        cmd: str,
-        args: Sequence[str],
-        env: Mapping[str, str] | None,
-        dir: str | None,
-    ) -> Command:
-        """Run the command in a new session and start following it into ``stream``."""
-        session_id = prefix + secrets.token_hex(12)
-        text = shim.script(session_id, cmd, args, env=env, cwd=dir, stdin=stream.stdin)
-        try:
-            toolbox.create_session(session_id)
-        except Invalid as error:
-            if not is_status(error, 409):
-                raise
-        try:
-            command_id = toolbox.exec_async(session_id, text)
-        except SandboxError:
-            self._drop_session(toolbox, session_id)
-            raise
-        name = handle.name
-        follower = LogFollower(
-            toolbox, session_id, command_id, self.follow,
-            sandbox_gone=lambda: self._sandbox_gone(name),
-        )
-        stream.start(follower)
-        return Command(
-            self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommand(stream, toolbox, session_id, command_id),
-            session_id=session_id if prefix == SPAWN_PREFIX else None,
-        )
+    def _exec_pool(self, name: str, toolbox: Toolbox) -> ExecPool:
+        """The exec sessions kept for sandbox ``name``, reached through ``toolbox``."""
+        with self._pools_lock:
+            pool = self._pools.get(name)
+            if pool is None or pool.toolbox.base != toolbox.base:
+                pool = self._pools[name] = ExecPool(toolbox, name, limit=self.exec_sessions)
+            return pool
+
+    def _forget_pools(self, name: str) -> None:
+        """Forget the exec sessions of sandbox ``name`` (it stops or goes: they die)."""
+        with self._pools_lock:
+            self._pools.pop(name, None)
 
     @staticmethod
     def _drop_session(toolbox: Toolbox, session_id: str) -> None:
@@ -377,26 +367,44 @@ class Daytona(StreamingAdapter):
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
-        """Run to exit in a private session (deleted afterwards, which kills what is left)."""
+        """Run to exit in a kept exec session, with one synchronous session exec
+        (:mod:`.execs`); past the deadline the exec is abandoned and its session
+        deleted, which kills what the command left running.
+
+        The sandbox's toolbox is remembered with its sessions, so a warm exec makes
+        no sandbox lookup; when the toolbox turns the exec away before any command
+        ran (the sandbox is not started, is gone, or its daemon restarted), the
+        sandbox is looked up (and woken) afresh and the exec runs there.
+        """
         cmd = _args.command_name(cmd)
         argv = _args.str_args(args)
         env_vars = _args.env_map(env)
         cwd = _args.optional_str(dir, "dir")
         deadline = Deadline(_args.optional_seconds(timeout))
         deadline.check()
-        toolbox = self._toolbox(handle, limit=deadline.remaining())
-
-        def start(owner: Any) -> Command:
-            stream = Stream(new_ref("daytona"), owner, label="daytona")
-            return self._launch(handle, toolbox, stream, prefix=EXEC_PREFIX, cmd=cmd,
-                                args=argv, env=env_vars, dir=cwd)
-
-        def stop(command: Command) -> None:
-            state: DaytonaCommand = command.private
-            state.stop()
-            self._drop_session(state.toolbox, state.session_id)
-
-        return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
+        run = shim.program(cmd, argv, env=env_vars, cwd=cwd)
+        name = _name(handle)
+        with self._pools_lock:
+            pool = self._pools.get(name)
+        kept = pool is not None
+        while True:
+            if pool is None:
+                pool = self._exec_pool(name, self._toolbox(handle, limit=deadline.remaining()))
+            try:
+                return run_exec(
+                    pool,
+                    lambda session_id: shim.exec_script(session_id, run, merge=stderr_to_stdout),
+                    deadline=deadline,
+                    window=self.api.timeouts.toolbox,
+                    policy=self.follow,
+                    sandbox_gone=lambda: self._sandbox_gone(name),
+                    stderr_to_stdout=stderr_to_stdout,
+                )
+            except NotDispatched as refused:
+                if not kept:
+                    raise refused.error from None
+                self._forget_pools(name)
+                pool, kept = None, False
 
     def spawn(
         self,
@@ -422,9 +430,29 @@ class Daytona(StreamingAdapter):
         stream = Stream(
             new_ref("daytona"), owner, label="daytona", stdin=_args.flag(stdin, "stdin")
         )
+        session_id = SPAWN_PREFIX + secrets.token_hex(12)
+        text = shim.script(session_id, shim.program(cmd, argv, env=env_vars, cwd=cwd),
+                           stdin=stream.stdin)
         toolbox = self._toolbox(handle)
-        return self._launch(handle, toolbox, stream, prefix=SPAWN_PREFIX, cmd=cmd,
-                            args=argv, env=env_vars, dir=cwd)
+        try:
+            toolbox.create_session(session_id)
+        except Invalid as error:
+            if not is_status(error, 409):
+                raise
+        try:
+            command_id = toolbox.exec_async(session_id, text)
+        except SandboxError:
+            self._drop_session(toolbox, session_id)
+            raise
+        name = handle.name
+        follower = LogFollower(toolbox, session_id, command_id, self.follow,
+                               sandbox_gone=lambda: self._sandbox_gone(name))
+        stream.start(follower, on_stop=follower.abort)
+        return Command(
+            self.provider, stream.ref, frames=stream.frames,
+            private=DaytonaCommand(stream, toolbox, session_id, command_id),
+            session_id=session_id,
+        )
 
     # -- sessions -----------------------------------------------------------------------
 
@@ -469,7 +497,7 @@ class Daytona(StreamingAdapter):
             sandbox_gone=lambda: self._sandbox_gone(name),
             framed=session_id.startswith((SPAWN_PREFIX, EXEC_PREFIX)),
         )
-        stream.start(follower)
+        stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider, stream.ref, frames=stream.frames,
             private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live),

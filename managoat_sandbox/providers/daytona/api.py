@@ -12,14 +12,16 @@ Settings are read from config scope ``daytona`` at call time: ``api_key``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
 import attrs
+import requests
 
 from ... import config
-from ..._http import BODY_LIMIT, HttpClient, Response
+from ..._http import BODY_LIMIT, HttpClient, Response, read_bounded
 from ...errors import Denied, ProviderError
 from .errors import error_from
 
@@ -105,6 +107,26 @@ class Api:
         if not response.ok:
             raise error_from(response)
         return response
+
+    @contextmanager
+    def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        read_timeout: float,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[requests.Response]:
+        """One authenticated request whose 2xx body the caller reads (closed on exit);
+        a non-2xx answer is raised as its taxonomy error."""
+        with self.http.stream(method, url, headers=self.headers(headers),
+                              timeout=(self.timeouts.connect, read_timeout),
+                              **kwargs) as response:
+            if not 200 <= response.status_code < 300:
+                body = read_bounded(response, BODY_LIMIT)
+                raise error_from(Response(response.status_code, dict(response.headers), body))
+            yield response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.call(method, self.base_url() + path, read_timeout=self.timeouts.api,

@@ -12,6 +12,9 @@ Written once and used by every Daytona call:
   into a 500 for exec into an unknown session; that is ``NotFound``.
 * **409 on a lifecycle call** ("Sandbox state change in progress") is
   transient: :func:`conflict_is_transient` turns it into ``Unavailable``.
+* **A session exec refused before its command ran** (the session is unknown,
+  its shell has exited: 410, or the daemon could not write to it: 400 "failed
+  to write command") is told apart by :func:`exec_refused`.
 
 Details never carry a credential: bodies are the provider's answer (bounded),
 transport failures name only the exception type.
@@ -26,7 +29,8 @@ from typing import Any
 from ..._http import Response, error_for, parse_body, retry_after_from
 from ...errors import Invalid, NotFound, RateLimited, SandboxError, Unavailable
 
-__all__ = ["conflict_is_transient", "error_from", "is_status", "rate_limit_delay"]
+__all__ = ["conflict_is_transient", "error_from", "exec_refused", "is_status", "not_started",
+           "rate_limit_delay", "session_ended"]
 
 _RETRY_AFTER_PREFIX = "retry-after-"
 
@@ -77,6 +81,35 @@ def error_from(response: Response) -> SandboxError:
     if response.status == 500 and isinstance(detail, tuple) and _session_not_found(detail[2]):
         return NotFound(detail)
     return error
+
+
+def _message(error: SandboxError) -> str:
+    detail = error.detail
+    body = detail[2] if isinstance(detail, tuple) and len(detail) == 3 else None
+    message = body.get("message") if isinstance(body, Mapping) else body
+    return message if isinstance(message, str) else ""
+
+
+def exec_refused(error: SandboxError) -> bool:
+    """Whether a session exec was refused before its command ran, because of the session:
+    it is unknown (``NotFound`` — deleted, or the daemon restarted), its shell has
+    exited (410), or the command could not be written to its shell (400 "failed to
+    write command"). Running the command in another session is then safe."""
+    if isinstance(error, NotFound) or is_status(error, 410):
+        return True
+    return is_status(error, 400) and "failed to write command" in _message(error)
+
+
+def not_started(error: SandboxError) -> bool:
+    """Whether the toolbox answered that the sandbox is not running (the runner's 400
+    "… no IP address found. Is the Sandbox started?"): the request reached no daemon."""
+    return is_status(error, 400) and "sandbox started" in _message(error).lower()
+
+
+def session_ended(error: SandboxError) -> bool:
+    """Whether a sync session exec failed because the session's shell ended (or the
+    session was cancelled) while the command ran: a 400 about the session."""
+    return is_status(error, 400) and "session" in _message(error)
 
 
 def is_status(error: SandboxError, status: int) -> bool:

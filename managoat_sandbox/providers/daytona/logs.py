@@ -1,41 +1,41 @@
-"""Following a toolbox command: its log and its exit, polled, delivered once per byte.
+"""Following a toolbox command: its log, streamed and delivered once per byte, then its exit.
 
-The daemon journals a session command as one append-only byte stream in which
-each line is preceded by a 3-byte channel marker (``01 01 01`` stdout,
-``02 02 02`` stderr). The log endpoint has no offset: every read returns the
-whole journal from byte zero. :class:`Demux` turns a journal snapshot into the
-complete stdout and stderr seen so far; for a command run by our shim each
-stream is a sequence of ``:<base64>`` frame lines (see :mod:`.shim`), which
-:class:`FramedChannel` decodes back into the exact bytes written.
-:class:`LogFollower` remembers, per stream, how much it has already
-delivered, so a re-read — a later, longer snapshot, or a shorter one replayed
-by a flaky server — only ever delivers bytes not delivered before. That is
-also how ``attach`` replays from byte zero: a fresh follower starts with
-nothing delivered.
+The log is followed over the daemon's WebSocket (:mod:`.follow`) and decoded
+as it arrives (:mod:`.journal`), so following costs time linear in the
+output, whatever its size. A command run by our shim has finished once its
+journal is complete — both streams' end frames and the exit-code frame the
+shim writes after everything else: the ``Exit`` then carries that code, and
+the follower closes the socket itself rather than wait for the daemon's
+close (about a second after the exit).
 
-The exit code is the daemon's record (``exitCode`` on the command), read
-*before* the log in each round: the daemon records it only after the journal
-is drained, so the log read that follows holds all the output, and the exit
-frame comes after it. While a command is quiet without a recorded exit, the
-follower probes the shim's state (:func:`shim.probe`): a code the shim wrote
-is the real exit (the daemon may never record one when its session shell was
-killed); a shim that died without writing one means the command is gone. A
-command that is gone, or whose session vanished — the daemon restarted, the
-session was deleted, the sandbox is gone — ends with
-``Unavailable("closed_before_exit")`` after its last output; an exit code is
-never invented. A code learnt from the shim is delivered only once the log
-read after it has shown both streams' end frames: an ``Exit`` means all the
-output was delivered, so a log that can no longer be read (or only a stale
-prefix of it) ends with ``closed_before_exit`` instead. Transient failures are retried (honouring a
-429's advice) within a budget, after which the last error ends the stream.
+The WebSocket is not trusted to carry the whole log (the daemon may close it
+early, or replay only a prefix): when it ends, or cannot be opened, before the
+journal is complete, a plain snapshot of the log (streamed, never held whole)
+delivers what is new, skipping every byte consumed before; if the command is
+still running the follow is opened again after a pause, which grows while the
+log does not (it replays from byte zero; consumed bytes are skipped again). A
+round in which neither the follow nor the snapshot could be read is a
+failure; after ``unreachable_after`` seconds of consecutive failures the
+stream ends with the last error (a 429's advice lengthens the pause). A
+silent follow is pinged every ``read_timeout`` seconds and given up after
+three such intervals without a sign of life.
+
+An exit code is never invented. A log that neither grows nor completes for
+``probe_after`` seconds is looked into (again at doubling intervals): the
+command is over once the daemon recorded its exit or lost the command (404),
+or once the shim (:func:`.shim.probe`) recorded a code or died without one
+(its session shell was killed). Then the log is read a few more times, and the
+stream ends with ``Exit`` only if the journal is complete — otherwise with
+``Unavailable("closed_before_exit")``, as it does when the command or its
+session vanished or the sandbox is gone. A session our shim did not start
+has no frames: its exit is the daemon's command record, read whenever a
+follow ends or the log stays quiet, and the ``Exit`` follows a last snapshot
+of the log.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
-import re
 import time
 from collections.abc import Callable
 
@@ -44,124 +44,35 @@ import attrs
 from ..._streaming import Stream
 from ...errors import Denied, NotFound, RateLimited, SandboxError, Unavailable
 from . import shim
-from .toolbox import LogSnapshot, Toolbox
+from .follow import LogSocket
+from .journal import STDOUT, Event, Journal, JournalRead
+from .toolbox import Toolbox
 
-__all__ = ["Demux", "FollowPolicy", "FramedChannel", "LogFollower", "RawChannel"]
+__all__ = ["FollowPolicy", "LogFollower"]
 
 log = logging.getLogger("managoat_sandbox.daytona")
 
-_MARKER = re.compile(rb"\x01\x01\x01|\x02\x02\x02")
-_STDOUT_MARK = b"\x01\x01\x01"
-_PARTIAL_MARKS = (b"\x01\x01", b"\x02\x02", b"\x01", b"\x02")
 #: After this many consecutive failed rounds (and every as many again), ask the
 #: control plane whether the sandbox still runs: if not, its sessions are gone.
 _PROBE_EVERY = 3
-#: How many times a finished command's log is read, at most, to find its end frames.
+#: How many times the log of a command that ended is read, at most, to complete it.
 _DRAIN_READS = 6
-
-
-class Demux:
-    """Splits a journal snapshot into its stdout and stderr bytes.
-
-    Bytes before the first marker belong to stdout (so does a journal from a
-    daemon that strips the markers). A lone ``01`` or ``02`` followed by other
-    bytes is content. Unless ``final``, a trailing ``01``/``0101``/``02``/
-    ``0202`` is held back, since the next snapshot may complete it into a
-    marker: the result for a snapshot is then always a prefix of the result
-    for any longer snapshot of the same journal.
-    """
-
-    @staticmethod
-    def split(journal: bytes, *, final: bool = False) -> tuple[bytes, bytes]:
-        """``(stdout, stderr)`` of the journal snapshot."""
-        out: list[bytes] = []
-        err: list[bytes] = []
-        target = out
-        position = 0
-        for found in _MARKER.finditer(journal):
-            target.append(journal[position : found.start()])
-            target = out if found.group() == _STDOUT_MARK else err
-            position = found.end()
-        tail = journal[position:]
-        if not final:
-            for partial in _PARTIAL_MARKS:
-                if tail.endswith(partial):
-                    tail = tail[: -len(partial)]
-                    break
-        target.append(tail)
-        return b"".join(out), b"".join(err)
-
-
-class RawChannel:
-    """One stream of a journal not framed by our shim: its bytes as journaled.
-
-    Nothing marks its end, so it always counts as ``ended``.
-    """
-
-    ended = True
-
-    def __init__(self) -> None:
-        self.delivered = 0
-
-    def feed(self, data: bytes, *, final: bool) -> bytes:
-        """The bytes of ``data`` (the whole stream so far) not returned before."""
-        if len(data) <= self.delivered:
-            return b""
-        fresh = data[self.delivered :]
-        self.delivered = len(data)
-        return fresh
-
-
-class FramedChannel:
-    """One stream framed by our shim: lines ``:<base64>`` each carrying raw output bytes.
-
-    Only complete lines are decoded (unless ``final``), so a snapshot's result
-    is a prefix of any longer snapshot's. The empty frame ``:`` ends the stream
-    (``ended``). A line that is not a frame — an error printed by the shim
-    itself — is passed through as text.
-    """
-
-    def __init__(self) -> None:
-        self.consumed = 0
-        self.ended = False
-
-    def feed(self, data: bytes, *, final: bool) -> bytes:
-        """The decoded bytes of the complete lines of ``data`` not decoded before."""
-        if len(data) <= self.consumed:
-            return b""
-        region = data[self.consumed :]
-        if not final:
-            end = region.rfind(b"\n")
-            if end < 0:
-                return b""
-            region = region[: end + 1]
-        self.consumed += len(region)
-        decoded: list[bytes] = []
-        for line in region.splitlines(keepends=True):
-            body = line.rstrip(b"\n")
-            if body == b":":
-                self.ended = True
-                continue
-            if body.startswith(b":"):
-                try:
-                    decoded.append(base64.b64decode(body[1:], validate=True))
-                    continue
-                except binascii.Error:
-                    pass
-            decoded.append(line)
-        return b"".join(decoded)
+#: Ping intervals of silence after which a follow is declared dead.
+_DEAD_AFTER = 3
 
 
 @attrs.frozen
 class FollowPolicy:
     """How a follower paces itself.
 
-    It polls every ``min_interval`` seconds while output flows, backing off by
-    half again per quiet round up to ``max_interval``. A command quiet for
-    ``probe_after`` seconds without a recorded exit has its shim probed,
-    then again at doubling intervals up to ``max_probe_interval``. After
-    ``unreachable_after`` seconds of consecutive failures the stream ends with
-    the last error. ``read_timeout`` bounds each request.
+    ``min_interval`` is the first pause before a log whose follow ended early
+    is read again; it grows by half per round without new output, up to
+    ``max_interval`` (which is also how often an open follow is checked on
+    while it is silent). A log quiet for ``probe_after`` seconds without
+    completing has its shim probed, then again at doubling intervals up to
+    ``max_probe_interval``. After ``unreachable_after`` seconds of consecutive
+    failures the stream ends with the last error. ``read_timeout`` bounds each
+    request, and is how long a follow may stay silent before it is pinged.
     """
 
     min_interval: float = 0.05
@@ -172,8 +83,31 @@ class FollowPolicy:
     read_timeout: float = 30.0
 
 
+class _Quiet:
+    """When a log that neither grows nor completes is due for a probe of its shim."""
+
+    def __init__(self, policy: FollowPolicy, now: float) -> None:
+        self._policy = policy
+        self._gap = policy.probe_after
+        self._at = now + self._gap
+
+    def grew(self, now: float) -> None:
+        self._gap = self._policy.probe_after
+        self._at = now + self._gap
+
+    def due(self, now: float) -> bool:
+        return now >= self._at
+
+    def probed(self, now: float) -> None:
+        self._gap = min(self._gap * 2, self._policy.max_probe_interval)
+        self._at = now + self._gap
+
+
 class LogFollower:
-    """The reader-thread pump of one spawned or attached command (``Stream.start(follower)``)."""
+    """The reader-thread pump of one spawned or attached command.
+
+    Start it with ``stream.start(follower, on_stop=follower.abort)``.
+    """
 
     def __init__(
         self,
@@ -190,154 +124,231 @@ class LogFollower:
         self.session_id = session_id
         self.command_id = command_id
         self.policy = policy
-        kind = FramedChannel if framed else RawChannel
-        self.channels: tuple[FramedChannel | RawChannel, ...] = (kind(), kind())
+        self.journal = Journal(framed=framed)
         self._sandbox_gone = sandbox_gone
         self._clock = clock
+        self._socket: LogSocket | None = None
+        self._aborted = False
+
+    def abort(self) -> None:
+        """Unblock the reader thread (it is being stopped): the open follow is shut down."""
+        self._aborted = True
+        socket = self._socket
+        if socket is not None:
+            socket.abort()
 
     # -- delivery -----------------------------------------------------------
 
-    def deliver(self, stream: Stream, snapshot: LogSnapshot, *, final: bool) -> bool:
-        """Deliver the bytes of ``snapshot`` not delivered yet; True if any were new."""
-        if snapshot.split is not None:
-            parts = snapshot.split
-        else:
-            parts = Demux.split(snapshot.raw or b"", final=final)
-        fresh = False
-        senders = (stream.stdout, stream.stderr)
-        for data, channel, send in zip(parts, self.channels, senders, strict=True):
-            new = channel.feed(data, final=final)
-            if new:
-                send(new)
-                fresh = True
-        return fresh
+    @staticmethod
+    def _deliver(stream: Stream, events: list[Event]) -> None:
+        for kind, data in events:
+            if kind == STDOUT:
+                stream.stdout(data)
+            else:
+                stream.stderr(data)
+
+    def _ended(self, stream: Stream) -> bool:
+        """Deliver the exit if the journal is complete; whether it was."""
+        code = self.journal.code
+        if not self.journal.complete or code is None:
+            return False
+        stream.exit(code)
+        return True
 
     # -- the pump -----------------------------------------------------------
 
     def __call__(self, stream: Stream) -> None:
+        try:
+            self._pump(stream)
+        finally:
+            self._drop_socket()
+            self.toolbox.api.http.release()
+
+    def _pump(self, stream: Stream) -> None:
         policy = self.policy
-        interval = policy.min_interval
-        probe_gap = policy.probe_after
-        next_probe = self._clock() + probe_gap
+        pause = policy.min_interval
+        quiet = _Quiet(policy, self._clock())
         failing_since: float | None = None
         failures = 0
+        while not stream.stopped.is_set():
+            before = self.journal.consumed
+            error: SandboxError | None = None
+            try:
+                if self._follow(stream, quiet):
+                    return
+            except (NotFound, Denied) as lost:
+                self._lost(stream, lost)
+                return
+            except SandboxError as failed:
+                error = failed
+            if stream.stopped.is_set():
+                return
+            try:
+                if self._snapshot(stream) or self._recorded(stream):
+                    return
+                error = None
+            except (NotFound, Denied) as lost:
+                self._lost(stream, lost)
+                return
+            except SandboxError as failed:
+                error = failed
+            now = self._clock()
+            if self.journal.consumed != before:
+                pause = policy.min_interval
+                quiet.grew(now)
+            if error is None or self.journal.consumed != before:
+                failing_since, failures = None, 0
+            else:
+                failing_since = now if failing_since is None else failing_since
+                failures += 1
+                if now - failing_since >= policy.unreachable_after:
+                    stream.fail(error)
+                    return
+                if failures % _PROBE_EVERY == 0 and self._sandbox_gone():
+                    stream.fail(Unavailable("closed_before_exit"))
+                    return
+            if quiet.due(now) and self._quiet_over(stream, quiet, now):
+                return
+            wait = pause
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                wait = max(wait, error.retry_after)
+            stream.stopped.wait(wait)
+            pause = min(pause * 1.5, policy.max_interval)
+
+    def _follow(self, stream: Stream, quiet: _Quiet) -> bool:
+        """Follow the log over a WebSocket until the stream has ended (True: its terminal
+        frame was delivered) or the follow has (False)."""
+        socket = self.toolbox.follow(self.session_id, self.command_id)
+        self._socket = socket
+        if self._aborted:
+            return False
+        read = self.journal.read()
+        policy = self.policy
+        heard = pinged = self._clock()
         try:
             while not stream.stopped.is_set():
                 try:
-                    code = self._recorded_exit()
-                    snapshot = self._logs()
-                except NotFound:
-                    self._vanished(stream)
-                    return
-                except Denied as error:
-                    stream.fail(error)
-                    return
-                except SandboxError as error:
+                    data = socket.read(policy.max_interval)
+                except TimeoutError:
                     now = self._clock()
-                    failing_since = now if failing_since is None else failing_since
-                    failures += 1
-                    if now - failing_since >= policy.unreachable_after:
-                        stream.fail(error)
-                        return
-                    if failures % _PROBE_EVERY == 0 and self._sandbox_gone():
-                        stream.fail(Unavailable("closed_before_exit"))
-                        return
-                    wait = interval
-                    if isinstance(error, RateLimited) and error.retry_after is not None:
-                        wait = max(wait, error.retry_after)
-                    stream.stopped.wait(wait)
-                    interval = min(interval * 1.5, policy.max_interval)
+                    if quiet.due(now) and self._quiet_over(stream, quiet, now):
+                        return True
+                    if now - heard >= _DEAD_AFTER * policy.read_timeout:
+                        raise Unavailable("timeout") from None
+                    if now - max(heard, pinged) >= policy.read_timeout:
+                        socket.ping()
+                        pinged = now
                     continue
-                failing_since, failures = None, 0
-                if code is not None:
-                    self._drain(stream, snapshot)
-                    stream.exit(code)
-                    return
-                fresh = self.deliver(stream, snapshot, final=False)
-                now = self._clock()
-                if fresh:
-                    interval = policy.min_interval
-                    probe_gap = policy.probe_after
-                    next_probe = now + probe_gap
-                elif now >= next_probe:
-                    found = self._probe()
-                    if isinstance(found, int) or found == shim.GONE:
-                        self._finish(stream, found)
-                        return
-                    probe_gap = min(probe_gap * 2, policy.max_probe_interval)
-                    next_probe = now + probe_gap
-                stream.stopped.wait(interval)
-                if not fresh:
-                    interval = min(interval * 1.5, policy.max_interval)
+                if data is None:
+                    return False
+                heard = self._clock()
+                if data:
+                    before = self.journal.consumed
+                    self._deliver(stream, read.feed(data))
+                    if self.journal.consumed != before:
+                        quiet.grew(heard)
+                    if self._ended(stream):
+                        return True
+            return False
         finally:
-            self.toolbox.api.http.release()
+            self._drop_socket()
 
-    def _recorded_exit(self) -> int | None:
-        record = self.toolbox.command(self.session_id, self.command_id)
-        code = record.get("exitCode")
-        if isinstance(code, bool) or not isinstance(code, int):
-            return None
-        return code
+    def _drop_socket(self) -> None:
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            socket.close()
 
-    def _logs(self) -> LogSnapshot:
-        return self.toolbox.logs(
-            self.session_id, self.command_id, read_timeout=self.policy.read_timeout
-        )
+    def _read_log(self, stream: Stream, read: JournalRead) -> None:
+        """Feed ``read`` a snapshot of the whole log, delivering what is new."""
+        with self.toolbox.log(self.session_id, self.command_id,
+                              read_timeout=self.policy.read_timeout) as body:
+            if body.split is not None:
+                self._deliver(stream, self.journal.split_read(*body.split))
+            for chunk in body.chunks or ():
+                if stream.stopped.is_set():
+                    return
+                self._deliver(stream, read.feed(chunk))
 
-    def _probe(self) -> int | str | None:
-        """The shim's state: its exit code, ``running``, ``gone``, or None (unreadable)."""
+    def _snapshot(self, stream: Stream) -> bool:
+        """Read a snapshot of the log; whether the stream has ended (its exit delivered)."""
+        self._read_log(stream, self.journal.read())
+        return self._ended(stream)
+
+    def _recorded(self, stream: Stream) -> bool:
+        """For a session our shim did not start: the daemon's exit record, after a last
+        snapshot of the log; whether the stream has ended. ``NotFound`` if the daemon
+        lost the command; other failures read as "not recorded"."""
+        if self.journal.framed:
+            return False
+        code = self._recorded_code()
+        if code is None:
+            return False
+        read = self.journal.read()
         try:
-            status, output = self.toolbox.execute(shim.probe(self.session_id))
+            self._read_log(stream, read)
+            self._deliver(stream, read.finish())
         except SandboxError as error:
-            log.debug("daytona: probing %s failed: %r", self.session_id, error)
+            log.debug("daytona: the last log read of %s failed: %r", self.session_id, error)
+        stream.exit(code)
+        return True
+
+    def _recorded_code(self) -> int | None:
+        """The exit code the daemon recorded, if it did (``NotFound`` if it lost the command)."""
+        try:
+            code = self.toolbox.command(self.session_id, self.command_id).get("exitCode")
+        except NotFound:
+            raise
+        except SandboxError as error:
+            log.debug("daytona: reading the record of %s failed: %r", self.session_id, error)
             return None
-        return shim.parse_probe(output) if status == 0 else None
+        return None if isinstance(code, bool) or not isinstance(code, int) else code
 
-    def _drain(self, stream: Stream, snapshot: LogSnapshot | None) -> None:
-        """Deliver the rest of a finished command's log.
+    def _quiet_over(self, stream: Stream, quiet: _Quiet, now: float) -> bool:
+        """A log quiet for a while: whether the command is over (its terminal frame then
+        delivered). It is when the daemon recorded its exit or lost it, or when the
+        shim (:func:`.shim.probe`) recorded a code or died without one."""
+        quiet.probed(now)
+        if not self.journal.framed:
+            return self._recorded(stream)
+        try:
+            over = self._recorded_code() is not None
+        except NotFound:
+            over = True
+        if not over:
+            try:
+                status, output = self.toolbox.execute(shim.probe(self.session_id))
+            except SandboxError as error:
+                log.debug("daytona: probing %s failed: %r", self.session_id, error)
+                return False
+            found = shim.parse_probe(output) if status == 0 else None
+            over = isinstance(found, int) or found == shim.GONE
+        if over:
+            self._drop_socket()
+            self._finish(stream)
+        return over
 
-        A log read after the exit should hold everything, but a stale read can
-        be shorter: until every stream's end frame has been seen, the log is
-        read again (a few times, briefly spaced) before the rest is flushed.
-        """
-        latest = snapshot
+    def _finish(self, stream: Stream) -> None:
+        """The command is over: read the log until its journal is complete (a few
+        times, briefly spaced), then its exit — or, if it never completes, closed
+        before exit."""
         for attempt in range(_DRAIN_READS):
-            if snapshot is not None:
-                latest = snapshot
-                self.deliver(stream, snapshot, final=False)
-            if all(channel.ended for channel in self.channels) or stream.stopped.is_set():
-                break
+            if stream.stopped.is_set():
+                return
             if attempt:
                 stream.stopped.wait(self.policy.min_interval)
             try:
-                snapshot = self._logs()
+                if self._snapshot(stream):
+                    return
+            except NotFound:
+                break
             except SandboxError as error:
                 log.debug("daytona: log read of %s failed: %r", self.session_id, error)
-                snapshot = None
-        if latest is not None:
-            self.deliver(stream, latest, final=True)
+        stream.fail(Unavailable("closed_before_exit"))
 
-    def _complete(self) -> bool:
-        """Whether every stream's end frame has been delivered.
-
-        Only a framed stream can prove that: a raw one carries no end mark.
-        The shim writes both end frames before its exit code, so once it has
-        a code, a log read that lacks them lost output.
-        """
-        return all(
-            isinstance(channel, FramedChannel) and channel.ended for channel in self.channels
-        )
-
-    def _finish(self, stream: Stream, found: int | str | None) -> None:
-        """Drain the log, then the shim's exit code — only if the whole log was
-        delivered (:meth:`_complete`); otherwise closed before exit."""
-        self._drain(stream, None)
-        if isinstance(found, int) and self._complete():
-            stream.exit(found)
+    def _lost(self, stream: Stream, error: SandboxError) -> None:
+        """The command or its session is gone (``NotFound``: finish from what can still be
+        read), or the credential was refused (``Denied`` ends the stream)."""
+        if isinstance(error, Denied):
+            stream.fail(error)
         else:
-            stream.fail(Unavailable("closed_before_exit"))
-
-    def _vanished(self, stream: Stream) -> None:
-        """The command or its session is gone: the shim's code after the rest of
-        the log (read while it still answers), else closed before exit."""
-        self._finish(stream, self._probe())
+            self._finish(stream)

@@ -1,33 +1,38 @@
 """The shell text the adapter sends into a sandbox.
 
-A spawned command runs in its own toolbox session. The daemon *sources* the
-submitted script in the session's shell and records as ``exitCode`` the status
-of the script's last statement — so a script ending in ``exit N`` would kill
-the session shell and no exit code would ever be recorded (reference §3.4).
-The submitted script is therefore a single ``/bin/sh -c '<shim>'``: the shim
-runs in a child shell, may ``exit`` freely, and its status — the command's real
-exit code — is the last statement's status, which the daemon records (the
-``(exit $CODE)`` effect without touching the session shell).
+Every command (an exec in a kept session, a spawn in a session of its own)
+runs through this shim. The daemon *sources* the submitted script in the
+session's shell and records as ``exitCode`` the status of the script's last
+statement — so a script ending in ``exit N`` would kill the session shell and
+no exit code would ever be recorded (reference §3.4). The submitted script is
+therefore a single ``/bin/sh -c '<shim>'``: the shim runs in a child shell,
+may ``exit`` freely, and its status — the command's real exit code — is the
+last statement's status, which the daemon records (the ``(exit $CODE)``
+effect without touching the session shell, which stays usable for the next
+command).
 
 The daemon journals output per complete line (a partial line appears only
-at EOF, with a newline added). So that output reaches the caller as it is
-written — a prompt without a newline, ``cat`` echoing stdin — and byte-exact,
-the shim *frames* each stream itself: an encoder reads whatever bytes the
-command wrote (one ``dd`` read, never waiting for a newline) and emits them as
-one journal line ``:<base64>``. :class:`FramedChannel` in :mod:`.logs`
-decodes them; any other line (an error of the shim itself) passes through as
-text. The encoders end when the command and every child holding its output
-have closed it; the shim waits for them, then ends each stream with an empty
-frame ``:`` — so a follower can tell a complete log from a stale, shorter
-read of it — and only then records the exit code.
+at EOF, with a newline added), and JSON answers turn invalid UTF-8 into
+U+FFFD. So that output reaches the caller as it is written — a prompt
+without a newline, ``cat`` echoing stdin — and byte-exact, the shim *frames*
+each stream itself: an encoder reads whatever bytes the command wrote (one
+``dd`` read, at most 64 KiB, never waiting for a newline) and emits them as
+one journal line ``:<base64>``. The read that meets the end of the stream
+emits the empty frame ``:``, which ends it. After both encoders have ended
+(the command and every child holding its output have closed it), the shim
+writes ``!<code>`` on stdout: the journal then holds everything, and says so.
+:mod:`.journal` decodes it; any other line (an error of the shim itself)
+passes through as text.
 
-The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``:
+The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``
+(one per session: a session runs one command at a time):
 
 * ``code`` — the exit code, written atomically after the command ends (the
-  sentinel the log follower falls back to when the daemon never records one);
+  sentinel a follower probes for when a log stops growing);
 * ``pid`` — the shim's process id, so that a follower can tell a command that
   is still running from one whose shim died without recording anything (the
   session shell was killed): that command is gone, its exit unknowable;
+* ``o.dd``/``e.dd`` — what the encoders' last ``dd`` reported;
 * with stdin, ``in`` — a FIFO the command reads, fed by a *relay* whose pid is
   in ``relay``. The relay reads the daemon's stdin (which the daemon holds open
   for async commands) line by line, each line being base64 of the bytes to
@@ -36,7 +41,7 @@ The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``:
   command reads a real EOF. The relay's stdout/stderr never point at the
   daemon's output pipes, so it cannot delay the recorded exit code.
 
-A spawn without stdin reads ``/dev/null``. The script starts with a no-op
+A command without stdin reads ``/dev/null``. The script starts with a no-op
 ``: managoat-argv=<base64 JSON>`` so ``list_sessions`` can report the
 command line the caller asked for.
 """
@@ -50,20 +55,23 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+import attrs
+
 from ...errors import Invalid
 
 __all__ = [
+    "Program",
     "close_line",
     "command_line_of",
+    "exec_script",
     "input_lines",
     "kill_relay",
     "parse_probe",
     "probe",
+    "program",
     "script",
 ]
 
-#: The frame that ends a stream (an empty payload, which the encoder never emits).
-END_FRAME = ":"
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ARGV_MARK = re.compile(r"^: managoat-argv=([A-Za-z0-9+/=]+);")
 #: Raw bytes per base64 line sent to the relay (64 KiB of base64).
@@ -75,7 +83,18 @@ def state_dir(session_id: str) -> str:
     return '"${TMPDIR:-/tmp}/managoat/"' + shlex.quote(session_id)
 
 
-def _command(cmd: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> str:
+@attrs.frozen
+class Program:
+    """What a command runs: the caller's argv, and the shell text that runs it."""
+
+    argv: tuple[str, ...]
+    text: str = attrs.field(repr=False)
+
+
+def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
+            cwd: str | None) -> Program:
+    """The command ``cmd args`` in ``cwd`` with ``env`` added; an env name the shell
+    cannot export is ``Invalid`` (raised here, before anything is sent)."""
     steps: list[str] = []
     if cwd is not None:
         steps.append("cd " + shlex.quote(cwd))
@@ -84,38 +103,60 @@ def _command(cmd: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: 
             raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
         steps.append(f"export {key}={shlex.quote(value)}")
     steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
-    return "( " + " && ".join(steps) + " )"
+    return Program((cmd, *args), "( " + " && ".join(steps) + " )")
 
 
-_ENCODER = (
-    "( while :; do c=$(dd bs=65536 count=1 2>/dev/null | base64 | tr -d '\\n'); "
-    "[ -n \"$c\" ] || break; printf ':%s\\n' \"$c\"; done )"
+#: The perl the encoders use when the sandbox has one (perl 5, core only: base64 is
+#: uuencoding, ``pack("u")``, put in base64's alphabet and padding).
+PERL = "perl"
+_PERL_ENCODER = (
+    "binmode STDIN; binmode STDOUT; while (1) { my $n = sysread(STDIN, my $b, 65536); "
+    'exit 1 if !defined $n; my $u = pack("u", $b); $u =~ s/^.//mg; $u =~ tr/\\n//d; '
+    "$u =~ tr/`!-_/A-Za-z0-9+\\//; my $p = (3 - $n % 3) % 3; "
+    'substr($u, -$p) = "=" x $p if $p; my $f = ":$u\\n"; '
+    'while (length $f) { my $w = syswrite(STDOUT, $f); exit 1 if !$w; substr($f, 0, $w) = ""; } '
+    "last if !$n; }"
 )
+
+
+def _encoder(status: str) -> str:
+    """The frame encoder of one stream; ``status`` names the file its fallback's dd
+    reports its reads in.
+
+    Each read takes whatever bytes are there (at most 64 KiB, never waiting for
+    more) and prints them as one frame line ``:<base64>``; the read that meets
+    the end of the stream prints the end frame ``:``. With perl it is one
+    process; the portable fallback runs ``dd | base64 | tr`` per read (a dd
+    failure ends it too).
+    """
+    portable = (
+        "while :; do printf ':'; "
+        f"LC_ALL=C dd bs=65536 count=1 2>\"$d/{status}\" | base64 | tr -d '\\n'; echo; "
+        f"read -r s <\"$d/{status}\" || break; "
+        "case $s in 0+0*) break;; [0-9]*) ;; *) break;; esac; done"
+    )
+    return (f"if command -v {PERL} >/dev/null 2>&1; then {PERL} -e "
+            f"{shlex.quote(_PERL_ENCODER)}; else {portable}; fi")
+
+
 _RELAY = (
     "( while IFS= read -r l; do [ -n \"$l\" ] || break; "
     "printf '%s' \"$l\" | base64 -d || break; done )"
 )
 
 
-def script(
-    session_id: str,
-    cmd: str,
-    args: Sequence[str],
-    *,
-    env: Mapping[str, str] | None,
-    cwd: str | None,
-    stdin: bool,
-) -> str:
-    """The session script that runs ``cmd args`` and lets the daemon record its real exit."""
-    command = _command(cmd, args, env, cwd)
+def script(session_id: str, run: Program, *, stdin: bool) -> str:
+    """The session script that runs ``run`` in session ``session_id`` (see the module
+    docstring): it ends with the command's real exit status."""
+    command = run.text
     fifos = '"$d/o" "$d/e" "$d/in"' if stdin else '"$d/o" "$d/e"'
     lines = [
         "d=" + state_dir(session_id),
         'mkdir -p "$d" && rm -f "$d/code" && echo "$$" >"$d/pid" || exit 125',
         f'rm -f "$d/o" "$d/e" "$d/in" && mkfifo {fifos} || exit 125',
-        f'{_ENCODER} <"$d/o" &',
+        f'{_encoder("o.dd")} <"$d/o" &',
         "o=$!",
-        f'{_ENCODER} <"$d/e" >&2 &',
+        f'{_encoder("e.dd")} <"$d/e" >&2 &',
         "e=$!",
     ]
     if stdin:
@@ -132,12 +173,48 @@ def script(
         lines += [f'{command} </dev/null >"$d/o" 2>"$d/e"', "c=$?"]
     lines += [
         'wait "$o" "$e"',
-        f"printf '{END_FRAME}\\n'; printf '{END_FRAME}\\n' >&2",
+        "printf '!%s\\n' \"$c\"",
         'printf \'%s\\n\' "$c" >"$d/code.tmp" && mv -f "$d/code.tmp" "$d/code"',
         'exit "$c"',
     ]
-    argv = base64.b64encode(json.dumps([cmd, *args]).encode("utf-8")).decode("ascii")
+    argv = base64.b64encode(json.dumps(list(run.argv)).encode("utf-8")).decode("ascii")
     return f": managoat-argv={argv}; /bin/sh -c {shlex.quote(chr(10).join(lines))}"
+
+
+def _whole_frame(path: str) -> str:
+    """Shell text printing the file at ``path`` as one frame line (none if it is empty),
+    then the end frame."""
+    return (f'{{ if [ -s "{path}" ]; then printf \':\'; base64 "{path}" | tr -d \'\\n\'; '
+            "echo; fi; echo ':'; }")
+
+
+def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
+    """The script of a synchronous exec of ``run`` in the kept session ``session_id``.
+
+    The daemon answers a synchronous exec only once the command has ended, so
+    nothing needs to stream: the command's stdout and stderr (one file when
+    ``merge``: both, in the order written) are captured in files of the state
+    directory, then framed whole, one line per stream, followed by the end
+    frames and the exit code, as :func:`script` frames them. It runs in a
+    subshell of the session shell (no new shell to start, and nothing it does
+    reaches the session); ``pid`` is the session shell's. The capture files are
+    made afresh for each exec and removed after it: a process an earlier exec left
+    running in the session writes to files no later exec reads.
+    """
+    err = '2>&1' if merge else '2>"$d/e"'
+    lines = [
+        "( d=" + state_dir(session_id),
+        '{ [ -d "$d" ] || mkdir -p "$d"; } && : >"$d/code" && echo "$$" >"$d/pid" || exit 125',
+        'rm -f "$d/o" "$d/e" || exit 125',
+        f'{run.text} </dev/null >"$d/o" {err}',
+        "c=$?",
+        _whole_frame("$d/o"),
+        _whole_frame("$d/e") + " >&2",
+        'rm -f "$d/o" "$d/e"',
+        "printf '!%s\\n' \"$c\"; printf '%s\\n' \"$c\" >\"$d/code\"",
+        'exit "$c" )',
+    ]
+    return "\n".join(lines)
 
 
 def command_line_of(text: object) -> str | None:

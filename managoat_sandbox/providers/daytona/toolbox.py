@@ -1,63 +1,72 @@
 """The in-sandbox toolbox daemon, reached through ``{toolboxProxyUrl}/{sandboxId}``.
 
-Only the calls the adapter needs: sessions and their async commands, the
-command record (``exitCode`` appears once the daemon recorded it), the command
-log (requested with ``X-Daytona-Split-Output: true`` so stdout and stderr stay
-apart), command input, one-shot execute (for the adapter's own housekeeping,
-never for user commands, whose stderr it would merge) and bulk upload.
+Only the calls the adapter needs: sessions; commands run in them
+synchronously (the answer carries the journal and the exit code) or
+asynchronously (the answer carries the command id); the command record; the
+command log, followed over a WebSocket (:mod:`.follow`) or read whole as a
+snapshot, streamed, never held whole; command input; one-shot execute (for
+the adapter's own housekeeping, never for user commands, whose stderr it
+would merge) and bulk upload. Every request for a journal carries
+``X-Daytona-Split-Output: true`` so that stdout and stderr stay apart; the
+JSON shapes of SDK-versioned daemons are accepted too.
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
 import attrs
+import requests
 
-from ..._http import Response
-from ...errors import ProviderError
+from ..._http import Response, set_read_timeout, transport_error
+from ...errors import ProviderError, Unavailable
 from .api import PROVIDER, Api
+from .follow import LogSocket
 
-__all__ = ["LOG_LIMIT", "LogSnapshot", "Toolbox"]
+__all__ = ["ExecAnswer", "LogBody", "Toolbox"]
 
-#: The largest command log read; a longer one fails the stream as ``Unavailable``.
-LOG_LIMIT = 64 * 1024 * 1024
 SPLIT_OUTPUT = {"X-Daytona-Split-Output": "true"}
 _EXECUTE_MARGIN = 5.0
-
-
-@attrs.frozen
-class LogSnapshot:
-    """One read of a command's whole log, in whichever shape the daemon answered.
-
-    ``raw`` is the journal (with channel markers, or without them from a
-    daemon that strips them); ``split`` is the JSON shape's
-    ``(stdout, stderr)`` when the daemon demultiplexed it itself.
-    """
-
-    raw: bytes | None = attrs.field(default=None, repr=False)
-    split: tuple[bytes, bytes] | None = attrs.field(default=None, repr=False)
+_CHUNK = 64 * 1024
 
 
 def _text(value: Any) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else b""
 
 
-def parse_logs(response: Response) -> LogSnapshot:
-    """A log answer: raw bytes, or JSON ``{output, stdout, stderr}`` (``output`` preferred)."""
-    content_type = response.headers.get("Content-Type") or response.headers.get("content-type")
-    if content_type and content_type.startswith("application/json"):
-        try:
-            answer = response.json()
-        except Exception:
-            answer = None
-        if isinstance(answer, Mapping):
-            if isinstance(answer.get("output"), str):
-                return LogSnapshot(raw=_text(answer["output"]))
-            return LogSnapshot(split=(_text(answer.get("stdout")), _text(answer.get("stderr"))))
-    return LogSnapshot(raw=response.body)
+def _journal_of(answer: Mapping[str, Any]) -> tuple[bytes | None, tuple[bytes, bytes] | None]:
+    """A log or sync-exec JSON answer as ``(journal, None)`` — ``output``, the journal
+    with its markers — or, without a usable ``output``, ``(None, (stdout, stderr))``."""
+    if isinstance(answer.get("output"), str) and (
+            "\x01" in answer["output"] or "\x02" in answer["output"]
+            or not isinstance(answer.get("stdout"), str)):
+        return _text(answer["output"]), None
+    return None, (_text(answer.get("stdout")), _text(answer.get("stderr")))
+
+
+@attrs.frozen
+class LogBody:
+    """A log read: ``chunks`` of the journal from byte zero, or — from a daemon that
+    answered JSON — its channels already ``split`` as ``(stdout, stderr)``."""
+
+    chunks: Iterator[bytes] | None = attrs.field(default=None, repr=False)
+    split: tuple[bytes, bytes] | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class ExecAnswer:
+    """A synchronous exec's answer: the command id, the recorded exit code, and the
+    journal (``raw``, markers kept) or its channels (``split``)."""
+
+    command_id: str | None
+    exit_code: int | None
+    raw: bytes | None = attrs.field(default=None, repr=False)
+    split: tuple[bytes, bytes] | None = attrs.field(default=None, repr=False)
 
 
 def command_id_of(answer: Any) -> str:
@@ -68,6 +77,24 @@ def command_id_of(answer: Any) -> str:
             if isinstance(value, str) and value:
                 return value
     raise ProviderError(PROVIDER, ("no_command_id", answer))
+
+
+def _chunks(response: requests.Response, between: Callable[[], None]) -> Iterator[bytes]:
+    """A streaming body's chunks; ``between()`` runs before each read (and may raise)."""
+    body = response.iter_content(_CHUNK)
+    while True:
+        between()
+        try:
+            chunk = next(body, b"")
+        except requests.RequestException as error:
+            raise transport_error(error) from None
+        if not chunk:
+            return
+        yield chunk
+
+
+def _is_json(response: requests.Response) -> bool:
+    return (response.headers.get("Content-Type") or "").startswith("application/json")
 
 
 class Toolbox:
@@ -125,6 +152,36 @@ class Toolbox:
         )
         return command_id_of(response.json())
 
+    def exec_sync(self, session_id: str, command: str, *, wait: float,
+                  check: Callable[[], float]) -> ExecAnswer:
+        """Run ``command`` in the session and wait for its end (200).
+
+        The answer must start within ``wait`` seconds (else ``Unavailable("timeout")``);
+        ``check()`` runs before each read of the body, raises to abandon it, and
+        returns how long the next read may take.
+        """
+        with self.api.stream(
+            "POST",
+            self.base + self._session(session_id) + "/exec",
+            read_timeout=wait,
+            headers=SPLIT_OUTPUT,
+            json={"command": command, "runAsync": False},
+        ) as response:
+            body = b"".join(_chunks(response, lambda: set_read_timeout(response, check())))
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise Unavailable(("malformed_json", response.status_code)) from None
+        if not isinstance(answer, Mapping):
+            raise ProviderError(PROVIDER, ("not_an_exec_result", answer))
+        code = answer.get("exitCode")
+        command_id = answer.get("cmdId")
+        raw, split = _journal_of(answer)
+        return ExecAnswer(
+            command_id if isinstance(command_id, str) else None,
+            code if isinstance(code, int) and not isinstance(code, bool) else None,
+            raw, split)
+
     def command(self, session_id: str, command_id: str) -> Mapping[str, Any]:
         """The command record; ``exitCode`` is absent (or null) while it runs."""
         answer = self._call("GET", self._command(session_id, command_id)).json()
@@ -132,16 +189,37 @@ class Toolbox:
             raise ProviderError(PROVIDER, ("not_a_command", answer))
         return answer
 
-    def logs(self, session_id: str, command_id: str, *, read_timeout: float) -> LogSnapshot:
-        """The command's whole log from byte zero, channel markers kept."""
-        response = self._call(
+    def follow(self, session_id: str, command_id: str) -> LogSocket:
+        """Open the WebSocket follow of the command's log (replayed from byte zero)."""
+        scheme, rest = self.base.split("://", 1)
+        url = ("wss" if scheme == "https" else "ws") + "://" + rest
+        return LogSocket.open(
+            url + self._command(session_id, command_id) + "/logs?follow=true",
+            self.api.headers(SPLIT_OUTPUT), timeout=self.api.timeouts.connect)
+
+    @contextmanager
+    def log(self, session_id: str, command_id: str, *, read_timeout: float
+            ) -> Iterator[LogBody]:
+        """A snapshot of the command's whole log, from byte zero, streamed as it is read."""
+        with self.api.stream(
             "GET",
-            self._command(session_id, command_id) + "/logs",
-            headers=SPLIT_OUTPUT,
-            limit=LOG_LIMIT,
+            self.base + self._command(session_id, command_id) + "/logs",
             read_timeout=read_timeout,
-        )
-        return parse_logs(response)
+            headers=SPLIT_OUTPUT,
+        ) as response:
+            if not _is_json(response):
+                yield LogBody(chunks=_chunks(response, lambda: None))
+                return
+            body = b"".join(_chunks(response, lambda: None))
+            try:
+                answer = json.loads(body)
+            except ValueError:
+                answer = None
+            if not isinstance(answer, Mapping):
+                yield LogBody(chunks=iter((body,)))
+                return
+            raw, split = _journal_of(answer)
+            yield LogBody(chunks=iter((raw,)) if raw is not None else None, split=split)
 
     def send_input(self, session_id: str, command_id: str, data: str) -> None:
         """``POST …/input`` (204); a finished command is 410."""

@@ -1,0 +1,282 @@
+"""``exec`` on Daytona: kept toolbox sessions and the synchronous session exec.
+
+Each exec runs our shim (:mod:`.shim`) in a toolbox session with one
+synchronous ``POST /process/session/{id}/exec`` (reference §3.3): the daemon
+answers once the command has ended, with the command's journal — the shim's
+frames, stdout and stderr apart and byte-exact — and its exit code. On a warm
+sandbox that is the only toolbox request of an exec.
+
+Sessions are kept per sandbox for reuse (:class:`ExecPool`). A session's
+shell runs one command at a time, so an exec takes an idle session (or
+creates one) and gives it back afterwards: concurrent execs use several, and
+at most ``limit`` idle ones are kept (the rest are deleted). The shim runs
+the command in a child shell, so nothing a command does (``cd``, ``export``,
+``exit``) changes the session.
+
+A session that cannot run commands any more never goes back to the pool.
+When the daemon refuses an exec because of its session
+(:func:`.errors.exec_refused`: the session is unknown — the daemon restarted,
+which empties the pool —, its shell has exited, or the command could not be
+written to it) nothing ran, and the exec runs once more in a new session. A
+shell that died while running the command ends the exec with
+``Unavailable("closed_before_exit")``. Any other failure deletes the session
+and is raised; the command is never run twice.
+
+The answer must begin within ``window`` seconds. When it does not (a command
+running longer; an answer lost to a broken connection), the command is
+looked up in its session — the one it ran there that this exec did not know
+— and followed over its log instead (:class:`.logs.LogFollower`), to its real
+exit. The exec deadline holds throughout: once it has passed, the exec is
+abandoned and its session deleted, which kills what the command left running
+(the deletion is not waited for beyond a second).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ..._deadline import Deadline, collect_exec
+from ..._streaming import Stream, new_ref
+from ...errors import Invalid, NotFound, SandboxError, Unavailable
+from ...types import Command, ExecResult
+from .api import PROVIDER
+from .errors import exec_refused, is_status, not_started, session_ended
+from .journal import STDERR, STDOUT, Journal
+from .logs import FollowPolicy, LogFollower
+from .toolbox import ExecAnswer, Toolbox
+
+__all__ = ["EXEC_PREFIX", "ExecPool", "ExecSession", "NotDispatched", "run_exec"]
+
+log = logging.getLogger("managoat_sandbox.daytona")
+
+#: The id prefix of exec sessions (never listed by ``list_sessions``).
+EXEC_PREFIX = "mgx-"
+#: How long deleting an abandoned exec's session is waited for.
+_ABANDON_WAIT = 1.0
+#: How often a session is asked for the command an exec started there.
+_LOOKUP_PAUSE = 0.05
+_STOP_JOIN = 1.0
+
+
+@attrs.define(eq=False)
+class ExecSession:
+    """A toolbox session that runs execs, and the ids of the commands it ran."""
+
+    id: str
+    ran: set[str] = attrs.field(factory=set)
+
+
+class ExecPool:
+    """The idle exec sessions of one sandbox (``toolbox``), kept for reuse; thread-safe."""
+
+    def __init__(self, toolbox: Toolbox, name: str, *, limit: int) -> None:
+        self.toolbox = toolbox
+        self.name = name
+        self.limit = limit
+        self._idle: list[ExecSession] = []
+        self._lock = threading.Lock()
+
+    def acquire(self, *, new: bool = False) -> ExecSession:
+        """An idle session, else (or with ``new``) a new one."""
+        with self._lock:
+            if self._idle and not new:
+                return self._idle.pop()
+        session = ExecSession(EXEC_PREFIX + secrets.token_hex(12))
+        try:
+            self.toolbox.create_session(session.id)
+        except Invalid as error:
+            if not is_status(error, 409):
+                raise
+        return session
+
+    def release(self, session: ExecSession) -> None:
+        """Give a session that ran its command to the end back (or delete it: pool full)."""
+        with self._lock:
+            if len(self._idle) < self.limit:
+                self._idle.append(session)
+                return
+        self.drop(session)
+
+    def drop(self, session: ExecSession, *, wait: float | None = None) -> None:
+        """Delete a session (killing what runs in it); failures are only logged."""
+        try:
+            self.toolbox.delete_session(session.id, read_timeout=wait)
+        except SandboxError as error:
+            log.debug("daytona: deleting exec session %s failed: %r", session.id, error)
+
+    def flush(self) -> None:
+        """Forget every idle session (the daemon no longer knows them)."""
+        with self._lock:
+            self._idle.clear()
+
+
+@attrs.frozen
+class _Job:
+    """One exec: what to run, until when, and how to follow it should that be needed."""
+
+    script: Callable[[str], str]
+    deadline: Deadline
+    window: float
+    policy: FollowPolicy
+    sandbox_gone: Callable[[], bool]
+    stderr_to_stdout: bool
+
+
+class NotDispatched(Exception):
+    """No command was run: the session could not be had, or the toolbox turned the exec
+    away before any command ran (``error`` says why). Retrying elsewhere is safe."""
+
+    def __init__(self, error: SandboxError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def run_exec(
+    pool: ExecPool,
+    script: Callable[[str], str],
+    *,
+    deadline: Deadline,
+    window: float,
+    policy: FollowPolicy,
+    sandbox_gone: Callable[[], bool],
+    stderr_to_stdout: bool,
+) -> ExecResult:
+    """Run the shim ``script(session_id)`` in a session of ``pool`` to its exit (see the
+    module docstring). :class:`NotDispatched` when it could not be started: no session,
+    a sandbox the toolbox says is not started, or two sessions in a row refused it."""
+    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout)
+    for attempt in (1, 2):
+        deadline.check()
+        try:
+            session = pool.acquire(new=attempt > 1)
+        except SandboxError as error:
+            raise NotDispatched(error) from None
+        try:
+            answer = _exec_sync(pool.toolbox, session, job)
+        except SandboxError as error:
+            if not_started(error):
+                pool.flush()
+                raise NotDispatched(error) from None
+            if exec_refused(error):
+                if isinstance(error, NotFound):
+                    pool.flush()
+                else:
+                    pool.drop(session)
+                if attempt == 1:
+                    continue
+                raise NotDispatched(Unavailable(error.detail)) from None
+            if _lost_answer(error) and deadline.remaining() != 0:
+                return _follow(pool, session, None, job)
+            pool.drop(session, wait=_ABANDON_WAIT)
+            if deadline.remaining() == 0:
+                raise deadline.error() from None
+            if session_ended(error):
+                raise Unavailable("closed_before_exit") from None
+            raise
+        return _result(pool, session, answer, job)
+    raise AssertionError("unreachable")
+
+
+def _lost_answer(error: SandboxError) -> bool:
+    """A transport failure or timeout: the command may run on, its answer lost."""
+    detail = error.detail
+    return isinstance(error, Unavailable) and (
+        detail == "timeout" or (isinstance(detail, tuple) and detail[:1] == ("transport",)))
+
+
+def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:
+    deadline = job.deadline
+
+    def check() -> float:
+        remaining = deadline.remaining()
+        if remaining == 0:
+            raise deadline.error()
+        return job.window if remaining is None else min(remaining, job.window)
+
+    return toolbox.exec_sync(session.id, job.script(session.id), wait=check(), check=check)
+
+
+def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job) -> ExecResult:
+    """The result of a synchronous answer. The daemon answers once the command's journal
+    is final, so one that is not complete lost output: closed before exit."""
+    journal = Journal(framed=True)
+    if answer.raw is not None:
+        events = journal.read().feed(answer.raw)
+    else:
+        events = journal.split_read(*(answer.split or (b"", b"")))
+    code = journal.code
+    if not journal.complete or code is None:
+        pool.drop(session)
+        raise Unavailable("closed_before_exit")
+    if answer.command_id is not None:
+        session.ran.add(answer.command_id)
+    pool.release(session)
+    job.deadline.check()
+    wanted = (STDOUT, STDERR) if job.stderr_to_stdout else (STDOUT,)
+    return ExecResult(b"".join(data for kind, data in events if kind in wanted), code)
+
+
+def _follow(pool: ExecPool, session: ExecSession, command_id: str | None,
+            job: _Job) -> ExecResult:
+    """Follow the exec's command over its log (found in its session if not known)."""
+    toolbox = pool.toolbox
+    try:
+        found = command_id or _find(toolbox, session, job)
+        follower = LogFollower(toolbox, session.id, found, job.policy,
+                               sandbox_gone=job.sandbox_gone)
+
+        def start(owner: queue.SimpleQueue[Any]) -> Command:
+            stream = Stream(new_ref("daytona"), owner, label="daytona")
+            stream.start(follower, on_stop=follower.abort)
+            return Command(PROVIDER, stream.ref, private=stream)
+
+        def stop(command: Command) -> None:
+            stream: Stream = command.private
+            stream.stop()
+            stream.join(_STOP_JOIN)
+
+        result = collect_exec(start, stop, deadline=job.deadline,
+                              stderr_to_stdout=job.stderr_to_stdout)
+    except BaseException:
+        pool.drop(session, wait=_ABANDON_WAIT)
+        raise
+    session.ran.add(found)
+    pool.release(session)
+    return result
+
+
+def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
+    """The id of the command this exec started in ``session``: the one the session ran
+    that it did not know of. Looked for until ``window`` seconds (or the deadline)
+    have passed: then the command never reached the daemon (closed before exit)."""
+    expires = time.monotonic() + job.window
+    while True:
+        commands = toolbox.session(session.id).get("commands")
+        for entry in commands if isinstance(commands, list) else ():
+            found = _id_of(entry)
+            if found is not None and found not in session.ran:
+                return found
+        remaining = job.deadline.remaining()
+        if remaining == 0:
+            raise job.deadline.error()
+        if time.monotonic() >= expires:
+            raise Unavailable("closed_before_exit")
+        pause = _LOOKUP_PAUSE if remaining is None else min(_LOOKUP_PAUSE, remaining)
+        threading.Event().wait(pause)
+
+
+def _id_of(entry: object) -> str | None:
+    if isinstance(entry, Mapping):
+        for key in ("id", "cmdId"):
+            value = entry.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None

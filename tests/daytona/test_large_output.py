@@ -1,0 +1,71 @@
+"""Large outputs through the Daytona emulator: no size cap, every byte exactly once.
+
+``exec`` holds its output in memory and has no cap: 100 MB of random bytes (after
+their digest, written to stderr first) come back whole, checked by size and digest.
+``spawn`` follows the log as a stream: its frames add up to the exact bytes, in
+order. Each runs in a few seconds on 2 cores (measured: about 6 s for the exec), so
+both run in the default suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from managoat_sandbox.frames import Exit, Stderr, Stdout
+from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
+from managoat_sandbox.types import Handle
+
+from .emulated import serving
+
+pytestmark = pytest.mark.timeout(120)
+
+MB = 1_000_000
+#: Writes ``size`` random bytes to a file, prints its digest on stderr, then the file.
+PRODUCER = ("head -c {size} /dev/urandom > blob; sha256sum < blob | cut -c1-64 >&2; "
+            "cat blob; rm -f blob")
+
+
+@pytest.fixture
+def daytona(emulator: DaytonaEmulator) -> Iterator[Daytona]:
+    with serving(emulator) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+def handle(daytona: Daytona, request: pytest.FixtureRequest) -> Handle:
+    return daytona.create(f"large-{request.node.name[:40]}")
+
+
+def test_a_hundred_megabytes_come_back_whole_from_exec(
+    daytona: Daytona, handle: Handle
+) -> None:
+    size = 100 * MB
+    result = daytona.exec(handle, "bash", ["-c", PRODUCER.format(size=size)], timeout=90,
+                          stderr_to_stdout=True)
+    assert result.exit_code == 0
+    digest, blob = result.output[:65], result.output[65:]
+    assert len(blob) == size
+    assert hashlib.sha256(blob).hexdigest().encode() + b"\n" == digest
+
+
+def test_a_large_spawned_stream_arrives_exactly_once_in_order(
+    daytona: Daytona, handle: Handle
+) -> None:
+    size = 20 * MB
+    box = Mailbox()
+    command = daytona.spawn(handle, "bash", ["-c", PRODUCER.format(size=size)], owner=box)
+    try:
+        box.expect(is_terminal(command.ref), 90)
+    finally:
+        daytona.stop_command(command)
+    frames = box.history(command.ref)
+    out = b"".join(f.data for f in frames if isinstance(f, Stdout))
+    err = b"".join(f.data for f in frames if isinstance(f, Stderr))
+    assert frames[-1] == Exit(command.ref, 0)
+    assert len(out) == size
+    assert hashlib.sha256(out).hexdigest().encode() + b"\n" == err
