@@ -87,8 +87,7 @@ class Sizes:
 
     rounds: int  # pairs per latency figure
     stream_rounds: int  # pairs per throughput figure
-    stream_bytes: int  # stdout streamed by sprites and e2b
-    daytona_stream_bytes: int  # and by Daytona (the plan may give it less)
+    stream_bytes: int  # stdout streamed per throughput sample
 
 
 def stream_argv(size: int) -> tuple[str, ...]:
@@ -177,7 +176,7 @@ def measure(provider: Provider, served: Served, sizes: Sizes) -> list[Row]:
                             note=f"raw client: {counts[2]}"))
             return rows
 
-        size = sizes.daytona_stream_bytes if name == "daytona" else sizes.stream_bytes
+        size = sizes.stream_bytes
         big = stream_argv(size)
 
         def throughput(run: Callable[[Sequence[str]], RawRun]) -> Callable[[], float]:

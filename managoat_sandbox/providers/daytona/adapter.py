@@ -23,8 +23,8 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
   and adds the real exit code, so the journal alone tells a complete log
   from a cut one (:mod:`.journal`). ``exec`` runs it in a toolbox session
   kept for reuse, with one synchronous session exec whose answer carries the
-  journal and the exit code (:mod:`.execs`): on a warm sandbox an exec is two
-  requests (the sandbox lookup and the exec). ``spawn`` runs it
+  journal and the exit code (:mod:`.execs`): on a warm sandbox an exec is one
+  request (the sandbox's toolbox is remembered with its sessions). ``spawn`` runs it
   asynchronously in a session of its own, and the command's log is followed
   over the daemon's WebSocket, finished from plain snapshots when that ends
   early, every byte delivered once (:mod:`.logs`). A command whose session
