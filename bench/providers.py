@@ -14,12 +14,13 @@ minimal raw-protocol client of :mod:`raw` and the vendor's SDK
 4. throughput of a large stdout through ``spawn`` (``yes`` lines of 64 bytes
    cut by ``head -c``, read to the exit), ours vs raw (target >= 0.8).
 
-Reading the latencies: every emulated command starts a real process, which
-puts a floor of tens of milliseconds under each round trip, and the
-emulators poll journals, so round trips are bimodal; differences smaller
-than that floor do not show. Daytona's exec runs in a session the adapter
-(and the raw client) keeps, so it starts no new session shell; the SDK's
-``process.exec`` starts a fresh process for each command.
+Reading the latencies: every emulated command is a real process, forked by
+its sandbox's agent (about a millisecond), and each request crosses the
+emulator's HTTP server (a few milliseconds on a loaded 2-core machine), so
+client-side differences of a fraction of a millisecond barely show. Daytona's
+exec runs in a session the adapter (and the raw client) keeps, so it starts
+no new session shell; the SDK's ``process.exec`` is the one-shot
+``/process/execute``, a fresh shell per command, with stdout and stderr merged.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ journaled, ``{"lost": reason}``; it is never guessed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -25,7 +26,7 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -104,9 +105,8 @@ class Process:
               cols: int, nofile_soft: int | None) -> OSError | None:
         """Start the child in its own session; the OSError if it could not be executed.
 
-        ``nofile_soft`` is the child's soft limit on open files: the agent's own
-        soft limit is lowered to it just around the fork (the agent is
-        single-threaded, so nothing else runs meanwhile).
+        ``nofile_soft`` is the child's soft limit on open files (see
+        :func:`_popen`).
         """
         child: list[int] = []
         preexec = None
@@ -133,12 +133,7 @@ class Process:
             stdio = (stdin_source, out_w, err_w)
             self.outputs = {out_r: wire.OUT, err_r: wire.ERR}
         try:
-            with _soft_nofile(nofile_soft):
-                self.popen = subprocess.Popen(
-                    argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], env=env, cwd=cwd,
-                    start_new_session=True, close_fds=True,
-                    preexec_fn=preexec,  # noqa: PLW1509 - the agent is single-threaded
-                )
+            self.popen = _popen(argv, stdio, env, cwd, preexec=preexec, nofile_soft=nofile_soft)
         except (OSError, subprocess.SubprocessError) as exc:
             for fd in child:
                 os.close(fd)
@@ -218,6 +213,42 @@ class Process:
         if self.journal is not None:
             os.close(self.journal)
             self.journal = None
+
+
+def _popen(argv: list[str], stdio: tuple[Any, Any, Any], env: dict[str, str], cwd: str, *,
+           preexec: Callable[[], None] | None, nofile_soft: int | None,
+           ) -> subprocess.Popen[bytes]:
+    """Fork and execute ``argv`` in a new session, its open-files soft limit ``nofile_soft``.
+
+    The fast way lowers the agent's own soft limit just around the fork (the
+    agent is single-threaded, so nothing else runs meanwhile), which keeps the
+    fork a ``vfork``. While the agent holds more descriptors than the child may
+    (hundreds of live commands), the fork's own bookkeeping pipe cannot be made
+    under the lowered limit (EMFILE): then the limit is set in the child before
+    it executes, a plain fork, about a millisecond slower.
+    """
+    def spawn(pre: Callable[[], None] | None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], env=env, cwd=cwd,
+            start_new_session=True, close_fds=True,
+            preexec_fn=pre,  # noqa: PLW1509 - the agent is single-threaded
+        )
+
+    try:
+        with _soft_nofile(nofile_soft):
+            return spawn(preexec)
+    except OSError as error:
+        if nofile_soft is None or error.errno != errno.EMFILE:
+            raise
+    soft = nofile_soft
+
+    def limited() -> None:
+        if preexec is not None:
+            preexec()
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard), hard))
+
+    return spawn(limited)
 
 
 @contextlib.contextmanager

@@ -54,6 +54,21 @@ def test_every_process_inherits_the_default_limits(local: Local) -> None:
         assert limit_of(text, "Max processes") == (str(defaults.processes),) * 2
 
 
+def test_with_hundreds_of_live_commands_a_new_one_runs_with_the_default_limits(
+    local: Local,
+) -> None:
+    """The agent then holds more descriptors than a child may open: the child's limit
+    must still be set, and the command must still run (it once failed with 126)."""
+    handle = local.create("crowded")
+    live = [local.spawn(handle, "cat", [], owner=Mailbox(), stdin=True) for _ in range(300)]
+    try:
+        text = local.exec(handle, "cat", ["/proc/self/limits"], timeout=30).output.decode()
+        assert limit_of(text, "Max open files") == ("1024", str(Limits().open_files))
+    finally:
+        for command in live:
+            local.stop_command(command)
+
+
 @requires_isolation
 def test_the_process_limit_stops_a_fork_flood(local: Local) -> None:
     if not cgroup.process_limit_enforced(True):
