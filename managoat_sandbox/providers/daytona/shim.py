@@ -52,6 +52,7 @@ import base64
 import binascii
 import json
 import re
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 
@@ -197,20 +198,24 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
     directory, then framed whole, one line per stream, followed by the end
     frames and the exit code, as :func:`script` frames them. It runs in a
     subshell of the session shell (no new shell to start, and nothing it does
-    reaches the session); ``pid`` is the session shell's. The capture files are
-    made afresh for each exec and removed after it: a process an earlier exec left
-    running in the session writes to files no later exec reads.
+    reaches the session); ``pid`` is the session shell's.
+
+    The capture files are named for this exec alone, so a process an earlier
+    exec left running in the session writes to files no later exec reads. They
+    are removed in the background, detached from the daemon's output pipes, so
+    the answer does not wait for ``rm`` to start.
     """
-    err = '2>&1' if merge else '2>"$d/e"'
+    nonce = secrets.token_hex(6)
+    err = '2>&1' if merge else '2>"$e"'
     lines = [
         "( d=" + state_dir(session_id),
         '{ [ -d "$d" ] || mkdir -p "$d"; } && : >"$d/code" && echo "$$" >"$d/pid" || exit 125',
-        'rm -f "$d/o" "$d/e" || exit 125',
-        f'{run.text} </dev/null >"$d/o" {err}',
+        f'o="$d/o.{nonce}"; e="$d/e.{nonce}"',
+        f'{run.text} </dev/null >"$o" {err}',
         "c=$?",
-        _whole_frame("$d/o"),
-        _whole_frame("$d/e") + " >&2",
-        'rm -f "$d/o" "$d/e"',
+        _whole_frame("$o"),
+        _whole_frame("$e") + " >&2",
+        'rm -f "$o" "$e" </dev/null >/dev/null 2>&1 &',
         "printf '!%s\\n' \"$c\"; printf '%s\\n' \"$c\" >\"$d/code\"",
         'exit "$c" )',
     ]
