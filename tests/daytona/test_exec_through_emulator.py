@@ -1,10 +1,18 @@
-"""Large outputs through the Daytona emulator: no size cap, every byte exactly once.
+"""exec and spawn through the Daytona emulator: large outputs, and kept exec sessions.
 
+Large outputs: no size cap, every byte exactly once.
 ``exec`` holds its output in memory and has no cap: 100 MB of random bytes (after
 their digest, written to stderr first) come back whole, checked by size and digest.
 ``spawn`` follows the log as a stream: its frames add up to the exact bytes, in
 order. Each runs in a few seconds on 2 cores (measured: about 6 s for the exec), so
 both run in the default suite.
+
+Kept exec sessions: what one exec leaves running in its session never reaches the
+output of the next exec there. The first exec leaves a writer behind that waits for a
+gate file, then writes to the stdout it inherited and marks that it has written. The
+second exec (same sandbox, so the same kept session) opens the gate and waits in the
+sandbox for the mark, so the late write happens while the second exec runs: the order
+is forced, no race is won by timing.
 """
 
 from __future__ import annotations
@@ -28,6 +36,10 @@ MB = 1_000_000
 #: Writes ``size`` random bytes to a file, prints its digest on stderr, then the file.
 PRODUCER = ("head -c {size} /dev/urandom > blob; sha256sum < blob | cut -c1-64 >&2; "
             "cat blob; rm -f blob")
+WAIT_FOR = "i=0; while [ ! -e {path} ]; do i=$((i+1)); [ $i -lt 2000 ] || exit 9; sleep 0.01; done"
+LEAVER = ("( " + WAIT_FOR.format(path="gate") + "; echo LATE-WRITE-FROM-AN-EARLIER-EXEC; "
+          ": > written ) &")
+SECOND = "touch gate; " + WAIT_FOR.format(path="written") + "; echo mine"
 
 
 @pytest.fixture
@@ -69,3 +81,13 @@ def test_a_large_spawned_stream_arrives_exactly_once_in_order(
     assert frames[-1] == Exit(command.ref, 0)
     assert len(out) == size
     assert hashlib.sha256(out).hexdigest().encode() + b"\n" == err
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_a_process_left_by_an_earlier_exec_never_writes_into_a_later_one(
+    daytona: Daytona, handle: Handle, merge: bool
+) -> None:
+    first = daytona.exec(handle, "sh", ["-c", LEAVER], timeout=20, stderr_to_stdout=merge)
+    assert (first.output, first.exit_code) == (b"", 0)
+    second = daytona.exec(handle, "sh", ["-c", SECOND], timeout=30, stderr_to_stdout=merge)
+    assert (second.output, second.exit_code) == (b"mine\n", 0)
