@@ -28,7 +28,6 @@ so a sandbox can never make its own agent unstartable.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import secrets
@@ -251,7 +250,6 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
         if not settings.isolated and len(os.fsencode(socket_path)) < SUN_PATH:
             agent_args += ["--socket", str(socket_path)]
         python, python_paths = agent_python()
-        preexec = None
         group: Path | None = None
         if settings.isolated:
             support = isolation.support()
@@ -273,14 +271,13 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
             limit = settings.limits.processes
             group = cgroup.create(settings.id, limit) if limit else None
             if group is not None:
-                preexec = functools.partial(cgroup.join, group)
+                argv = [*cgroup.joining(group), *argv]
         else:
             argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"),
                     str(ENGINE_DIR.parent), *agent_args]
         proc = subprocess.Popen(
             argv, pass_fds=(state_fd, *passed), stdin=subprocess.DEVNULL, stdout=log,
             stderr=log, start_new_session=True, env=_LAUNCH_ENV, cwd="/",
-            preexec_fn=preexec,  # noqa: PLW1509 - only when joining a cgroup
         )
         _launched.append(proc)
         while passed:
