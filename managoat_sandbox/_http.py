@@ -25,7 +25,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -231,18 +231,35 @@ class HttpClient:
             return Response(response.status_code, dict(response.headers), body)
 
 
+def body_chunks(response: requests.Response, *, size: int = _CHUNK,
+                before_read: Callable[[], object] | None = None) -> Iterator[bytes]:
+    """A streaming response's body, chunk by chunk (at most ``size`` bytes each).
+
+    ``before_read()`` runs before each read and may raise to abandon the body;
+    transport failures are ``Unavailable``.
+    """
+    body = response.iter_content(size)
+    while True:
+        if before_read is not None:
+            before_read()
+        try:
+            chunk = next(body, b"")
+        except requests_module().RequestException as error:
+            raise transport_error(error) from None
+        if not chunk:
+            return
+        yield chunk
+
+
 def read_bounded(response: requests.Response, limit: int) -> bytes:
     """Read a streaming response's body, refusing more than ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0
-    try:
-        for chunk in response.iter_content(_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise Unavailable(("response_too_large", limit))
-            chunks.append(chunk)
-    except requests_module().RequestException as error:
-        raise transport_error(error) from None
+    for chunk in body_chunks(response):
+        size += len(chunk)
+        if size > limit:
+            raise Unavailable(("response_too_large", limit))
+        chunks.append(chunk)
     return b"".join(chunks)
 
 

@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import attrs
-import requests
 
 from ... import config
 from ..._http import BODY_LIMIT, HttpClient, Response, read_bounded
 from ...errors import Denied, ProviderError
 from .errors import error_from
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["LABELS", "Api", "Timeouts", "toolbox_base"]
 

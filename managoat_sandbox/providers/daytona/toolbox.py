@@ -17,16 +17,18 @@ import json
 import posixpath
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import attrs
-import requests
 
-from ..._http import Response, set_read_timeout, transport_error
+from ..._http import Response, body_chunks, set_read_timeout
 from ...errors import ProviderError, Unavailable
 from .api import PROVIDER, Api
 from .follow import LogSocket
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["ExecAnswer", "LogBody", "Toolbox"]
 
@@ -77,20 +79,6 @@ def command_id_of(answer: Any) -> str:
             if isinstance(value, str) and value:
                 return value
     raise ProviderError(PROVIDER, ("no_command_id", answer))
-
-
-def _chunks(response: requests.Response, between: Callable[[], None]) -> Iterator[bytes]:
-    """A streaming body's chunks; ``between()`` runs before each read (and may raise)."""
-    body = response.iter_content(_CHUNK)
-    while True:
-        between()
-        try:
-            chunk = next(body, b"")
-        except requests.RequestException as error:
-            raise transport_error(error) from None
-        if not chunk:
-            return
-        yield chunk
 
 
 def _is_json(response: requests.Response) -> bool:
@@ -167,7 +155,9 @@ class Toolbox:
             headers=SPLIT_OUTPUT,
             json={"command": command, "runAsync": False},
         ) as response:
-            body = b"".join(_chunks(response, lambda: set_read_timeout(response, check())))
+            body = b"".join(body_chunks(
+                response, size=_CHUNK,
+                before_read=lambda: set_read_timeout(response, check())))
         try:
             answer = json.loads(body)
         except ValueError:
@@ -208,9 +198,9 @@ class Toolbox:
             headers=SPLIT_OUTPUT,
         ) as response:
             if not _is_json(response):
-                yield LogBody(chunks=_chunks(response, lambda: None))
+                yield LogBody(chunks=body_chunks(response, size=_CHUNK))
                 return
-            body = b"".join(_chunks(response, lambda: None))
+            body = b"".join(body_chunks(response, size=_CHUNK))
             try:
                 answer = json.loads(body)
             except ValueError:
