@@ -75,7 +75,7 @@ from .commands import DaytonaCommand
 from .errors import conflict_is_transient, is_status
 from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
 from .logs import FollowPolicy, LogFollower
-from .toolbox import Toolbox
+from .toolbox import Toolbox, listed_command_id
 
 __all__ = ["Daytona"]
 
@@ -486,7 +486,7 @@ class Daytona(StreamingAdapter):
         )
         toolbox = self._toolbox(handle, wake=False)
         last = _last_command(toolbox.session(session_id))
-        command_id = _command_id(last)
+        command_id = listed_command_id(last)
         if command_id is None:
             raise NotFound(("session_without_command", session_id))
         code = toolbox.command(session_id, command_id).get("exitCode")
@@ -560,13 +560,3 @@ def _last_command(session: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     usable = [entry for entry in commands if isinstance(entry, Mapping)]
     return usable[-1] if usable else None
-
-
-def _command_id(command: Mapping[str, Any] | None) -> str | None:
-    if command is None:
-        return None
-    for key in ("id", "cmdId"):
-        value = command.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None

@@ -38,7 +38,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -51,7 +51,7 @@ from .api import PROVIDER
 from .errors import exec_refused, is_status, not_started, session_ended
 from .journal import STDERR, STDOUT, Journal
 from .logs import FollowPolicy, LogFollower
-from .toolbox import ExecAnswer, Toolbox
+from .toolbox import ExecAnswer, Toolbox, listed_command_id
 
 __all__ = ["EXEC_PREFIX", "ExecPool", "ExecSession", "NotDispatched", "run_exec"]
 
@@ -261,7 +261,7 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
     while True:
         commands = toolbox.session(session.id).get("commands")
         for entry in commands if isinstance(commands, list) else ():
-            found = _id_of(entry)
+            found = listed_command_id(entry)
             if found is not None and found not in session.ran:
                 return found
         remaining = job.deadline.remaining()
@@ -272,11 +272,3 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
         pause = _LOOKUP_PAUSE if remaining is None else min(_LOOKUP_PAUSE, remaining)
         threading.Event().wait(pause)
 
-
-def _id_of(entry: object) -> str | None:
-    if isinstance(entry, Mapping):
-        for key in ("id", "cmdId"):
-            value = entry.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None

@@ -30,7 +30,7 @@ from .follow import LogSocket
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["ExecAnswer", "LogBody", "Toolbox"]
+__all__ = ["ExecAnswer", "LogBody", "Toolbox", "command_id_of", "listed_command_id"]
 
 SPLIT_OUTPUT = {"X-Daytona-Split-Output": "true"}
 _EXECUTE_MARGIN = 5.0
@@ -79,6 +79,16 @@ def command_id_of(answer: Any) -> str:
             if isinstance(value, str) and value:
                 return value
     raise ProviderError(PROVIDER, ("no_command_id", answer))
+
+
+def listed_command_id(entry: object) -> str | None:
+    """The id of a command as its session lists it: ``id``, else ``cmdId``; else None."""
+    if isinstance(entry, Mapping):
+        for key in ("id", "cmdId"):
+            value = entry.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
 
 
 def _is_json(response: requests.Response) -> bool:
