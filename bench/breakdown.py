@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import httpx
 import requests
-from measure import WAIT, elapsed
+from measure import WAIT, elapsed, rotated
 from providers import PROVIDERS, our_sandbox
 from raw import CREDENTIAL, RawDaytona
 from served import emulator_process
@@ -38,15 +38,9 @@ Step = tuple[str, Callable[[], object]]
 
 def interleaved(steps: Sequence[Step], rounds: int) -> list[tuple[str, float]]:
     """The median seconds of each step over ``rounds`` rounds, the order rotating."""
-    samples: dict[str, list[float]] = {name: [] for name, _ in steps}
-    timers = [(name, elapsed(call)) for name, call in steps]
-    for _, timer in timers:
-        timer()
-    for n in range(rounds):
-        shift = n % len(timers)
-        for name, timer in timers[shift:] + timers[:shift]:
-            samples[name].append(timer())
-    return [(name, statistics.median(samples[name])) for name, _ in steps]
+    found = rotated([elapsed(call) for _, call in steps], rounds)
+    return [(name, statistics.median(samples)) for (name, _), samples in zip(steps, found,
+                                                                             strict=True)]
 
 
 def report(title: str, medians: list[tuple[str, float]]) -> None:

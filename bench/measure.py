@@ -101,19 +101,23 @@ class Paired:
         return [mine / theirs for mine, theirs in zip(self.ours, self.reference, strict=True)]
 
 
+def rotated(samples: Sequence[Sample], rounds: int) -> list[list[float]]:
+    """``rounds`` rounds of one sample of each, after one untimed warm-up each; the
+    order rotates every round (for two samples: which goes first alternates)."""
+    for sample in samples:
+        sample()
+    found: list[list[float]] = [[] for _ in samples]
+    order = list(range(len(samples)))
+    for n in range(rounds):
+        shift = n % len(order)
+        for index in order[shift:] + order[:shift]:
+            found[index].append(samples[index]())
+    return found
+
+
 def paired(ours: Sample, reference: Sample, rounds: int) -> Paired:
     """``rounds`` rounds of one sample each, alternating which goes first."""
-    ours()
-    reference()
-    mine: list[float] = []
-    theirs: list[float] = []
-    for n in range(rounds):
-        if n % 2:
-            theirs.append(reference())
-            mine.append(ours())
-        else:
-            mine.append(ours())
-            theirs.append(reference())
+    mine, theirs = rotated([ours, reference], rounds)
     return Paired(mine, theirs)
 
 
