@@ -55,8 +55,9 @@ def collect_exec(
     """Run ``start(owner)`` and collect its frames into an :class:`ExecResult`.
 
     ``start`` spawns the command with the given queue as owner; ``stop``
-    abandons it (called on every way out). Stdout is collected; stderr too when
-    ``stderr_to_stdout``, in arrival order; an ``Error`` frame is raised as its
+    abandons it (called on every way out). Stdout is collected as the output;
+    stderr joins it in arrival order when ``stderr_to_stdout``, else it is
+    collected apart as the result's ``stderr``; an ``Error`` frame is raised as its
     reason (so a close without exit is ``Unavailable("closed_before_exit")``,
     partial output discarded).
     """
@@ -65,6 +66,7 @@ def collect_exec(
     command = start(frames)
     try:
         output = bytearray()
+        errors = bytearray()
         while True:
             remaining = deadline.remaining()
             if remaining == 0:
@@ -75,9 +77,11 @@ def collect_exec(
                 raise deadline.error() from None
             if isinstance(frame, Stdout) or (stderr_to_stdout and isinstance(frame, Stderr)):
                 output += frame.data
+            elif isinstance(frame, Stderr):
+                errors += frame.data
             elif isinstance(frame, Exit):
                 deadline.check()
-                return ExecResult(bytes(output), frame.code)
+                return ExecResult(bytes(output), frame.code, bytes(errors))
             elif isinstance(frame, Error):
                 raise frame.reason
     finally:

@@ -201,6 +201,11 @@ def exec(
 ) -> ExecResult:
     """Run a command to exit and collect its output; a nonzero exit is data.
 
+    ``output, code = exec(...)`` unpacks stdout and the real exit code; the
+    result's ``stderr`` holds the command's stderr. With
+    ``stderr_to_stdout=True`` both streams go to ``output`` in arrival order
+    and ``stderr`` is empty.
+
     ``timeout`` is one monotonic deadline in seconds that output never
     extends; expiry is ``Unavailable(("exec_timeout", timeout))`` (the remote
     process may go on). ``timeout <= 0`` raises that at once, dispatching

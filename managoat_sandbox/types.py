@@ -110,14 +110,44 @@ class Info:
     raw: Any = None
 
 
-class ExecResult(NamedTuple):
-    """The result of ``exec``: collected output and the real exit code.
-
-    Unpacks as ``output, code = exec(...)``.
-    """
-
+class _Collected(NamedTuple):
     output: bytes
     exit_code: int
+
+
+class ExecResult(_Collected):
+    """The result of ``exec``: collected output, the command's stderr and the real exit code.
+
+    Unpacks as ``output, code = exec(...)`` — a two-element tuple, compared as
+    one. ``output`` is stdout, or stdout and stderr in arrival order when
+    ``stderr_to_stdout=True``. ``stderr`` is the command's stderr when it was
+    kept apart (empty when merged); it is collected like ``output``, under the
+    same deadline and the same provider limits, so a failing command says why.
+    """
+
+    stderr: bytes
+
+    def __new__(cls, output: bytes, exit_code: int, stderr: bytes = b"") -> ExecResult:
+        result = super().__new__(cls, output, exit_code)
+        result.stderr = stderr
+        return result
+
+    def __getnewargs__(self) -> tuple[bytes, int, bytes]:
+        return (self.output, self.exit_code, self.stderr)
+
+    def _replace(self, **changes: Any) -> ExecResult:
+        fields: dict[str, Any] = {
+            "output": self.output, "exit_code": self.exit_code, "stderr": self.stderr
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise ValueError(f"ExecResult has no fields {sorted(unknown)}")
+        fields.update(changes)
+        return ExecResult(**fields)
+
+    def __repr__(self) -> str:
+        return (f"ExecResult(output={self.output!r}, exit_code={self.exit_code!r}, "
+                f"stderr={self.stderr!r})")
 
     @property
     def text(self) -> str:

@@ -421,6 +421,21 @@ class ConformanceTests(_Base):
         self.assertIn(_as_bytes(out_part), plain.output)
         self.assertNotIn(_as_bytes(err_part), plain.output)
 
+    def test_exec_keeps_stderr_apart_unless_merged(self) -> None:
+        """Unmerged, the result's ``stderr`` holds the command's stderr (and never its
+        stdout); merged, ``stderr`` is empty. Unpacking stays two elements."""
+        cmd, args, out_part, err_part = self._fixture("exec_mixed")
+        adapter = self.adapter_instance
+        handle = self._created()
+        plain = adapter.exec(handle, cmd, args)
+        output, code = plain
+        self.assertEqual((output, code), (plain.output, plain.exit_code))
+        self.assertIsInstance(plain.stderr, bytes)
+        self.assertIn(_as_bytes(err_part), plain.stderr)
+        self.assertNotIn(_as_bytes(out_part), plain.stderr)
+        merged = adapter.exec(handle, cmd, args, stderr_to_stdout=True)
+        self.assertEqual(merged.stderr, b"")
+
     def test_concurrent_exec_on_one_sandbox_from_threads(self) -> None:
         """Several threads exec on one sandbox at once; every call gets its own full result."""
         cmd, args, expected = self._fixture("exec_ok")

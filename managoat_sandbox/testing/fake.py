@@ -301,11 +301,14 @@ class Fake(Adapter):
         with self._lock:
             self._sandbox(handle)
         output = bytearray()
+        errors = bytearray()
         code = 0
         for step in program:
             if isinstance(step, Emit):
                 if step.stream == 1 or stderr_to_stdout:
                     output += step.data
+                else:
+                    errors += step.data
             elif isinstance(step, Sleep):
                 remaining = deadline.remaining()
                 if remaining is not None and remaining < step.seconds:
@@ -317,7 +320,7 @@ class Fake(Adapter):
             elif isinstance(step, Drop):
                 raise Unavailable("closed_before_exit")
         deadline.check()
-        return ExecResult(bytes(output), code)
+        return ExecResult(bytes(output), code, bytes(errors))
 
     # -- streaming ------------------------------------------------------------
 

@@ -297,3 +297,15 @@ def test_a_sandbox_that_breaks_its_own_mount_points_still_starts(
     os.kill(agent_pid(root, handle), 9)
     assert wait_until(lambda: local.get(handle).raw["agent"] == "stopped")
     assert local.exec(handle, "echo", ["started"]).output == b"started\n"
+
+
+def test_exec_of_a_failing_command_says_why_in_stderr(local: Local) -> None:
+    """A missing file and a missing binary: the code is the real one and stderr says why."""
+    handle = local.create("stderr-why")
+    missing_file = local.exec(handle, "cat", ["/no-such-file"])
+    assert missing_file.exit_code == 1
+    assert b"No such file" in missing_file.stderr
+    assert missing_file.output == b""
+    missing_binary = local.exec(handle, "bash", ["-c", "no-such-binary-here"])
+    assert missing_binary.exit_code == 127
+    assert b"not found" in missing_binary.stderr

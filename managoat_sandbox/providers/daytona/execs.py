@@ -221,7 +221,9 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
     pool.release(session)
     job.deadline.check()
     wanted = (STDOUT, STDERR) if job.stderr_to_stdout else (STDOUT,)
-    return ExecResult(b"".join(data for kind, data in events if kind in wanted), code)
+    output = b"".join(data for kind, data in events if kind in wanted)
+    errors = b"".join(data for kind, data in events if kind not in wanted)
+    return ExecResult(output, code, errors)
 
 
 def _follow(pool: ExecPool, session: ExecSession, command_id: str | None,

@@ -328,6 +328,7 @@ class Local(StreamingAdapter):
         except EngineError as error:
             raise _engine_error(error) from None
         output = bytearray()
+        errors = bytearray()
         try:
             while True:
                 remaining = deadline.remaining()
@@ -341,9 +342,11 @@ class Local(StreamingAdapter):
                     if isinstance(event, events.Output):
                         if event.stream == 1 or stderr_to_stdout:
                             output += event.data
+                        else:
+                            errors += event.data
                     elif isinstance(event, events.Exited):
                         deadline.check()
-                        return ExecResult(bytes(output), event.code)
+                        return ExecResult(bytes(output), event.code, bytes(errors))
                     else:
                         raise end_error(event)
         finally:
