@@ -49,6 +49,9 @@ _DEFAULTS: dict[tuple[str, str], Any] = {
     ("retry", "max_retry_after_ms"): 30000,
 }
 
+#: The top-level key whose changes replace adapter instances (see :func:`generation`).
+_SOURCES_KEY = "adapters"
+
 _lock = threading.RLock()
 _settings: dict[str | None, dict[str, Any]] = {}
 _generation = 0
@@ -60,9 +63,13 @@ def _bump() -> None:
 
 
 def generation() -> int:
-    """A counter that changes on every :func:`configure`, :func:`override` and :func:`reset`.
+    """A counter that changes whenever what serves a provider may have changed: the
+    ``adapters`` map is configured (or overridden, or restored after an override), or
+    :func:`reset` runs.
 
-    The registry uses it to drop cached adapter instances.
+    The registry replaces its cached adapter instances only then. Every other setting
+    (retry, credentials, URLs, ``local``) is read by the live instance at call time, so
+    changing one never discards an adapter's sandboxes, pools or remembered policies.
     """
     return _generation
 
@@ -86,7 +93,8 @@ def configure(scope: str | None = None, **settings: Any) -> None:
                 current.pop(key, None)
             else:
                 current[key] = value
-        _bump()
+        if scope is None and _SOURCES_KEY in settings:
+            _bump()
 
 
 def get(scope: str | None, key: str, default: Any = None) -> Any:
@@ -133,11 +141,13 @@ def override(scope: str | None = None, **settings: Any) -> Iterator[None]:
                     current.pop(key, None)
                 else:
                     current[key] = value
-            _bump()
+            if scope is None and _SOURCES_KEY in saved:
+                _bump()
 
 
 def reset() -> None:
-    """Forget every configured setting and drop cached adapter instances."""
+    """Forget every configured setting and drop cached adapter instances (a full restart,
+    meant for tests)."""
     with _lock:
         _settings.clear()
         _bump()

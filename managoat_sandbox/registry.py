@@ -4,7 +4,11 @@ Three sources, the first that names a provider wins: the explicit map
 (``config.configure(adapters={...})``), the entry-point group
 ``managoat_sandbox.adapters`` (loaded lazily, once), and the built-ins. A map
 value is an :class:`Adapter` instance, or an ``Adapter`` subclass instantiated
-once, lazily, with no arguments and cached until the next configuration change.
+once, lazily, with no arguments. An instance is cached until the source serving
+its provider may have changed — the ``adapters`` map is configured, or
+``config.reset`` runs — and never on any other setting change: adapters read
+their settings at call time, so a retry tweak mid-run keeps every sandbox,
+connection pool and remembered policy an instance holds.
 """
 
 from __future__ import annotations
