@@ -10,7 +10,12 @@ Use it through the module::
 Creation-side functions take a provider name; everything else dispatches on
 the provider tag of the ``Handle`` or ``Command`` it is given. ``__all__``
 leaves out ``exec``, which would shadow the builtin on a star import.
+
+The ``managoat_sandbox`` logger has a ``NullHandler``: a program that sets up
+no logging hears nothing (not even retry warnings); one that does sees them.
 """
+
+import logging
 
 from ._version import __version__
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability
@@ -122,3 +127,5 @@ __all__ = [
     "write_file",
     "write_stdin",
 ]
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())

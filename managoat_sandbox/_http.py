@@ -2,7 +2,8 @@
 
 One place decides how an HTTP answer becomes an error (SPEC §2.3):
 
-* 404 → ``NotFound``; 401/403 → ``Denied``; 429 → ``RateLimited``;
+* 404 → ``NotFound``; 401/403 → ``Denied``; 429 → ``RateLimited``; a 503's
+  ``Retry-After`` (as urllib3 honours it) becomes ``Unavailable.retry_after``;
   >= 500 → ``Unavailable``; any other non-2xx (3xx included: redirects are
   never followed) → ``Invalid``;
 * connection errors, read timeouts and resets → ``Unavailable``;
@@ -135,7 +136,8 @@ def error_for(
     if status == 429:
         return RateLimited(retry_after_from(headers, parsed, retry_after_field))
     if status >= 500:
-        return Unavailable(detail)
+        advice = retry_after_from(headers, parsed, retry_after_field) if status == 503 else None
+        return Unavailable(detail, retry_after=advice)
     return Invalid(detail)
 
 

@@ -47,6 +47,7 @@ _DEFAULTS: dict[tuple[str, str], Any] = {
     ("retry", "base_ms"): 250,
     ("retry", "max_ms"): 2000,
     ("retry", "max_retry_after_ms"): 30000,
+    ("retry", "budget"): 100,
 }
 
 #: The top-level key whose changes replace adapter instances (see :func:`generation`).

@@ -39,12 +39,19 @@ class SandboxError(Exception):
 
     transient: ClassVar[bool] = True
 
+    #: How many attempts a retried operation made before raising this (set by
+    #: :func:`managoat_sandbox.retry.with_backoff`; ``None`` for a single try).
+    attempts: int | None = None
+
     def __init__(self, detail: Any = None) -> None:
         super().__init__(detail)
         self.detail = detail
 
     def __str__(self) -> str:
-        return "" if self.detail is None else repr(self.detail)
+        text = "" if self.detail is None else repr(self.detail)
+        if self.attempts is not None and self.attempts > 1:
+            text = f"{text} (after {self.attempts} attempts)".lstrip()
+        return text
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.detail!r})"
@@ -56,7 +63,7 @@ class SandboxError(Exception):
         return hash((type(self), _hashable(self.args)))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), self.args)
+        return (type(self), self.args, dict(self.__dict__))
 
 
 def _hashable(value: Any) -> Any:
@@ -108,7 +115,16 @@ class RateLimited(SandboxError):
 
 
 class Unavailable(SandboxError):
-    """A 5xx, a timeout, a transport failure, or a stream closed before exit."""
+    """A 5xx, a timeout, a transport failure, or a stream closed before exit.
+
+    ``retry_after`` is the provider's advice in seconds when it sent one with the
+    answer (a 503 with ``Retry-After`` while a machine boots), else ``None``; the
+    retry policy waits at least that long, as it does for :class:`RateLimited`.
+    """
+
+    def __init__(self, detail: Any = None, *, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class Denied(SandboxError):

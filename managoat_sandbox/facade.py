@@ -4,7 +4,8 @@ Each function resolves its adapter through the registry once per call, before
 anything else and outside any retry loop. Handles and commands it returns are
 tagged with the registry name they were resolved under, so they dispatch back
 to the adapter that made them. The idempotent operations retry transient
-taxonomy errors (:func:`managoat_sandbox.retry.idempotent`); every other
+taxonomy errors (:func:`managoat_sandbox.retry.idempotent`), drawing on one
+retry budget per provider shared by every thread; every other
 operation runs exactly once. Arguments are checked here, before the adapter
 is called: wrong types are ``TypeError``, unusable values ``Invalid``.
 """
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -22,7 +23,7 @@ from . import _args
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
 from .errors import NotSupported, SandboxError, Unavailable
 from .registry import adapter_for, adapters
-from .retry import idempotent
+from .retry import budget_for, idempotent
 from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
 
 log = logging.getLogger("managoat_sandbox")
 
+_Op = TypeVar("_Op", bound=Callable[..., Any])
+
 
 # -- resolution and tagging ---------------------------------------------------
 
@@ -82,6 +85,11 @@ def _tag_command(command: Command, provider: str) -> Command:
     return command if command.provider == provider else attrs.evolve(command, provider=provider)
 
 
+def _retried(provider: str, operation: _Op) -> _Op:
+    """``operation`` retried as idempotent, its retries drawn from ``provider``'s budget."""
+    return idempotent(budget=budget_for(provider))(operation)
+
+
 def _implements(adapter: Adapter, operation: str) -> bool:
     return getattr(type(adapter), operation) is not getattr(Adapter, operation)
 
@@ -99,7 +107,7 @@ def create(provider: str, name: str, **opts: Any) -> Handle:
     """Create ``name``, adopting an existing sandbox of that name (retried)."""
     adapter = adapter_for(provider)
     name = _args.sandbox_name(name)
-    return _tag_handle(idempotent(adapter.create)(name, **opts), provider)
+    return _tag_handle(_retried(provider, adapter.create)(name, **opts), provider)
 
 
 def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
@@ -117,7 +125,7 @@ def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any)
 def list_all_names(provider: str) -> frozenset[str]:
     """Every sandbox name at ``provider``, or ``Truncated`` (retried)."""
     adapter = adapter_for(provider)
-    return frozenset(idempotent(adapter.list_all_names)())
+    return frozenset(_retried(provider, adapter.list_all_names)())
 
 
 def capabilities(provider: str) -> frozenset[str]:
@@ -146,13 +154,13 @@ def supports(target: str | Handle | Command, capability: str) -> bool:
 def get(handle: Handle) -> Info:
     """The sandbox's status; ``NotFound`` only when definitively gone (retried)."""
     adapter = _for_handle(handle)
-    return idempotent(adapter.get)(handle)
+    return _retried(handle.provider, adapter.get)(handle)
 
 
 def destroy(handle: Handle) -> None:
     """Destroy the sandbox; an already-gone sandbox is fine (retried)."""
     adapter = _for_handle(handle)
-    idempotent(adapter.destroy)(handle)
+    _retried(handle.provider, adapter.destroy)(handle)
 
 
 def destroy_once(handle: Handle, *, timeout: float = 120.0) -> None:
@@ -166,13 +174,13 @@ def destroy_once(handle: Handle, *, timeout: float = 120.0) -> None:
 def suspend(handle: Handle) -> None:
     """Park the sandbox (retried)."""
     adapter = _for_handle(handle)
-    idempotent(adapter.suspend)(handle)
+    _retried(handle.provider, adapter.suspend)(handle)
 
 
 def resume(handle: Handle) -> Handle:
     """Wake the sandbox and return a usable handle (retried)."""
     adapter = _for_handle(handle)
-    return _tag_handle(idempotent(adapter.resume)(handle), handle.provider)
+    return _tag_handle(_retried(handle.provider, adapter.resume)(handle), handle.provider)
 
 
 def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
@@ -186,7 +194,7 @@ def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None)
     if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
         raise TypeError("mode must be an int such as 0o600")
     payload = _args.flatten_bytes(data)
-    idempotent(adapter.write_file)(handle, path, payload, mode=mode)
+    _retried(handle.provider, adapter.write_file)(handle, path, payload, mode=mode)
 
 
 def exec(
@@ -292,7 +300,7 @@ def stop_command(command: Command) -> None:
 def list_sessions(handle: Handle) -> list[Session]:
     """The sandbox's detachable sessions (retried)."""
     adapter = _for_handle(handle)
-    return builtins.list(idempotent(adapter.list_sessions)(handle))
+    return builtins.list(_retried(handle.provider, adapter.list_sessions)(handle))
 
 
 def attach(
@@ -332,13 +340,13 @@ def apply_network_policy(handle: Handle, policy: NetworkPolicy) -> None:
     adapter = _for_handle(handle)
     if not isinstance(policy, NetworkPolicy):
         raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
-    idempotent(adapter.apply_network_policy)(handle, policy)
+    _retried(handle.provider, adapter.apply_network_policy)(handle, policy)
 
 
 def public_url(handle: Handle) -> str | None:
     """The sandbox's openable URL, or ``None`` where the platform has none (retried)."""
     adapter = _for_handle(handle)
-    return idempotent(adapter.public_url)(handle)
+    return _retried(handle.provider, adapter.public_url)(handle)
 
 
 def create_checkpoint(handle: Handle, *, comment: str | None = None) -> str:

@@ -16,11 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from . import config
-from .contract import IDEMPOTENT_OPERATIONS
-from .errors import RateLimited, SandboxError
+import attrs
 
-__all__ = ["idempotent", "transient", "with_backoff"]
+from . import config
+from ._budget import Budget, budget_for
+from .contract import IDEMPOTENT_OPERATIONS
+from .errors import RateLimited, SandboxError, Unavailable
+
+__all__ = ["Budget", "budget_for", "idempotent", "transient", "with_backoff"]
 
 log = logging.getLogger("managoat_sandbox.retry")
 
@@ -53,42 +56,76 @@ def with_backoff(
     label: str = "external call",
     retriable: Callable[[BaseException], bool] = transient,
     sleep: Callable[[float], None] = time.sleep,
+    budget: Budget | None = None,
 ) -> T:
     """Call ``fn()``, retrying retriable exceptions; re-raise the last one.
 
     ``attempts`` counts every try (default: config ``retry.attempts``, 3).
     The delay before try ``n+1`` is uniform in ``[c/2, c]`` with
     ``c = min(base * 2**(n-1), max_delay)`` (seconds; defaults from config
-    ``retry.base_ms``/``retry.max_ms``). A ``RateLimited`` with a
-    ``retry_after`` waits at least that long, and is re-raised at once when it
-    asks for more than ``max_retry_after``. ``KeyboardInterrupt`` and
+    ``retry.base_ms``/``retry.max_ms``). A ``RateLimited`` or ``Unavailable``
+    carrying a ``retry_after`` waits at least that long, and is re-raised at
+    once when it asks for more than ``max_retry_after``. With a ``budget``
+    (:mod:`managoat_sandbox._budget`) every retry takes a token from it and a
+    success returns some; with the budget spent the error is re-raised at
+    once. A re-raised taxonomy error's ``attempts`` says how many tries were
+    made (and its message, when more than one). ``KeyboardInterrupt`` and
     ``SystemExit`` are never caught.
     """
     total = int(config.get("retry", "attempts")) if attempts is None else attempts
     if isinstance(total, bool) or not isinstance(total, int) or total < 1:
         raise ValueError("attempts must be an int >= 1")
-    base_s = _seconds(base, "base_ms")
-    cap_s = _seconds(max_delay, "max_ms")
-    retry_cap = _seconds(max_retry_after, "max_retry_after_ms")
+    policy = _Policy(total, retriable, _seconds(base, "base_ms"), _seconds(max_delay, "max_ms"),
+                     _seconds(max_retry_after, "max_retry_after_ms"), budget, label)
     attempt = 1
     while True:
         try:
-            return fn()
+            result = fn()
         except Exception as error:
-            if attempt >= total or not retriable(error):
+            delay = policy.delay_after(error, attempt)
+            if delay is None:
+                if isinstance(error, SandboxError):
+                    error.attempts = attempt
                 raise
-            ceiling = min(base_s * 2 ** (attempt - 1), cap_s)
-            delay = random.uniform(ceiling / 2, ceiling)
-            if isinstance(error, RateLimited) and error.retry_after is not None:
-                if error.retry_after > retry_cap:
-                    raise
-                delay = max(delay, float(error.retry_after))
             log.warning(
                 "retry: %s attempt %d failed (%s), retrying in %.3fs",
                 label, attempt, type(error).__name__, delay,
             )
             sleep(delay)
             attempt += 1
+        else:
+            if budget is not None:
+                budget.refund()
+            return result
+
+
+@attrs.frozen
+class _Policy:
+    """One call's retry settings, resolved once before the first try."""
+
+    total: int
+    retriable: Callable[[BaseException], bool]
+    base: float
+    max_delay: float
+    max_retry_after: float
+    budget: Budget | None
+    label: str
+
+    def delay_after(self, error: Exception, attempt: int) -> float | None:
+        """Seconds to wait before the next try after ``error``, or ``None`` to re-raise it."""
+        if attempt >= self.total or not self.retriable(error):
+            return None
+        ceiling = min(self.base * 2 ** (attempt - 1), self.max_delay)
+        delay = random.uniform(ceiling / 2, ceiling)
+        advice = error.retry_after if isinstance(error, (RateLimited, Unavailable)) else None
+        if advice is not None:
+            if advice > self.max_retry_after:
+                return None
+            delay = max(delay, float(advice))
+        if self.budget is not None and not self.budget.take():
+            log.debug("retry: %s not retried: the provider's retry budget is spent", self.label)
+            return None
+        return delay
 
 
 def _retriable_taxonomy(error: BaseException) -> bool:
