@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import Invalid
@@ -17,42 +18,80 @@ from .errors import Invalid
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
 MAX_NAME_LENGTH = 256
 
+#: The longest finite timeout, in seconds (the most a thread may wait); ``inf`` or
+#: ``None`` mean no limit where a limit is optional.
+MAX_SECONDS = threading.TIMEOUT_MAX
+
+#: How deeply ``data`` given to ``write_file``/``write_stdin`` may nest iterables.
+MAX_DATA_DEPTH = 64
+
+#: The largest permission ``mode``: ``0o7777`` (setuid, setgid, sticky, and rwx thrice).
+MAX_MODE = 0o7777
+
 
 def seconds(value: object, what: str = "timeout") -> float:
-    """Return ``value`` as seconds: an int or float, not a bool, not NaN."""
+    """Return ``value`` as finite seconds: an int or float, not a bool.
+
+    NaN is ``ValueError``; anything beyond ``±MAX_SECONDS`` (infinities and
+    ints too large for a float included) is ``Invalid``.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, got {type(value).__name__}")
-    if math.isnan(value):
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if math.isnan(number):
         raise ValueError(f"{what} must not be NaN")
-    return float(value)
+    if not -MAX_SECONDS <= number <= MAX_SECONDS:
+        raise Invalid((what, f"must be at most {MAX_SECONDS:.0f} seconds"))
+    return number
 
 
 def optional_seconds(value: object, what: str = "timeout") -> float | None:
-    """Like :func:`seconds`, with ``None`` meaning "no limit"."""
-    return None if value is None else seconds(value, what)
+    """Like :func:`seconds`, with ``None`` or ``inf`` meaning "no limit" (returned as ``None``)."""
+    if value is None or (isinstance(value, float) and value == math.inf):
+        return None
+    return seconds(value, what)
+
+
+def _is_nan(value: float) -> bool:
+    """NaN test that an int too large for a float cannot overflow."""
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _no_nul(value: str, what: str) -> str:
+    if "\x00" in value:
+        raise Invalid((what, "must not contain NUL"))
+    return value
 
 
 def str_args(args: object) -> tuple[str, ...]:
-    """A sequence of str (a bare str is a mistake, not a one-letter list)."""
+    """A sequence of str without NUL (a bare str is a mistake, not a one-letter list)."""
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
         raise TypeError("args must be a sequence of str, not a single string")
     for item in args:
         if not isinstance(item, str):
             raise TypeError(f"args entries must be str, got {type(item).__name__}")
+        _no_nul(item, "args")
     return tuple(args)
 
 
 def command_name(cmd: object) -> str:
-    """The program to run: a non-empty str."""
+    """The program to run: a non-empty str without NUL."""
     if not isinstance(cmd, str):
         raise TypeError(f"cmd must be a str, got {type(cmd).__name__}")
     if not cmd:
         raise Invalid("cmd must not be empty")
-    return cmd
+    return _no_nul(cmd, "cmd")
 
 
 def env_map(env: object) -> dict[str, str] | None:
-    """A ``Mapping[str, str]`` copied to a dict, or ``None``."""
+    """A ``Mapping[str, str]`` copied to a dict, or ``None``.
+
+    A name must be non-empty without ``=`` or NUL and a value without NUL
+    (``Invalid``): neither can reach a process's environment.
+    """
     if env is None:
         return None
     if not isinstance(env, Mapping):
@@ -61,15 +100,30 @@ def env_map(env: object) -> dict[str, str] | None:
     for key, value in env.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError("env keys and values must be str")
-        out[key] = value
+        if not key or "=" in key:
+            raise Invalid(("env", "a name must be non-empty and must not contain '='"))
+        out[_no_nul(key, "env")] = _no_nul(value, "env")
     return out
 
 
 def optional_str(value: object, what: str) -> str | None:
-    """``None`` or a str."""
-    if value is not None and not isinstance(value, str):
+    """``None`` or a str without NUL."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}")
-    return value
+    return _no_nul(value, what)
+
+
+def file_mode(mode: object) -> int | None:
+    """``None`` or a permission ``mode`` in ``0..0o7777`` (``Invalid`` outside it)."""
+    if mode is None:
+        return None
+    if isinstance(mode, bool) or not isinstance(mode, int):
+        raise TypeError("mode must be an int such as 0o600")
+    if not 0 <= mode <= MAX_MODE:
+        raise Invalid(("mode", "must be a permission between 0 and 0o7777"))
+    return mode
 
 
 def flag(value: object, what: str) -> bool:
@@ -100,23 +154,33 @@ def session_id(value: object) -> str:
 
 
 def flatten_bytes(data: Any) -> bytes:
-    """Flatten bytes-like, str (UTF-8) or a nested iterable of those to bytes."""
+    """Flatten bytes-like, str (UTF-8) or a nested iterable of those to bytes.
+
+    A wrong type is ``TypeError``; nesting deeper than :data:`MAX_DATA_DEPTH`
+    (a self-referential list included) is ``Invalid``. Iterative, so no input
+    can exhaust the interpreter's stack.
+    """
     chunks: list[bytes] = []
-    _flatten_into(data, chunks)
+    pending: list[Iterator[Any]] = [iter((data,))]
+    while pending:
+        item = next(pending[-1], _DONE)
+        if item is _DONE:
+            pending.pop()
+        elif isinstance(item, (bytes, bytearray, memoryview)):
+            chunks.append(bytes(item))
+        elif isinstance(item, str):
+            chunks.append(item.encode("utf-8"))
+        elif isinstance(item, Iterable) and not isinstance(item, Mapping):
+            if len(pending) > MAX_DATA_DEPTH:
+                raise Invalid(("data", f"nested deeper than {MAX_DATA_DEPTH} levels"))
+            pending.append(iter(item))
+        else:
+            kind = type(item).__name__
+            raise TypeError(f"data must be bytes, str or an iterable of those, got {kind}")
     return b"".join(chunks)
 
 
-def _flatten_into(data: Any, chunks: list[bytes]) -> None:
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        chunks.append(bytes(data))
-    elif isinstance(data, str):
-        chunks.append(data.encode("utf-8"))
-    elif isinstance(data, Iterable) and not isinstance(data, Mapping):
-        for item in data:
-            _flatten_into(item, chunks)
-    else:
-        kind = type(data).__name__
-        raise TypeError(f"data must be bytes, str or an iterable of those, got {kind}")
+_DONE = object()
 
 
 TERMINATION_MODES = ("graceful", "force")
@@ -135,7 +199,7 @@ def termination_request(session: object, timeout: object, mode: object) -> tuple
         raise Invalid("termination_request")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise Invalid("termination_request")
-    if math.isnan(timeout) or not 0.001 <= timeout <= 30:
+    if _is_nan(timeout) or not 0.001 <= timeout <= 30:
         raise Invalid("termination_request")
     if mode not in TERMINATION_MODES:
         raise Invalid("termination_request")
@@ -149,6 +213,6 @@ def bounded_timeout(value: object, limit: float, detail: str) -> float:
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Invalid(detail)
-    if math.isnan(value) or not 0 < value <= limit:
+    if _is_nan(value) or not 0 < value <= limit:
         raise Invalid(detail)
     return float(value)

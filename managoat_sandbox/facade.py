@@ -119,6 +119,7 @@ def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any)
     if not _implements(adapter, "create_new"):
         raise NotSupported("create_new")
     name = _args.sandbox_name(name)
+    _args.seconds(timeout)
     return _tag_handle(adapter.create_new(name, timeout=timeout, **opts), provider)
 
 
@@ -168,6 +169,7 @@ def destroy_once(handle: Handle, *, timeout: float = 120.0) -> None:
     adapter = _for_handle(handle)
     if not _implements(adapter, "destroy_once"):
         raise NotSupported("destroy_once")
+    _args.seconds(timeout)
     adapter.destroy_once(handle, timeout=timeout)
 
 
@@ -191,8 +193,7 @@ def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None)
     adapter = _for_handle(handle)
     if not isinstance(path, str):
         raise TypeError(f"path must be a str, got {type(path).__name__}")
-    if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
-        raise TypeError("mode must be an int such as 0o600")
+    mode = _args.file_mode(mode)
     payload = _args.flatten_bytes(data)
     _retried(handle.provider, adapter.write_file)(handle, path, payload, mode=mode)
 
@@ -217,7 +218,10 @@ def exec(
     ``timeout`` is one monotonic deadline in seconds that output never
     extends; expiry is ``Unavailable(("exec_timeout", timeout))`` (the remote
     process may go on). ``timeout <= 0`` raises that at once, dispatching
-    nothing. Runs once, never retried.
+    nothing; ``None`` or ``inf`` is no limit; beyond ``threading.TIMEOUT_MAX``
+    is ``Invalid``. Arguments are checked before anything is dispatched: a NUL
+    in ``cmd``, ``args``, ``dir`` or ``env``, or ``=`` in an env name, is
+    ``Invalid``. Runs once, never retried.
     """
     adapter = _for_handle(handle)
     cmd = _args.command_name(cmd)
@@ -361,6 +365,7 @@ def create_checkpoint_once(handle: Handle, *, operation_id: str, timeout: float 
     adapter = _for_handle(handle)
     if not _implements(adapter, "create_checkpoint_once"):
         raise NotSupported("create_checkpoint_once")
+    _args.seconds(timeout)
     return adapter.create_checkpoint_once(handle, operation_id=operation_id, timeout=timeout)
 
 

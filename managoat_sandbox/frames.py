@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
-from ._args import seconds
+from ._args import optional_seconds
 from .errors import SandboxError
 from .types import Command
 
@@ -67,8 +67,8 @@ class _Gettable(Protocol):
 def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) -> Iterator[Frame]:
     """Yield frames from a command's queue (or a queue) up to the first terminal one.
 
-    ``timeout`` bounds the wait for *each* frame; expiry raises
-    ``TimeoutError``. A ``Command`` whose frames go to a callback is
+    ``timeout`` bounds the wait for *each* frame (``None`` or ``inf``: no
+    bound); expiry raises ``TimeoutError``. A ``Command`` whose frames go to a callback is
     ``ValueError``. A command stopped with ``stop_command`` never gets a
     terminal frame: iterate with a timeout when you might stop it.
     """
@@ -80,8 +80,7 @@ def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) ->
         frames = source
     else:
         raise TypeError("iter_frames takes a Command or a queue")
-    if timeout is not None:
-        seconds(timeout)
+    timeout = optional_seconds(timeout)
     while True:
         try:
             frame = frames.get(timeout=timeout)
