@@ -192,7 +192,7 @@ class Connection:
         self._watch()
         if self.sub is not None and self.sub.paused and len(self.out) < BACKLOG // 2:
             self.agent.resume_reading(self.sub)
-        if self.sub is None and self.waiting is None and self.parser.pending:
+        if self.sub is None and self.waiting is None and self.parser.has_frame():
             self.process()
 
     def _refill(self) -> bool:

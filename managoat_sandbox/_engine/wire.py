@@ -103,6 +103,14 @@ class Parser:
         """Bytes received but not yet returned as part of a complete frame."""
         return len(self._buffer) - self._pos
 
+    def has_frame(self) -> bool:
+        """Whether a complete frame is buffered (a partial one is not: it waits for bytes)."""
+        buf, pos = self._buffer, self._pos
+        if len(buf) - pos < HEADER.size:
+            return False
+        _, length = HEADER.unpack_from(buf, pos)
+        return len(buf) - pos - HEADER.size >= length
+
     def next(self) -> tuple[int, bytes] | None:
         """The next complete frame, or None if it has not fully arrived."""
         buf, pos = self._buffer, self._pos

@@ -22,6 +22,19 @@ def test_frames_arrive_whole_whatever_the_chunking() -> None:
         assert parser.pending == 0
 
 
+def test_has_frame_is_true_only_once_a_whole_frame_is_buffered() -> None:
+    frame = wire.frame(wire.OUT, b"x" * 100)
+    parser = wire.Parser()
+    for cut in (0, 1, wire.HEADER.size, len(frame) - 1):
+        parser = wire.Parser()
+        parser.feed(frame[:cut])
+        assert not parser.has_frame()
+    parser.feed(frame[len(frame) - 1:])
+    assert parser.has_frame()
+    parser.next()
+    assert not parser.has_frame()
+
+
 def test_unknown_kinds_and_oversized_frames_are_refused_before_buffering() -> None:
     parser = wire.Parser(kinds=frozenset((wire.OUT,)))
     parser.feed(wire.frame(wire.ERR, b"x"))

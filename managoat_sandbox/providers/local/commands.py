@@ -9,6 +9,7 @@ import attrs
 from ..._engine import events
 from ..._engine.box import Box, Channel, Refused
 from ..._engine.errors import EngineError
+from ..._engine.stdin_feed import LIMIT as STDIN_PIECE
 from ..._engine.subscription import Subscription
 from ..._streaming import Stream
 from ...errors import CommandExited, Invalid, SandboxError, Unavailable, WriteFailed
@@ -83,13 +84,17 @@ class LocalCommand:
         return str(reply.get("status"))
 
     def write(self, data: bytes) -> None:
-        """Write to the process's stdin: total, as the contract says. Blocks while the
-        process does not read; :meth:`stop` interrupts that."""
-        status = self._send("stdin", data)
-        if status == "exited":
-            raise CommandExited("exited")
-        if status in ("closed", "not_open"):
-            raise Invalid("stdin_not_open")
+        """Write to the process's stdin: total, as the contract says. Sent in pieces of
+        :data:`STDIN_PIECE` bytes, each taken once the agent holds less than that for the
+        process, so a write of any size blocks while the process does not read;
+        :meth:`stop` interrupts that (``CommandExited``)."""
+        view = memoryview(data)
+        for start in range(0, max(len(view), 1), STDIN_PIECE):
+            status = self._send("stdin", bytes(view[start:start + STDIN_PIECE]))
+            if status == "exited":
+                raise CommandExited("exited")
+            if status in ("closed", "not_open"):
+                raise Invalid("stdin_not_open")
 
     def close_stdin(self) -> None:
         """Send EOF; idempotent while connected, also after the process ended."""

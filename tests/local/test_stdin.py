@@ -1,0 +1,60 @@
+"""Local stdin: writes of any size arrive whole; stop_command never waits behind a blocked write."""
+
+from __future__ import annotations
+
+import threading
+
+from managoat_sandbox import Exit, Stdout, iter_frames
+from managoat_sandbox.errors import CommandExited
+from managoat_sandbox.providers.local import Local
+
+#: Far more than a pipe holds (64 KiB), to a process that never reads.
+PAYLOAD = b"x" * (8 * 1024 * 1024)
+#: Seconds allowed for each step (a bound for a loaded machine, not an expected time).
+STEP = 20.0
+
+
+def test_stop_interrupts_a_blocked_write_which_raises_command_exited(local: Local) -> None:
+    handle = local.create("stuck-writer")
+    command = local.spawn(handle, "sleep", ["300"], stdin=True, detachable=True)
+    outcome: list[BaseException | None] = []
+    writing = threading.Event()
+    done = threading.Event()
+
+    def writer() -> None:
+        writing.set()
+        try:
+            local.write_stdin(command, PAYLOAD)
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+        done.set()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    assert writing.wait(STEP)
+    assert not done.wait(0.5), "the write should block: sleep never reads its stdin"
+    stopped = threading.Event()
+    stopper = threading.Thread(target=lambda: (local.stop_command(command), stopped.set()),
+                               daemon=True)
+    stopper.start()
+    assert stopped.wait(STEP), "stop_command waited behind the blocked write"
+    assert done.wait(STEP), "the blocked write was not interrupted by the stop"
+    assert len(outcome) == 1 and isinstance(outcome[0], CommandExited)
+    assert local.list_sessions(handle), "stop_command must leave the session running"
+
+
+def test_large_stdin_writes_arrive_whole_and_leave_the_agent_running(local: Local) -> None:
+    """A write far larger than one socket read (and than one agent frame) reaches the
+    process byte for byte; it used to crash the sandbox's agent (one request arriving over
+    many reads) or fail outright (a request over the frame limit)."""
+    handle = local.create("big-writer")
+    data = bytes(range(256)) * (20 * 4096 + 3)
+    command = local.spawn(handle, "wc", ["-c"], stdin=True)
+    local.write_stdin(command, data)
+    local.close_stdin(command)
+    frames = list(iter_frames(command, timeout=STEP))
+    assert b"".join(f.data for f in frames if isinstance(f, Stdout)).strip() == \
+        str(len(data)).encode()
+    assert isinstance(frames[-1], Exit) and frames[-1].code == 0
+    assert local.exec(handle, "true").exit_code == 0
