@@ -108,7 +108,7 @@ class Parser:
         buf, pos = self._buffer, self._pos
         if len(buf) - pos < HEADER.size:
             return False
-        _, length = HEADER.unpack_from(buf, pos)
+        length: int = HEADER.unpack_from(buf, pos)[1]
         return len(buf) - pos - HEADER.size >= length
 
     def next(self) -> tuple[int, bytes] | None:
