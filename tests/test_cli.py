@@ -365,12 +365,27 @@ def test_terminate_ends_a_running_session(
     assert cli("attach", "box", session_id) == 137
 
 
-def test_terminate_rejects_an_out_of_range_timeout(
+@pytest.mark.parametrize("timeout", ["99", "0", "0.0001"])
+def test_terminate_names_the_timeout_and_its_range_when_it_is_out_of_range(
+    fake: Fake, timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    assert cli("terminate", "box", "sess-1", "--timeout", timeout) == 2
+    assert (
+        f"error: argument --timeout: seconds must be from 0.001 to 30, got '{timeout}'"
+        in capsys.readouterr().err
+    )
+
+
+def test_terminate_says_which_argument_the_library_refused(
     fake: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli("create", "box")
-    assert cli("terminate", "box", "sess-1", "--timeout", "99") == 1
-    assert "error: Invalid: 'termination_request'" in capsys.readouterr().err
+    assert cli("terminate", "box", "../sess") == 1
+    assert capsys.readouterr().err == (
+        "managoat-sandbox: error: Invalid: 'termination_request': "
+        "session_id must be 1-256 characters of [A-Za-z0-9_-]\n"
+    )
 
 
 def test_tty_on_the_fake_is_not_supported(fake: Fake, capsys: pytest.CaptureFixture[str]) -> None:

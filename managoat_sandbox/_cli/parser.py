@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._args import TERMINATION_TIMEOUT_RANGE
 from .._version import __version__
 from . import sandboxes, sessions, streaming
 from .console import PROG, Console
@@ -70,6 +71,15 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"seconds must be finite and >= 0, got {text!r}")
+    return value
+
+
+def _termination_seconds(text: str) -> float:
+    """``terminate --timeout``: seconds within the range the library accepts."""
+    value = _seconds(text)
+    low, high = TERMINATION_TIMEOUT_RANGE
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"seconds must be from {low:g} to {high:g}, got {text!r}")
     return value
 
 
@@ -235,8 +245,10 @@ def _sessions(add: Add) -> None:
                     "terminate box sess-1", "terminate --force --timeout 5 box sess-1")
     terminate.add_argument("name", metavar="NAME", help=NAME_HELP)
     terminate.add_argument("session_id", metavar="SESSION_ID", help="as `sessions NAME` lists it")
-    terminate.add_argument("--timeout", type=_seconds, metavar="S", default=10.0,
-                           help="seconds to wait for confirmation, 0.001-30 (default: 10)")
+    low, high = TERMINATION_TIMEOUT_RANGE
+    terminate.add_argument("--timeout", type=_termination_seconds, metavar="S", default=10.0,
+                           help=f"seconds to wait for confirmation, {low:g}-{high:g} "
+                                "(default: 10)")
     terminate.add_argument("--force", action="store_true", help="kill rather than ask")
 
 
