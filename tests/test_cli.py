@@ -578,3 +578,71 @@ def test_a_stdin_read_still_blocked_at_exit_does_not_abort_the_process() -> None
         os.close(write_end)
     assert (result.returncode, result.stdout) == (5, "hi")
     assert "Fatal" not in result.stderr
+
+
+# -- hostile names ------------------------------------------------------------
+
+#: ESC sequences (title, clear screen), BEL, CR, a C1 CSI, DEL, a bidi override,
+#: a line separator and a tab: each could rewrite or disguise what a terminal shows.
+HOSTILE = "evil\x1b]0;pwned\x07\r\x9b2J\x7f\u202eexe.txt\u2028\tend"
+HOSTILE_SHOWN = r"evil\x1b]0;pwned\x07\x0d\x9b2J\x7f\u202eexe.txt\u2028\x09end"
+
+
+def only_printable(text: str) -> bool:
+    return all(line.isprintable() for line in text.split("\n"))
+
+
+def test_list_escapes_control_characters_in_names(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandbox.create("fake", HOSTILE)
+    assert cli("list") == 0
+    assert capsys.readouterr().out == HOSTILE_SHOWN + "\n"
+
+
+def test_json_listings_keep_the_exact_name_in_printable_escapes(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandbox.create("fake", HOSTILE)
+    assert cli("list", "--json") == 0
+    out = capsys.readouterr().out
+    assert only_printable(out)
+    assert json.loads(out) == [HOSTILE]
+
+
+def test_create_and_errors_escape_the_name_they_show(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("create", HOSTILE) == 0
+    assert cli("destroy", HOSTILE) == 0
+    assert cli("get", HOSTILE) == 1
+    captured = capsys.readouterr()
+    assert captured.out == HOSTILE_SHOWN + "\n"
+    assert captured.err.startswith("managoat-sandbox: error: NotFound: ")
+    assert only_printable(captured.err)
+
+
+def test_sessions_escape_ids_and_commands_but_keep_their_columns(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.stop_command(sandbox.spawn(handle, "emit", [f"out:{HOSTILE}", "stay"]))
+    session_id = only_session(handle)
+    assert cli("sessions", "box") == 0
+    out = capsys.readouterr().out
+    assert only_printable(out.replace("\t", " "))
+    [(shown_id, _created, command)] = [line.split("\t") for line in lines(out)]
+    assert shown_id == session_id
+    assert HOSTILE_SHOWN in command
+
+
+@pytest.mark.parametrize("subcommand", ["exec", "spawn"])
+def test_streamed_output_stays_raw(
+    fake: Fake, subcommand: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandbox.create("fake", "box")
+    colour = "\x1b[31mred\x1b[0m\r"
+    assert cli(subcommand, "box", "--", "emit", f"out:{colour}", f"err:{colour}") == 0
+    captured = capsys.readouterr()
+    assert captured.out == colour
+    assert captured.err.endswith(colour)
