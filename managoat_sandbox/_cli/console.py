@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .render import json_text, printable
+from ..errors import SandboxError, UnknownProvider
+from .render import error_document, error_line, json_text, printable
 
 __all__ = ["PROG", "Console"]
 
@@ -61,6 +62,13 @@ class Console:
     def note(self, text: str) -> None:
         """Write one ``managoat-sandbox: <text>`` line to stderr, non-printables escaped."""
         self.err(f"{PROG}: {printable(text)}\n".encode())
+
+    def failure(self, error: SandboxError | UnknownProvider, hint: str = "") -> None:
+        """Report a failure: ``managoat-sandbox: error: <Class>: <detail><hint>`` on
+        stderr, after its ``{"type": "error", ...}`` document on stdout under ``--json``."""
+        if self.json_mode:
+            self.document(error_document(error))
+        self.note(f"error: {error_line(error)}{hint}")
 
     def document(self, value: Any) -> None:
         """Write ``value`` as one line of JSON to stdout (non-ASCII kept as UTF-8,

@@ -46,6 +46,7 @@ exit status:
   1    a library error, one line on stderr:
        "{PROG}: error: <ErrorClass>: <detail>"
   2    bad arguments, or an unknown provider
+  124  exec --timeout expired (one line on stderr, as for 1)
   130  interrupted by Ctrl-C (a detachable session keeps running)
   141  stdout was closed early (broken pipe)
 
@@ -206,16 +207,19 @@ COMMAND_USAGE = "%(prog)s [options] NAME -- CMD [ARGS ...]"
 
 def _running(add: Add) -> None:
     run = add("exec", streaming.run_exec,
-              "Run a command to exit, streaming its output; exit with its status.",
+              "Run a command to exit (the library's exec); print its output; exit with "
+              "its status.",
               "exec box -- uname -a",
               "exec box --timeout 30 --env MODE=ci --dir /app -- make test",
               "exec --json box -- cat /etc/hostname", usage=COMMAND_USAGE)
     _command_options(run)
     run.add_argument("--timeout", type=_seconds, metavar="S", default=None,
                      help="one deadline in seconds that output never extends; on expiry "
-                          "fail with exec_timeout (the remote process may go on)")
+                          "exit 124 with exec_timeout, after the provider's exec clean-up "
+                          "(local kills the command)")
     run.add_argument("--merge-stderr", action="store_true",
-                     help="send the command's stderr to stdout")
+                     help="collect the command's stderr too, into stdout (otherwise "
+                          "only stdout is printed; spawn streams both, live)")
     spawn = add("spawn", streaming.run_spawn,
                 "Start a command and stream its output live; Ctrl-C detaches.",
                 "spawn box -- tail -f /var/log/app.log",

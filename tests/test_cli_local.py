@@ -1,0 +1,81 @@
+"""The command line as a user runs it: separate processes on ``local``, whose
+sandboxes persist across them, in a sandbox root of the test's own."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import managoat_sandbox as sandbox
+from managoat_sandbox import config
+
+from .conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a CLI process: its own local root; every sandbox left in it is
+    destroyed afterwards (their agents are long-lived processes)."""
+    root = tmp_path / "root"
+    environ = {**os.environ, "MANAGOAT_SANDBOX_LOCAL_ROOT": str(root),
+               "XDG_STATE_HOME": str(tmp_path / "state")}
+    environ.pop("MANAGOAT_SANDBOX_PROVIDER", None)
+    config.configure("local", root=str(root))
+    yield environ
+    config.configure("local", root=str(root))
+    for name in sandbox.list_all_names("local"):
+        sandbox.destroy(sandbox.build_handle("local", name))
+
+
+def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "managoat_sandbox", *argv], env=env, cwd=ROOT,
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
+    )
+
+
+def running(marker: str) -> bool:
+    """Whether a process whose command line is ``sleep <marker>`` is alive (sandboxed
+    processes are visible in the host's /proc, whatever their PID namespace)."""
+    wanted = f"sleep\0{marker}\0".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == wanted:
+                    return True
+            except OSError:  # it ended while we looked
+                continue
+    return False
+
+
+def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, str]) -> None:
+    assert run(env, "create", "box").returncode == 0
+    assert run(env, "exec", "box", "--", "true").returncode == 0  # the agent is up
+    marker = f"300.{secrets.randbelow(10**9)}"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "managoat_sandbox", "exec", "--timeout", "5", "box", "--",
+         "sleep", marker],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_until(lambda: running(marker), timeout=30)
+        out, err = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+    assert cli.returncode == 124
+    assert (out, err) == (
+        "", "managoat-sandbox: error: Unavailable: ('exec_timeout', 5.0) (no exit within 5 s)\n"
+    )
+    assert wait_until(lambda: not running(marker), timeout=30)
+    assert sandbox.list_sessions(sandbox.build_handle("local", "box")) == []
+    listed = run(env, "sessions", "box")
+    assert (listed.returncode, listed.stdout) == (0, "")
