@@ -14,6 +14,7 @@ import pytest
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import config
+from managoat_sandbox._engine import isolation
 
 from .conftest import wait_until
 
@@ -79,3 +80,51 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
     assert sandbox.list_sessions(sandbox.build_handle("local", "box")) == []
     listed = run(env, "sessions", "box")
     assert (listed.returncode, listed.stdout) == (0, "")
+
+
+# -- the examples of --help, run as printed ---------------------------------------
+
+SUBCOMMANDS = ["create", "get", "list", "suspend", "resume", "exec", "spawn", "attach",
+               "sessions", "terminate", "policy", "url", "write", "checkpoint", "restore",
+               "destroy"]
+
+
+def examples(help_text: str) -> list[str]:
+    """The lines of the ``examples`` section of a help text, as printed."""
+    section = help_text.split("\nexamples", 1)[1].split(":\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in section.splitlines() if line.strip()]
+
+
+def run_examples(env: dict[str, str], lines: list[str], cwd: Path) -> str:
+    """Run ``lines`` in one bash (so a variable one sets is there for the next) with
+    ``managoat-sandbox`` meaning this checkout; stop at the first line that fails."""
+    script = [f'managoat-sandbox() {{ "{sys.executable}" -m managoat_sandbox "$@"; }}']
+    for number, line in enumerate(lines):
+        script += [line, f'[ $? -eq 0 ] || {{ echo "example {number} failed" >&2; exit 1; }}']
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["bash", "-c", "\n".join(script)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, (lines, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_the_top_level_help_examples_run_as_printed(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    shown = run(env, "--help")
+    lines = examples(shown.stdout)
+    assert lines[0] == "managoat-sandbox create box"
+    assert "hello\nstatus 3\n" in run_examples(env, lines, tmp_path)
+
+
+@pytest.mark.parametrize("subcommand", SUBCOMMANDS)
+def test_each_subcommands_help_examples_run_as_printed(
+    env: dict[str, str], tmp_path: Path, subcommand: str
+) -> None:
+    if subcommand == "policy" and not isolation.support().available:
+        pytest.skip("network policies need an isolated local sandbox")
+    lines = examples(run(env, subcommand, "--help").stdout)
+    assert any(f"managoat-sandbox {subcommand} " in line for line in lines)
+    setup = [] if subcommand == "create" else ["managoat-sandbox create box"]
+    run_examples(env, setup + lines, tmp_path)
