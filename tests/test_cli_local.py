@@ -3,7 +3,6 @@ sandboxes persist across them, in a sandbox root of the test's own."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
@@ -13,34 +12,15 @@ from pathlib import Path
 import pytest
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import config
 from managoat_sandbox._engine import isolation
 
 from .conftest import wait_until
-
-ROOT = Path(__file__).resolve().parents[1]
+from .local_cli import ROOT, local_env, run_cli, run_shell_lines
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment of a CLI process: its own local root; every sandbox left in it is
-    destroyed afterwards (their agents are long-lived processes)."""
-    root = tmp_path / "root"
-    environ = {**os.environ, "MANAGOAT_SANDBOX_LOCAL_ROOT": str(root),
-               "XDG_STATE_HOME": str(tmp_path / "state")}
-    environ.pop("MANAGOAT_SANDBOX_PROVIDER", None)
-    config.configure("local", root=str(root))
-    yield environ
-    config.configure("local", root=str(root))
-    for name in sandbox.list_all_names("local"):
-        sandbox.destroy(sandbox.build_handle("local", name))
-
-
-def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "managoat_sandbox", *argv], env=env, cwd=ROOT,
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
-    )
+    yield from local_env(tmp_path)
 
 
 def running(marker: str) -> bool:
@@ -58,8 +38,8 @@ def running(marker: str) -> bool:
 
 
 def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, str]) -> None:
-    assert run(env, "create", "box").returncode == 0
-    assert run(env, "exec", "box", "--", "true").returncode == 0  # the agent is up
+    assert run_cli(env, "create", "box").returncode == 0
+    assert run_cli(env, "exec", "box", "--", "true").returncode == 0  # the agent is up
     marker = f"300.{secrets.randbelow(10**9)}"
     cli = subprocess.Popen(
         [sys.executable, "-m", "managoat_sandbox", "exec", "--timeout", "5", "box", "--",
@@ -78,7 +58,7 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
     )
     assert wait_until(lambda: not running(marker), timeout=30)
     assert sandbox.list_sessions(sandbox.build_handle("local", "box")) == []
-    listed = run(env, "sessions", "box")
+    listed = run_cli(env, "sessions", "box")
     assert (listed.returncode, listed.stdout) == (0, "")
 
 
@@ -95,27 +75,13 @@ def examples(help_text: str) -> list[str]:
     return [line.strip() for line in section.splitlines() if line.strip()]
 
 
-def run_examples(env: dict[str, str], lines: list[str], cwd: Path) -> str:
-    """Run ``lines`` in one bash (so a variable one sets is there for the next) with
-    ``managoat-sandbox`` meaning this checkout; stop at the first line that fails."""
-    script = [f'managoat-sandbox() {{ "{sys.executable}" -m managoat_sandbox "$@"; }}']
-    for number, line in enumerate(lines):
-        script += [line, f'[ $? -eq 0 ] || {{ echo "example {number} failed" >&2; exit 1; }}']
-    env = {**env, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(["bash", "-c", "\n".join(script)], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL, check=False)
-    assert done.returncode == 0, (lines, done.stdout, done.stderr)
-    return done.stdout
-
-
 def test_the_top_level_help_examples_run_as_printed(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    shown = run(env, "--help")
+    shown = run_cli(env, "--help")
     lines = examples(shown.stdout)
     assert lines[0] == "managoat-sandbox create box"
-    assert "hello\nstatus 3\n" in run_examples(env, lines, tmp_path)
+    assert "hello\nstatus 3\n" in run_shell_lines(env, lines, tmp_path)
 
 
 @pytest.mark.parametrize("subcommand", SUBCOMMANDS)
@@ -124,7 +90,7 @@ def test_each_subcommands_help_examples_run_as_printed(
 ) -> None:
     if subcommand == "policy" and not isolation.support().available:
         pytest.skip("network policies need an isolated local sandbox")
-    lines = examples(run(env, subcommand, "--help").stdout)
+    lines = examples(run_cli(env, subcommand, "--help").stdout)
     assert any(f"managoat-sandbox {subcommand} " in line for line in lines)
     setup = [] if subcommand == "create" else ["managoat-sandbox create box"]
-    run_examples(env, setup + lines, tmp_path)
+    run_shell_lines(env, setup + lines, tmp_path)
