@@ -185,25 +185,35 @@ _DONE = object()
 
 TERMINATION_MODES = ("graceful", "force")
 
+#: The seconds ``terminate_session`` may wait for confirmation, inclusive.
+TERMINATION_TIMEOUT_RANGE = (0.001, 30.0)
+
 
 def termination_request(session: object, timeout: object, mode: object) -> tuple[str, int, str]:
     """Validate a ``terminate_session`` request.
 
     Returns ``(session_id, timeout_ms, mode)``, the timeout in whole
     milliseconds rounded up. Anything malformed is
-    ``Invalid("termination_request")``: an id that is not 1-256 characters of
-    ``[A-Za-z0-9_-]``, a timeout that is not an int or float (bools excluded)
-    in ``0.001 <= timeout <= 30``, or a mode other than graceful/force.
+    ``Invalid("termination_request")``, with a ``reason`` naming the argument:
+    an id that is not 1-256 characters of ``[A-Za-z0-9_-]``, a timeout that is
+    not an int or float (bools excluded) in ``0.001 <= timeout <= 30``
+    (:data:`TERMINATION_TIMEOUT_RANGE`), or a mode other than graceful/force.
     """
     if not isinstance(session, str) or SESSION_ID.fullmatch(session) is None:
-        raise Invalid("termination_request")
+        raise _bad_termination("session_id must be 1-256 characters of [A-Za-z0-9_-]")
+    low, high = TERMINATION_TIMEOUT_RANGE
+    bounds = f"timeout must be a number of seconds from {low:g} to {high:g}"
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise Invalid("termination_request")
-    if _is_nan(timeout) or not 0.001 <= timeout <= 30:
-        raise Invalid("termination_request")
+        raise _bad_termination(f"{bounds}, got {type(timeout).__name__}")
+    if _is_nan(timeout) or not low <= timeout <= high:
+        raise _bad_termination(f"{bounds}, got {timeout!r}")
     if mode not in TERMINATION_MODES:
-        raise Invalid("termination_request")
+        raise _bad_termination(f"mode must be one of {', '.join(TERMINATION_MODES)}")
     return session, math.ceil(timeout * 1000 - 1e-9), str(mode)
+
+
+def _bad_termination(reason: str) -> Invalid:
+    return Invalid("termination_request", reason=reason)
 
 
 def bounded_timeout(value: object, limit: float, detail: str) -> float:

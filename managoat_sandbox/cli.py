@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from ._cli import exits
 from ._cli.console import Console
 from ._cli.parser import PROVIDER_ENV, Handler, build_parser, default_provider
-from ._cli.render import error_document, error_line
 from .errors import SandboxError, UnknownProvider
 
 __all__ = ["main"]
@@ -37,10 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args, console)
     except UnknownProvider as error:
-        _fail(console, error, f" (choose one with --provider or ${PROVIDER_ENV})")
+        console.failure(error, f" (choose one with --provider or ${PROVIDER_ENV})")
         return exits.USAGE
     except SandboxError as error:
-        _fail(console, error)
+        console.failure(error)
         return exits.ERROR
     except KeyboardInterrupt:
         console.note("interrupted")
@@ -48,12 +47,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return exits.BROKEN_PIPE
-
-
-def _fail(console: Console, error: SandboxError | UnknownProvider, hint: str = "") -> None:
-    if console.json_mode:
-        console.document(error_document(error))
-    console.note(f"error: {error_line(error)}{hint}")
 
 
 def _discard_stdout() -> None:

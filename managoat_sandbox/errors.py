@@ -134,9 +134,29 @@ class Denied(SandboxError):
 
 
 class Invalid(SandboxError):
-    """Any other 4xx, an unfollowed 3xx, or a bad value from the caller."""
+    """Any other 4xx, an unfollowed 3xx, or a bad value from the caller.
+
+    ``reason`` (optional) says in words what was wrong — which argument and
+    what it must be — for people: it is part of ``str()`` and ``repr()``, not of
+    ``detail``, ``args`` or equality, so ``detail`` stays the machine-readable
+    key callers match on.
+    """
 
     transient = False
+
+    def __init__(self, detail: Any = None, *, reason: str | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        if self.reason is None:
+            return super().__str__()
+        return f"{super().__str__()}: {self.reason}"
+
+    def __repr__(self) -> str:
+        if self.reason is None:
+            return super().__repr__()
+        return f"Invalid({self.detail!r}, reason={self.reason!r})"
 
 
 class RestoreFailed(SandboxError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import pickle
 import queue
 from collections.abc import Callable
 from pathlib import Path
@@ -243,6 +244,26 @@ def test_terminate_session_validates_before_checking_capabilities(
     with pytest.raises(Invalid) as caught:
         sandbox.terminate_session(Handle("plain", "x"), session_id, **kwargs)
     assert caught.value.detail == "termination_request"
+
+
+@pytest.mark.parametrize(
+    "session_id,kwargs,reason",
+    [("../other", {}, "session_id must be 1-256 characters of [A-Za-z0-9_-]"),
+     ("ok", {"timeout": 100}, "timeout must be a number of seconds from 0.001 to 30, got 100"),
+     ("ok", {"timeout": "1"}, "timeout must be a number of seconds from 0.001 to 30, got str"),
+     ("ok", {"mode": "soft"}, "mode must be one of graceful, force")],
+)
+def test_a_refused_termination_says_which_argument_and_what_it_must_be(
+    fake: Fake, session_id: str, kwargs: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(Invalid) as caught:
+        sandbox.terminate_session(Handle("fake", "x"), session_id, **kwargs)
+    error = caught.value
+    assert str(error) == f"'termination_request': {reason}"
+    assert error.detail == "termination_request"
+    assert error == Invalid("termination_request")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.detail, copy.reason) == ("termination_request", reason)
 
 
 def test_terminate_session_without_the_capability_is_not_supported_and_never_destroys() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
+
+from ..errors import SandboxError, UnknownProvider
+from .render import error_document, error_line, json_text, printable
 
 __all__ = ["PROG", "Console"]
 
@@ -25,6 +27,11 @@ class Console:
     re-encoded; a stream without a binary layer (an ``io.StringIO``) gets the
     bytes decoded as UTF-8 with replacement. Every write is flushed: streamed
     output appears as it arrives.
+
+    Text (:meth:`line`, :meth:`row`, :meth:`note`, :meth:`document`) is for people and may
+    carry names, ids and commands a provider chose: none of it reaches the
+    terminal with a control character (see :func:`.render.printable`). Bytes
+    (:meth:`out`, :meth:`err`: a command's own output) are written raw.
     """
 
     def __init__(self, *, json_mode: bool = False) -> None:
@@ -44,16 +51,29 @@ class Console:
         _write(self._stderr, data)
 
     def line(self, text: str) -> None:
-        """Write one line of text to stdout."""
-        self.out(f"{text}\n".encode())
+        """Write one line of text to stdout, non-printables (tabs too) escaped."""
+        self.out(f"{printable(text)}\n".encode())
+
+    def row(self, *fields: str) -> None:
+        """Write one line of tab-separated fields to stdout, each escaped as by :meth:`line`
+        (so a tab inside a field cannot shift the columns)."""
+        self.out(("\t".join(printable(field) for field in fields) + "\n").encode())
 
     def note(self, text: str) -> None:
-        """Write one ``managoat-sandbox: <text>`` line to stderr."""
-        self.err(f"{PROG}: {text}\n".encode())
+        """Write one ``managoat-sandbox: <text>`` line to stderr, non-printables escaped."""
+        self.err(f"{PROG}: {printable(text)}\n".encode())
+
+    def failure(self, error: SandboxError | UnknownProvider, hint: str = "") -> None:
+        """Report a failure: ``managoat-sandbox: error: <Class>: <detail><hint>`` on
+        stderr, after its ``{"type": "error", ...}`` document on stdout under ``--json``."""
+        if self.json_mode:
+            self.document(error_document(error))
+        self.note(f"error: {error_line(error)}{hint}")
 
     def document(self, value: Any) -> None:
-        """Write ``value`` as one line of JSON to stdout (non-ASCII kept as UTF-8)."""
-        self.line(json.dumps(value, ensure_ascii=False))
+        """Write ``value`` as one line of JSON to stdout (non-ASCII kept as UTF-8,
+        non-printables as ``\\u`` escapes)."""
+        self.line(json_text(value))
 
     # -- reading --------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._args import TERMINATION_TIMEOUT_RANGE
 from .._version import __version__
 from . import sandboxes, sessions, streaming
 from .console import PROG, Console
@@ -29,11 +30,12 @@ Drive sandboxes from the shell through any registered managoat_sandbox
 provider: create them, run and stream commands, re-attach to sessions."""
 
 EPILOG = f"""\
-examples:
-  {PROG} -p fake create box
-  {PROG} -p fake exec box -- emit out:hello err:oops exit:3; echo $?
-  {PROG} spawn --stdin box -- bash -c 'cat -n'
+examples (on local, whose sandboxes outlive each command):
+  {PROG} create box
+  {PROG} exec box -- sh -c 'echo hello; exit 3'; echo "status $?"
+  {PROG} spawn --stdin box -- cat -n
   {PROG} list --json
+  {PROG} destroy box
 
 The provider is --provider, else ${PROVIDER_ENV}, else "{DEFAULT_PROVIDER}".
 --provider and --json may also follow the subcommand.
@@ -45,13 +47,15 @@ exit status:
   1    a library error, one line on stderr:
        "{PROG}: error: <ErrorClass>: <detail>"
   2    bad arguments, or an unknown provider
+  124  exec --timeout expired (one line on stderr, as for 1)
   130  interrupted by Ctrl-C (a detachable session keeps running)
   141  stdout was closed early (broken pipe)
 
---json prints one JSON document per command on stdout. exec, spawn and
-attach print one object per line per frame: {{"type": "stdout"|"stderr",
+--json prints one JSON document per command on stdout. spawn and attach
+print one object per line per frame: {{"type": "stdout"|"stderr",
 "data_b64": <base64 of the exact bytes>, "text": <present when valid
-UTF-8>}}, then {{"type": "exit", "code": N}}. A failure also prints
+UTF-8>}}, then {{"type": "exit", "code": N}}; exec prints the same, with its
+collected output as one stdout object. A failure also prints
 {{"type": "error", "error": <ErrorClass>, "detail": ...}} on stdout."""
 
 
@@ -70,6 +74,15 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"seconds must be finite and >= 0, got {text!r}")
+    return value
+
+
+def _termination_seconds(text: str) -> float:
+    """``terminate --timeout``: seconds within the range the library accepts."""
+    value = _seconds(text)
+    low, high = TERMINATION_TIMEOUT_RANGE
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"seconds must be from {low:g} to {high:g}, got {text!r}")
     return value
 
 
@@ -140,7 +153,7 @@ def build_parser(provider: str) -> argparse.ArgumentParser:
     def add(
         name: str, handler: Handler, summary: str, *examples: str, usage: str | None = None
     ) -> argparse.ArgumentParser:
-        epilog = "examples:\n" + "\n".join(f"  {PROG} {example}" for example in examples)
+        epilog = "examples:\n" + "\n".join(f"  {_example(example)}" for example in examples)
         child = sub.add_parser(
             name, parents=[common], help=summary, description=summary, epilog=epilog,
             usage=usage, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -156,6 +169,16 @@ def build_parser(provider: str) -> argparse.ArgumentParser:
 
 
 Add = Callable[..., argparse.ArgumentParser]
+
+
+def _example(text: str) -> str:
+    """One help example: ``PROG <text>``, or ``text`` with ``{prog}`` filled in when the
+    example is a shell line of its own (say, one keeping a printed session id).
+
+    Every example runs as printed, in order, on ``local`` after ``create box``
+    (``tests/test_cli_local.py`` runs them all).
+    """
+    return text.format(prog=PROG) if "{prog}" in text else f"{PROG} {text}"
 
 
 def _lifecycle(add: Add) -> None:
@@ -196,21 +219,24 @@ COMMAND_USAGE = "%(prog)s [options] NAME -- CMD [ARGS ...]"
 
 def _running(add: Add) -> None:
     run = add("exec", streaming.run_exec,
-              "Run a command to exit, streaming its output; exit with its status.",
+              "Run a command to exit (the library's exec); print its output; exit with "
+              "its status.",
               "exec box -- uname -a",
-              "exec box --timeout 30 --env MODE=ci --dir /app -- make test",
+              "exec box --timeout 30 --env MODE=ci --dir /tmp -- sh -c 'echo $MODE in $PWD'",
               "exec --json box -- cat /etc/hostname", usage=COMMAND_USAGE)
     _command_options(run)
     run.add_argument("--timeout", type=_seconds, metavar="S", default=None,
                      help="one deadline in seconds that output never extends; on expiry "
-                          "fail with exec_timeout (the remote process may go on)")
+                          "exit 124 with exec_timeout, after the provider's exec clean-up "
+                          "(local kills the command)")
     run.add_argument("--merge-stderr", action="store_true",
-                     help="send the command's stderr to stdout")
+                     help="collect the command's stderr too, into stdout (otherwise "
+                          "only stdout is printed; spawn streams both, live)")
     spawn = add("spawn", streaming.run_spawn,
                 "Start a command and stream its output live; Ctrl-C detaches.",
-                "spawn box -- tail -f /var/log/app.log",
+                "spawn box -- sh -c 'for i in 1 2 3; do echo $i; sleep 1; done'",
                 "spawn --stdin box -- python3 -i",
-                "spawn --detach box -- ./long-job.sh   # prints the session id",
+                "spawn --detach box -- sleep 600   # prints the session id",
                 usage=COMMAND_USAGE)
     _command_options(spawn)
     spawn.add_argument("--tty", action="store_true", help="run in a terminal (provider: tty)")
@@ -223,7 +249,8 @@ def _running(add: Add) -> None:
 def _sessions(add: Add) -> None:
     attach = add("attach", streaming.run_attach,
                  "Re-attach to a session: replay its output from the start, then tail it.",
-                 "attach box sess-1", "attach --stdin box sess-1")
+                 "sid=$({prog} spawn --detach box -- sh -c 'echo hi; sleep 2')",
+                 '{prog} attach box "$sid"', '{prog} attach --stdin box "$sid"')
     attach.add_argument("name", metavar="NAME", help=NAME_HELP)
     attach.add_argument("session_id", metavar="SESSION_ID", help="as `sessions NAME` lists it")
     attach.add_argument("--stdin", action="store_true", help="forward this terminal's stdin")
@@ -232,11 +259,15 @@ def _sessions(add: Add) -> None:
         "sessions box").add_argument("name", metavar="NAME", help=NAME_HELP)
     terminate = add("terminate", sessions.run_terminate,
                     "End a session, with the provider's confirmation.",
-                    "terminate box sess-1", "terminate --force --timeout 5 box sess-1")
+                    "sid=$({prog} spawn --detach box -- sleep 600)",
+                    '{prog} terminate box "$sid"',
+                    '{prog} terminate --force --timeout 5 box "$sid"')
     terminate.add_argument("name", metavar="NAME", help=NAME_HELP)
     terminate.add_argument("session_id", metavar="SESSION_ID", help="as `sessions NAME` lists it")
-    terminate.add_argument("--timeout", type=_seconds, metavar="S", default=10.0,
-                           help="seconds to wait for confirmation, 0.001-30 (default: 10)")
+    low, high = TERMINATION_TIMEOUT_RANGE
+    terminate.add_argument("--timeout", type=_termination_seconds, metavar="S", default=10.0,
+                           help=f"seconds to wait for confirmation, {low:g}-{high:g} "
+                                "(default: 10)")
     terminate.add_argument("--force", action="store_true", help="kill rather than ask")
 
 
@@ -255,7 +286,7 @@ def _extras(add: Add) -> None:
         "url box").add_argument("name", metavar="NAME", help=NAME_HELP)
     write = add("write", sandboxes.run_write,
                 "Write stdin to a file in the sandbox, creating parent directories.",
-                "write box /app/.env --mode 600 < .env")
+                "echo A=1 | {prog} write box /app/.env --mode 600")
     write.add_argument("name", metavar="NAME", help=NAME_HELP)
     write.add_argument("path", metavar="PATH")
     write.add_argument("--mode", type=_mode, default=None, metavar="MODE",
@@ -266,6 +297,6 @@ def _extras(add: Add) -> None:
     checkpoint.add_argument("name", metavar="NAME", help=NAME_HELP)
     checkpoint.add_argument("--comment", metavar="C", default=None)
     restore = add("restore", sandboxes.run_restore, "Restore a sandbox to a checkpoint.",
-                  "restore box ckpt-7")
+                  "ckpt=$({prog} checkpoint box)", '{prog} restore box "$ckpt"')
     restore.add_argument("name", metavar="NAME", help=NAME_HELP)
     restore.add_argument("checkpoint_id", metavar="CHECKPOINT_ID")

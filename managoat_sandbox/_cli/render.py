@@ -29,12 +29,56 @@ __all__ = [
     "error_document",
     "error_line",
     "frame_document",
+    "json_text",
+    "printable",
     "session_document",
-    "session_line",
+    "session_fields",
 ]
 
 #: Longest detail an error line shows (an HTTP body can be 64 KiB).
 MAX_DETAIL = 1000
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal: every character that is not printable
+    (``str.isprintable``) is written as a Python escape.
+
+    That covers the C0 controls (ESC, CR, BEL, ...), DEL, the C1 controls, bidi
+    overrides and other format characters, and line or paragraph separators, so
+    a name, session id or command from a provider can neither rewrite the
+    terminal nor disguise itself. Escapes read ``\\xHH``, ``\\uHHHH`` or
+    ``\\UHHHHHHHH``; printable text (any script) is left as it is.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as one line of JSON, non-ASCII kept as UTF-8 but every character
+    that is not printable written as a JSON ``\\u`` escape (the same data, safe on a
+    terminal)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _json_escape(char) for char in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # outside the BMP: a UTF-16 surrogate pair, as JSON spells it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def error_line(error: SandboxError | UnknownProvider) -> str:
@@ -48,6 +92,7 @@ def error_line(error: SandboxError | UnknownProvider) -> str:
     text = " ".join(str(error).splitlines())
     if len(text) > MAX_DETAIL:
         text = text[:MAX_DETAIL] + "…"
+    text = printable(text)
     name = type(error).__name__
     return f"{name}: {text}" if text else name
 
@@ -90,10 +135,10 @@ def session_document(session: Session) -> dict[str, Any]:
     }
 
 
-def session_line(session: Session) -> str:
-    """``ID<TAB>CREATED<TAB>COMMAND``, ``-`` for what the provider did not say."""
-    created = _iso(session.created_at) or "-"
-    return f"{session.id}\t{created}\t{session.command or '-'}"
+def session_fields(session: Session) -> tuple[str, str, str]:
+    """``(ID, CREATED, COMMAND)`` of a session's line, ``-`` for what the provider
+    did not say (the console escapes and tab-separates them)."""
+    return session.id, _iso(session.created_at) or "-", session.command or "-"
 
 
 def _iso(moment: datetime | None) -> str | None:

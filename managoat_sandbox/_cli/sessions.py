@@ -10,7 +10,7 @@ import argparse
 from .. import facade as sandbox
 from . import exits
 from .console import Console
-from .render import session_document, session_line
+from .render import session_document, session_fields
 
 __all__ = ["run_sessions", "run_terminate"]
 
@@ -23,7 +23,7 @@ def run_sessions(args: argparse.Namespace, console: Console) -> int:
         console.document([session_document(session) for session in sessions])
     else:
         for session in sessions:
-            console.line(session_line(session))
+            console.row(*session_fields(session))
     return exits.OK
 
 

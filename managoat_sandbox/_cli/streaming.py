@@ -1,11 +1,13 @@
-"""``exec``, ``spawn`` and ``attach``: a command's frames, live, on the terminal.
+"""``exec``, ``spawn`` and ``attach``: running commands from the terminal.
 
-All three spawn (or attach) with a private queue as owner and render each
-frame as it arrives: stdout bytes to stdout, stderr bytes to stderr (or JSON
-lines under ``--json``). The command's ``Exit`` becomes the process's exit
-status; an ``Error`` frame is raised as its reason (one line, status 1).
-Every way out stops the local end (``stop_command``), which never kills a
-detachable session.
+``exec`` is the library's :func:`managoat_sandbox.exec`, nothing more: the
+same deadline and the same clean-up; it prints the collected output when the
+command exits. ``spawn`` and ``attach`` stream: they spawn (or attach) with a
+private queue as owner and render each frame as it arrives: stdout bytes to
+stdout, stderr bytes to stderr (or JSON lines under ``--json``). The
+command's ``Exit`` becomes the process's exit status; an ``Error`` frame is
+raised as its reason (one line, status 1). Every way out stops the local end
+(``stop_command``), which never kills a detachable session.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ import shlex
 from collections.abc import Callable
 
 from .. import facade as sandbox
-from .._deadline import Deadline
 from ..contract import Capability
-from ..errors import SandboxError
+from ..errors import SandboxError, Unavailable
 from ..frames import Error, Exit, Stderr, Stdout
 from ..types import Command, Handle
 from . import exits
@@ -26,7 +27,7 @@ from .console import PROG, Console
 from .render import frame_document
 from .stdin import StdinFailed, StdinForwarder
 
-__all__ = ["exit_status", "follow", "run_attach", "run_exec", "run_spawn"]
+__all__ = ["exit_status", "follow", "is_exec_timeout", "run_attach", "run_exec", "run_spawn"]
 
 #: Longest single wait for a frame, so Ctrl-C is seen promptly on every
 #: platform (a blocking ``Queue.get`` is not interruptible everywhere).
@@ -43,24 +44,40 @@ def exit_status(code: int) -> int:
 
 
 def run_exec(args: argparse.Namespace, console: Console) -> int:
-    """Run a command to exit, streaming its output; exit with its status.
+    """Run a command to exit with :func:`managoat_sandbox.exec`; print its output; exit
+    with its status.
 
-    ``--timeout`` is one monotonic deadline that output never extends: on
-    expiry (also if the exit arrives late) it fails with
-    ``Unavailable(("exec_timeout", S))``, the output shown so far stays
-    shown, and the remote process may go on running. ``--timeout 0`` fails
-    at once without starting anything.
+    The options are exec's arguments: ``--timeout`` is its one deadline (and
+    the adapter's clean-up on expiry is exec's: ``local`` kills the command,
+    which leaves no session behind), ``--merge-stderr`` is
+    ``stderr_to_stdout``. Only stdout is collected otherwise, as by exec. On
+    expiry the status is :data:`~managoat_sandbox._cli.exits.TIMEOUT` with
+    exec's ``Unavailable(("exec_timeout", S))`` on one line; nothing collected
+    is printed. ``--timeout 0`` fails at once without starting anything.
     """
     handle = sandbox.build_handle(args.provider, args.name)
-    deadline = Deadline(args.timeout)
-    deadline.check()
-    frames: queue.Queue[object] = queue.Queue()
     cmd, *argv = args.command
-    command = sandbox.spawn(handle, cmd, argv, owner=frames, env=args.env, dir=args.dir)
     try:
-        return follow(frames, console, deadline=deadline, merge_stderr=args.merge_stderr)
-    finally:
-        sandbox.stop_command(command)
+        output, code = sandbox.exec(
+            handle, cmd, argv, env=args.env, dir=args.dir, timeout=args.timeout,
+            stderr_to_stdout=args.merge_stderr,
+        )
+    except Unavailable as error:
+        if not is_exec_timeout(error):
+            raise
+        console.failure(error, f" (no exit within {args.timeout:g} s)")
+        return exits.TIMEOUT
+    if output:
+        _show(console, Stdout("exec", output))
+    if console.json_mode:
+        console.document(frame_document(Exit("exec", code)))
+    return exit_status(code)
+
+
+def is_exec_timeout(error: Unavailable) -> bool:
+    """Whether ``error`` is exec's expired deadline, ``Unavailable(("exec_timeout", S))``."""
+    detail = error.detail
+    return isinstance(detail, tuple) and detail[:1] == ("exec_timeout",)
 
 
 def run_spawn(args: argparse.Namespace, console: Console) -> int:
@@ -104,44 +121,29 @@ def run_attach(args: argparse.Namespace, console: Console) -> int:
         sandbox.stop_command(command)
 
 
-def follow(
-    frames: queue.Queue[object],
-    console: Console,
-    *,
-    deadline: Deadline | None = None,
-    merge_stderr: bool = False,
-) -> int:
+def follow(frames: queue.Queue[object], console: Console) -> int:
     """Render frames up to the terminal one and return the exit status.
 
-    ``deadline`` is consulted before every wait, so queued frames do not
-    outrun it. An ``Error`` frame, a stdin failure or an expired deadline is
-    raised as a ``SandboxError``.
+    An ``Error`` frame or a stdin failure is raised as a ``SandboxError``.
     """
     while True:
-        item = _next(frames, deadline)
+        item = _next(frames)
         if isinstance(item, StdinFailed):
             raise item.error
         if isinstance(item, Error):
             raise item.reason
         if isinstance(item, Exit):
-            if deadline is not None:
-                deadline.check()
             if console.json_mode:
                 console.document(frame_document(item))
             return exit_status(item.code)
-        if isinstance(item, Stderr) and merge_stderr:
-            item = Stdout(item.ref, item.data)
         if isinstance(item, (Stdout, Stderr)):
             _show(console, item)
 
 
-def _next(frames: queue.Queue[object], deadline: Deadline | None) -> object:
+def _next(frames: queue.Queue[object]) -> object:
     while True:
-        remaining = None if deadline is None else deadline.remaining()
-        if deadline is not None and remaining == 0:
-            raise deadline.error()
         try:
-            return frames.get(timeout=POLL if remaining is None else min(POLL, remaining))
+            return frames.get(timeout=POLL)
         except queue.Empty:
             continue
 

@@ -1,0 +1,96 @@
+"""The command line as a user runs it: separate processes on ``local``, whose
+sandboxes persist across them, in a sandbox root of the test's own."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import managoat_sandbox as sandbox
+from managoat_sandbox._engine import isolation
+
+from .conftest import wait_until
+from .local_cli import ROOT, local_env, run_cli, run_shell_lines
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    yield from local_env(tmp_path)
+
+
+def running(marker: str) -> bool:
+    """Whether a process whose command line is ``sleep <marker>`` is alive (sandboxed
+    processes are visible in the host's /proc, whatever their PID namespace)."""
+    wanted = f"sleep\0{marker}\0".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == wanted:
+                    return True
+            except OSError:  # it ended while we looked
+                continue
+    return False
+
+
+def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, str]) -> None:
+    assert run_cli(env, "create", "box").returncode == 0
+    assert run_cli(env, "exec", "box", "--", "true").returncode == 0  # the agent is up
+    marker = f"300.{secrets.randbelow(10**9)}"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "managoat_sandbox", "exec", "--timeout", "5", "box", "--",
+         "sleep", marker],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_until(lambda: running(marker), timeout=30)
+        out, err = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+    assert cli.returncode == 124
+    assert (out, err) == (
+        "", "managoat-sandbox: error: Unavailable: ('exec_timeout', 5.0) (no exit within 5 s)\n"
+    )
+    assert wait_until(lambda: not running(marker), timeout=30)
+    assert sandbox.list_sessions(sandbox.build_handle("local", "box")) == []
+    listed = run_cli(env, "sessions", "box")
+    assert (listed.returncode, listed.stdout) == (0, "")
+
+
+# -- the examples of --help, run as printed ---------------------------------------
+
+SUBCOMMANDS = ["create", "get", "list", "suspend", "resume", "exec", "spawn", "attach",
+               "sessions", "terminate", "policy", "url", "write", "checkpoint", "restore",
+               "destroy"]
+
+
+def examples(help_text: str) -> list[str]:
+    """The lines of the ``examples`` section of a help text, as printed."""
+    section = help_text.split("\nexamples", 1)[1].split(":\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in section.splitlines() if line.strip()]
+
+
+def test_the_top_level_help_examples_run_as_printed(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    shown = run_cli(env, "--help")
+    lines = examples(shown.stdout)
+    assert lines[0] == "managoat-sandbox create box"
+    assert "hello\nstatus 3\n" in run_shell_lines(env, lines, tmp_path)
+
+
+@pytest.mark.parametrize("subcommand", SUBCOMMANDS)
+def test_each_subcommands_help_examples_run_as_printed(
+    env: dict[str, str], tmp_path: Path, subcommand: str
+) -> None:
+    if subcommand == "policy" and not isolation.support().available:
+        pytest.skip("network policies need an isolated local sandbox")
+    lines = examples(run_cli(env, subcommand, "--help").stdout)
+    assert any(f"managoat-sandbox {subcommand} " in line for line in lines)
+    setup = [] if subcommand == "create" else ["managoat-sandbox create box"]
+    run_shell_lines(env, setup + lines, tmp_path)
