@@ -193,14 +193,14 @@ def test_checkpoints_on_the_fake_are_one_line_not_supported_errors(
 # -- exec -----------------------------------------------------------------------
 
 
-def test_exec_prints_stdout_like_the_librarys_exec_and_exits_with_the_real_code(
+def test_exec_prints_stdout_and_stderr_apart_and_exits_with_the_real_code(
     fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
     cli("create", "box")
     capsysbinary.readouterr()
     assert cli("exec", "box", "--", "emit", "out:hello", "err:oops", "exit:3") == 3
     captured = capsysbinary.readouterr()
-    assert (captured.out, captured.err) == (b"hello", b"")
+    assert (captured.out, captured.err) == (b"hello", b"oops")
 
 
 def test_exec_merge_stderr_sends_both_to_stdout(

@@ -230,8 +230,9 @@ def _running(add: Add) -> None:
                           "exit 124 with exec_timeout, after the provider's exec clean-up "
                           "(local kills the command)")
     run.add_argument("--merge-stderr", action="store_true",
-                     help="collect the command's stderr too, into stdout (otherwise "
-                          "only stdout is printed; spawn streams both, live)")
+                     help="collect the command's stderr into stdout, in arrival order "
+                          "(otherwise stderr is printed to stderr after the exit; spawn "
+                          "streams both, live)")
     spawn = add("spawn", streaming.run_spawn,
                 "Start a command and stream its output live; Ctrl-C detaches.",
                 "spawn box -- sh -c 'for i in 1 2 3; do echo $i; sleep 1; done'",

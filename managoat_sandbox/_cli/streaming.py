@@ -1,8 +1,8 @@
 """``exec``, ``spawn`` and ``attach``: running commands from the terminal.
 
 ``exec`` is the library's :func:`managoat_sandbox.exec`, nothing more: the
-same deadline and the same clean-up; it prints the collected output when the
-command exits. ``spawn`` and ``attach`` stream: they spawn (or attach) with a
+same deadline and the same clean-up; it prints the collected stdout and
+stderr when the command exits. ``spawn`` and ``attach`` stream: they spawn (or attach) with a
 private queue as owner and render each frame as it arrives: stdout bytes to
 stdout, stderr bytes to stderr (or JSON lines under ``--json``). The
 command's ``Exit`` becomes the process's exit status; an ``Error`` frame is
@@ -50,7 +50,8 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
     The options are exec's arguments: ``--timeout`` is its one deadline (and
     the adapter's clean-up on expiry is exec's: ``local`` kills the command,
     which leaves no session behind), ``--merge-stderr`` is
-    ``stderr_to_stdout``. Only stdout is collected otherwise, as by exec. On
+    ``stderr_to_stdout``. Otherwise the result's stdout is printed to stdout
+    and its stderr (``ExecResult.stderr``) to stderr, after the exit. On
     expiry the status is :data:`~managoat_sandbox._cli.exits.TIMEOUT` with
     exec's ``Unavailable(("exec_timeout", S))`` on one line; nothing collected
     is printed. ``--timeout 0`` fails at once without starting anything.
@@ -58,7 +59,7 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
     handle = sandbox.build_handle(args.provider, args.name)
     cmd, *argv = args.command
     try:
-        output, code = sandbox.exec(
+        result = sandbox.exec(
             handle, cmd, argv, env=args.env, dir=args.dir, timeout=args.timeout,
             stderr_to_stdout=args.merge_stderr,
         )
@@ -67,11 +68,13 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
             raise
         console.failure(error, f" (no exit within {args.timeout:g} s)")
         return exits.TIMEOUT
-    if output:
-        _show(console, Stdout("exec", output))
+    if result.output:
+        _show(console, Stdout("exec", result.output))
+    if result.stderr:
+        _show(console, Stderr("exec", result.stderr))
     if console.json_mode:
-        console.document(frame_document(Exit("exec", code)))
-    return exit_status(code)
+        console.document(frame_document(Exit("exec", result.exit_code)))
+    return exit_status(result.exit_code)
 
 
 def is_exec_timeout(error: Unavailable) -> bool:
