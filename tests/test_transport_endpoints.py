@@ -144,3 +144,17 @@ def test_daytona_toolbox_names_the_endpoint(
     finally:
         adapter.destroy(handle)
     _assert_names_endpoint(caught.value, closed_port)
+
+
+def test_daytona_termination_names_the_endpoint(
+    closed_toolbox: DaytonaEmulator, closed_port: int
+) -> None:
+    config.configure("daytona", api_key=FAKE, api_url=closed_toolbox.api_url)
+    adapter = _daytona()
+    handle: Handle = adapter.create("box")
+    try:
+        with pytest.raises(Unavailable) as caught:
+            adapter.terminate_session(handle, "session-1")
+    finally:
+        adapter.destroy(handle)
+    _assert_names_endpoint(caught.value, closed_port, first="termination_transport_failed")
