@@ -51,8 +51,9 @@ def import_problem(provider: str, error: ImportError | AttributeError) -> str:
     return f"the {provider} emulator is not available: {error}"
 
 
-def start_problem(host: str, port: int, cause: BaseException | None) -> str:
-    """The one line to print when the emulator could not listen on ``host:port``."""
+def start_problem(host: str, port: int, cause: BaseException) -> str:
+    """The one line to print when the emulator could not start on ``host:port``
+    (``cause``: the ``OSError`` of a failed listen, else the failure itself)."""
     if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
         return f"port {port} on {host} is in use; pass --port 0 (a free port) or another port"
     if isinstance(cause, OSError):
@@ -78,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         emulator.start()
     except RuntimeError as error:
         emulator.stop()
-        print(start_problem(args.host, args.port, error.__cause__), file=sys.stderr)
+        print(start_problem(args.host, args.port, error.__cause__ or error), file=sys.stderr)
         return 1
     print(emulator.base_url, flush=True)
     try:
