@@ -6,7 +6,9 @@ One place decides how an HTTP answer becomes an error (SPEC §2.3):
   ``Retry-After`` (as urllib3 honours it) becomes ``Unavailable.retry_after``;
   >= 500 → ``Unavailable``; any other non-2xx (3xx included: redirects are
   never followed) → ``Invalid``;
-* connection errors, read timeouts and resets → ``Unavailable``;
+* connection errors and resets → ``Unavailable(("transport", kind, "host:port"))``
+  (:func:`transport_error`: the endpoint, never the URL's userinfo, path or
+  query); read timeouts → ``Unavailable("timeout")``;
 * the detail is ``("http", status, body)``, the body parsed as JSON when it
   is JSON, else text, bounded to 64 KiB;
 * ``RateLimited.retry_after`` comes from the provider's body field when it has
@@ -29,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -41,15 +44,18 @@ __all__ = [
     "BODY_LIMIT",
     "HttpClient",
     "Response",
+    "endpoint",
     "error_for",
     "interrupt",
-    "is_request_failure",
     "parse_body",
     "requests_module",
     "retry_after_from",
     "set_read_timeout",
     "transport_error",
 ]
+
+#: The port a URL of each scheme means when it names none.
+_DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 #: The largest response body read into memory (and kept in an error detail).
 BODY_LIMIT = 64 * 1024
@@ -150,16 +156,35 @@ def requests_module() -> Any:
     return requests
 
 
-def is_request_failure(error: BaseException) -> bool:
-    """Whether ``error`` is a failure of ``requests`` (connection, timeout, protocol)."""
-    return isinstance(error, requests_module().RequestException)
+def endpoint(url: str) -> str:
+    """Where ``url`` points, as ``host:port``: safe to put in an error or a log line.
+
+    Only the host and the port are kept (an IPv6 host in brackets; the
+    scheme's default port when the URL names none, no port when the one it
+    names is malformed): never the userinfo, the path or the query, which may
+    carry a credential.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return host
+    return host if port is None else f"{host}:{port}"
 
 
-def transport_error(error: BaseException) -> Unavailable:
-    """A transport failure as ``Unavailable``, naming its kind but never a URL or header."""
+def transport_error(error: BaseException, url: str) -> Unavailable:
+    """A transport failure talking to ``url`` as ``Unavailable``.
+
+    A ``requests`` timeout is ``Unavailable("timeout")``; anything else is
+    ``Unavailable(("transport", kind, "host:port"))``: the exception's class
+    name and :func:`endpoint` of ``url``, never the URL itself or a header.
+    """
     if isinstance(error, requests_module().Timeout):
         return Unavailable("timeout")
-    return Unavailable(("transport", type(error).__name__))
+    return Unavailable(("transport", type(error).__name__, endpoint(url)))
 
 
 class HttpClient:
@@ -211,7 +236,7 @@ class HttpClient:
                 allow_redirects=False, **kwargs,
             )
         except requests_module().RequestException as error:
-            raise transport_error(error) from None
+            raise transport_error(error, url) from None
         try:
             yield response
         finally:
@@ -247,7 +272,7 @@ def body_chunks(response: requests.Response, *, size: int = _CHUNK,
         try:
             chunk = next(body, b"")
         except requests_module().RequestException as error:
-            raise transport_error(error) from None
+            raise transport_error(error, response.url) from None
         if not chunk:
             return
         yield chunk

@@ -9,7 +9,7 @@ import pytest
 import requests
 import responses
 
-from managoat_sandbox._http import BODY_LIMIT, HttpClient, error_for, retry_after_from
+from managoat_sandbox._http import BODY_LIMIT, HttpClient, endpoint, error_for, retry_after_from
 from managoat_sandbox.errors import Denied, Invalid, NotFound, RateLimited, Unavailable
 
 URL = "https://provider.test/v1/thing"
@@ -58,15 +58,28 @@ def test_redirects_are_never_followed_and_bodies_are_bounded() -> None:
 
 
 @responses.activate
-def test_transport_failures_are_unavailable_and_name_no_url() -> None:
+def test_transport_failures_are_unavailable_and_name_the_endpoint_not_the_url() -> None:
     responses.add(responses.GET, URL, body=requests.ConnectionError("boom at " + URL))
     with pytest.raises(Unavailable) as caught:
         HttpClient().request("GET", URL, timeout=(1, 1))
-    assert caught.value.detail == ("transport", "ConnectionError")
+    assert caught.value.detail == ("transport", "ConnectionError", "provider.test:443")
+    assert "/v1/thing" not in str(caught.value)
     responses.replace(responses.GET, URL, body=requests.ReadTimeout("slow"))
     with pytest.raises(Unavailable) as caught:
         HttpClient().request("GET", URL, timeout=(1, 1))
     assert caught.value.detail == "timeout"
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("https://user:s3cret@api.test/v1?token=s3cret#frag", "api.test:443"),
+    ("http://127.0.0.1:8080/api", "127.0.0.1:8080"),
+    ("wss://api.test/exec", "api.test:443"),
+    ("ws://api.test/exec", "api.test:80"),
+    ("http://[::1]:9000/", "[::1]:9000"),
+    ("http://api.test:notaport/", "api.test"),
+])
+def test_endpoint_is_host_and_port_only(url: str, expected: str) -> None:
+    assert endpoint(url) == expected
 
 
 def test_release_closes_only_this_threads_session() -> None:

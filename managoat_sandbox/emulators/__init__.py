@@ -11,9 +11,25 @@ mirrored. From Python, each is a context manager::
         config.configure("sprites", base_url=emulator.base_url, token="t")
 
 From a shell: ``python -m managoat_sandbox.emulators sprites --port 8080``.
-Needs the ``emulators`` extra (aiohttp).
+Needs the ``emulators`` extra (aiohttp). The names below are imported on first
+use, so that importing this package (as ``python -m`` does before its
+``__main__`` runs) works without the extra, and the command line can say what
+is missing instead of failing with a traceback.
 """
 
-from ._server import Emulator, Fault, Faults, LoggedRequest
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._server import Emulator, Fault, Faults, LoggedRequest
 
 __all__ = ["Emulator", "Fault", "Faults", "LoggedRequest"]
+
+
+def __getattr__(name: str) -> Any:
+    """The server's public names, importing it (and aiohttp) on first use."""
+    if name in __all__:
+        return getattr(importlib.import_module("._server", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,12 +1,15 @@
 """``python -m managoat_sandbox.emulators <sprites|e2b|daytona> --port N [--host H]``.
 
 Serves that provider's wire protocol until interrupted, printing its base URL
-once it accepts connections. Port 0 picks a free port.
+once it accepts connections. Port 0 picks a free port. When it cannot serve
+(the ``emulators`` extra is not installed, the port is in use, the host cannot
+be bound) it says so in one line on stderr, saying what to do, and exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import signal
 import sys
@@ -19,9 +22,12 @@ PROVIDERS = {
     "daytona": ("managoat_sandbox.emulators.daytona", "DaytonaEmulator"),
 }
 
+#: What to do when the emulators' only extra dependency (aiohttp) is missing.
+MISSING_EXTRA = ("the emulators need the 'emulators' extra: "
+                 "pip install 'managoat_sandbox[emulators]'")
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one emulator in the foreground until SIGINT/SIGTERM."""
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m managoat_sandbox.emulators",
         description="Serve a local, protocol-faithful emulator of a sandbox provider.",
@@ -34,18 +40,47 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "environment variable, else any)")
     parser.add_argument("--workdir", default=None,
                         help="where sandboxes live (default: a temp dir)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def import_problem(provider: str, error: ImportError | AttributeError) -> str:
+    """The one line to print when ``provider``'s emulator cannot be imported."""
+    missing = getattr(error, "name", None) or ""
+    if missing.partition(".")[0] == "aiohttp":
+        return MISSING_EXTRA
+    return f"the {provider} emulator is not available: {error}"
+
+
+def start_problem(host: str, port: int, cause: BaseException) -> str:
+    """The one line to print when the emulator could not start on ``host:port``
+    (``cause``: the ``OSError`` of a failed listen, else the failure itself)."""
+    if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is in use; pass --port 0 (a free port) or another port"
+    if isinstance(cause, OSError):
+        reason = cause.strerror or str(cause)
+        return f"cannot listen on {host} port {port}: {reason}; check --host and --port"
+    return f"the emulator failed to start: {cause!r}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one emulator in the foreground until SIGINT/SIGTERM (see the module docstring)."""
+    args = _parser().parse_args(argv)
     module_name, class_name = PROVIDERS[args.provider]
     try:
         emulator_class = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as error:
-        print(f"emulator for {args.provider} is not available: {error}", file=sys.stderr)
+        print(import_problem(args.provider, error), file=sys.stderr)
         return 1
     emulator = emulator_class(host=args.host, port=args.port, credential=args.credential,
                               workdir=args.workdir)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    emulator.start()
+    try:
+        emulator.start()
+    except RuntimeError as error:
+        emulator.stop()
+        print(start_problem(args.host, args.port, error.__cause__ or error), file=sys.stderr)
+        return 1
     print(emulator.base_url, flush=True)
     try:
         done.wait()

@@ -199,7 +199,11 @@ class Emulator:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> Emulator:
-        """Serve from a background thread; returns once connections are accepted."""
+        """Serve from a background thread; returns once connections are accepted.
+
+        A failure to listen (a busy port, an unknown host) is a ``RuntimeError``
+        whose ``__cause__`` is the ``OSError``; :meth:`stop` still cleans up.
+        """
         self._thread = threading.Thread(
             target=self._serve, name=f"{self.provider}-emulator", daemon=True
         )
@@ -219,7 +223,7 @@ class Emulator:
         """
         self.close()
         loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None:
+        if loop is not None and thread is not None and not loop.is_closed():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(30)
         if self._own_workdir:
@@ -239,6 +243,9 @@ class Emulator:
             loop.run_until_complete(self._open())
         except BaseException as error:
             self._failure = error
+            if self._runner is not None:
+                loop.run_until_complete(self._runner.cleanup())
+            loop.close()
             self._started.set()
             return
         self._started.set()

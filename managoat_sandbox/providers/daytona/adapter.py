@@ -522,7 +522,8 @@ class Daytona(StreamingAdapter):
             if error.detail == "timeout":
                 raise Unavailable("termination_timeout") from None
             if isinstance(error.detail, tuple) and error.detail[:1] == ("transport",):
-                raise Unavailable("termination_transport_failed") from None
+                where = error.detail[2:]
+                raise Unavailable(("termination_transport_failed", *where)) from None
             raise _sanitised(error) from None
         except SandboxError as error:
             raise _sanitised(error) from None

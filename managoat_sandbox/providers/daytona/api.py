@@ -2,11 +2,12 @@
 
 Settings are read from config scope ``daytona`` at call time: ``api_key``
 (``$DAYTONA_API_KEY``), ``api_url`` (``$DAYTONA_API_URL``, else
-``https://app.daytona.io/api``; a self-hosted Daytona is ``<origin>/api``),
-``snapshot`` and ``organization_id``. A missing key is ``Denied`` naming
-``DAYTONA_API_KEY``, raised before any request. Every request carries
-``Authorization: Bearer <key>`` and, when configured,
-``X-Daytona-Organization-ID``; the key lives only in those headers.
+``https://app.daytona.io/api``; a self-hosted Daytona is ``<origin>/api``: a
+URL whose path does not end in ``/api`` is ``Invalid`` before any request, as
+every call to it would answer 404), ``snapshot`` and ``organization_id``. A
+missing key is ``Denied`` naming ``DAYTONA_API_KEY``, raised before any
+request. Every request carries ``Authorization: Bearer <key>`` and, when
+configured, ``X-Daytona-Organization-ID``; the key lives only in those headers.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import attrs
 
 from ... import config
 from ..._http import BODY_LIMIT, HttpClient, Response, read_bounded
-from ...errors import Denied, ProviderError
+from ...errors import Denied, Invalid, ProviderError
 from .errors import error_from
 
 if TYPE_CHECKING:
@@ -67,8 +68,19 @@ class Api:
 
     @staticmethod
     def base_url() -> str:
-        """The API base, without a trailing slash."""
-        return str(config.get(PROVIDER, "api_url")).rstrip("/")
+        """The API base, without a trailing slash (``Invalid`` when it does not end in
+        ``/api``, saying what to set it to)."""
+        url = str(config.get(PROVIDER, "api_url")).rstrip("/")
+        parts = urlsplit(url)
+        if not parts.path.endswith("/api"):
+            origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+            raise Invalid(
+                f"daytona api_url {origin}{parts.path} is not the control plane's base, "
+                "whose path ends in /api (like https://app.daytona.io/api): set daytona "
+                f"api_url or the DAYTONA_API_URL environment variable to {origin}"
+                f"{parts.path}/api"
+            )
+        return url
 
     @staticmethod
     def headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:

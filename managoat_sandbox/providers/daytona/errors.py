@@ -17,7 +17,7 @@ Written once and used by every Daytona call:
   to write command") is told apart by :func:`exec_refused`.
 
 Details never carry a credential: bodies are the provider's answer (bounded),
-transport failures name only the exception type.
+transport failures name the exception type and the endpoint (``host:port``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 
 import websocket
 
-from ..._http import Response
+from ..._http import Response, transport_error
 from ...errors import SandboxError, Unavailable
 from .errors import error_from
 
@@ -38,11 +38,11 @@ _CLOSE = 0x8
 _PING = 0x9
 
 
-def _upgrade_error(error: Any) -> SandboxError:
-    """A refused upgrade as the taxonomy error its HTTP answer maps to."""
+def _upgrade_error(error: Any, url: str) -> SandboxError:
+    """A refused upgrade of ``url`` as the taxonomy error its HTTP answer maps to."""
     status = getattr(error, "status_code", None)
     if not isinstance(status, int):
-        return Unavailable(("transport", type(error).__name__))
+        return transport_error(error, url)
     headers: Mapping[str, str] = getattr(error, "resp_headers", None) or {}
     body = getattr(error, "resp_body", None) or b""
     if isinstance(body, str):
@@ -59,8 +59,9 @@ def _unmask(payload: memoryview, key: bytes) -> bytes:
 class LogSocket:
     """One open WebSocket follow; :meth:`read` it until it returns None."""
 
-    def __init__(self, ws: Any) -> None:
+    def __init__(self, ws: Any, url: str) -> None:
         self._ws = ws
+        self._url = url
         self._sock: socket.socket = ws.sock
         self._pending = b""
         self.closed = False
@@ -76,14 +77,14 @@ class LogSocket:
                        http_no_proxy=["*"])
         except websocket.WebSocketBadStatusException as error:
             ws.shutdown()
-            raise _upgrade_error(error) from None
+            raise _upgrade_error(error, url) from None
         except websocket.WebSocketTimeoutException:
             ws.shutdown()
             raise Unavailable("timeout") from None
         except (websocket.WebSocketException, OSError) as error:
             ws.shutdown()
-            raise Unavailable(("transport", type(error).__name__)) from None
-        return cls(ws)
+            raise transport_error(error, url) from None
+        return cls(ws, url)
 
     def read(self, timeout: float) -> bytes | None:
         """The payload bytes of the frames that arrive next (``b""`` if only control
@@ -99,7 +100,7 @@ class LogSocket:
             raise
         except OSError as error:
             self.closed = True
-            raise Unavailable(("transport", type(error).__name__)) from None
+            raise transport_error(error, self._url) from None
         if not chunk:
             self.closed = True
             return None

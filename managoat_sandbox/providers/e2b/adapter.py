@@ -297,11 +297,15 @@ class E2B(StreamingAdapter):
     # -- lifecycle ----------------------------------------------------------
 
     def create(self, name: str, **opts: Any) -> Handle:
-        """Adopt the sandbox stamped ``name`` (as it is, paused or not), else create one."""
+        """Adopt the sandbox stamped ``name`` (as it is, paused or not), else create one.
+
+        Settings that leave envd unaddressable are ``Invalid`` before any request
+        (:meth:`.settings.Settings.check_envd_address`)."""
         if opts:
             raise TypeError(f"unknown create options: {sorted(opts)}")
         name = _args.sandbox_name(name)
         s = Settings.load()
+        s.check_envd_address()
         matches = self._api.find(s, name)
         if matches:
             self._reconcile(s, name, matches[0])

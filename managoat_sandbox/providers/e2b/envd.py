@@ -167,7 +167,7 @@ def read_chunks(response: requests.Response) -> Iterator[bytes]:
             raise Unavailable("timeout") from None
         except (urllib3.exceptions.HTTPError, requests.RequestException, OSError,
                 ValueError) as error:
-            raise transport_error(error) from None
+            raise transport_error(error, response.url) from None
         if not data:
             return
         yield data

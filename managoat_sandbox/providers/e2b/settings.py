@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 import attrs
 
 from ... import config
+from ..._http import endpoint
+from ...errors import Invalid
 from .errors import missing_api_key
 
 __all__ = ["ENVD_PORT", "Settings"]
@@ -58,9 +61,44 @@ class Settings:
         host = urlsplit(self.base_url).hostname or "e2b.app"
         return host[4:] if host.startswith("api.") else host
 
+    def check_envd_address(self) -> None:
+        """``Invalid`` (saying which setting to set) when envd could not be addressed
+        without a domain from the sandbox's answer.
+
+        Without ``sandbox_url`` envd is ``https://49983-<id>.<domain>``, and a
+        ``base_url`` whose host is an IP address or ``localhost`` (an emulator,
+        a self-hosted API) implies no domain a sandbox label can be put in front
+        of: the first command would fail on an address that cannot exist.
+        """
+        if self.sandbox_url:
+            return
+        host = urlsplit(self.base_url).hostname or ""
+        if not _is_local_host(host):
+            return
+        raise Invalid(
+            f"e2b sandbox_url is not set and base_url ({endpoint(self.base_url)}) names no "
+            "sandbox domain, so envd (where commands run) cannot be addressed: set e2b "
+            "sandbox_url or the E2B_SANDBOX_URL environment variable to envd's base URL "
+            "(for the emulator, the same URL as base_url)"
+        )
+
     def envd_url(self, sandbox_id: str, domain: str | None) -> str:
         """Where envd of ``sandbox_id`` is reached: ``sandbox_url`` if set, else
-        ``https://49983-<id>.<domain>`` (the sandbox's domain, else the default)."""
+        ``https://49983-<id>.<domain>`` (the sandbox's domain, else the default;
+        ``Invalid`` from :meth:`check_envd_address` when there is neither)."""
         if self.sandbox_url:
             return self.sandbox_url
+        if not domain:
+            self.check_envd_address()
         return f"https://{ENVD_PORT}-{sandbox_id}.{domain or self.default_domain()}"
+
+
+def _is_local_host(host: str) -> bool:
+    """Whether ``host`` is an IP address or ``localhost`` (no DNS domain of its own)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

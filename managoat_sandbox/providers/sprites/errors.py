@@ -6,7 +6,8 @@
   fresh sprite boots is therefore ``Unavailable``, which is transient);
 * the bounded "once" operations drop the provider's body (``sanitised``), so
   provider prose never reaches a caller or a log;
-* transport failures name their kind only, never a URL or a header.
+* transport failures name their kind and the endpoint (``host:port``), never
+  a URL or a header.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import websocket
 
-from ..._http import Response, error_for, is_request_failure, transport_error
+from ..._http import Response, error_for, transport_error
 from ...errors import SandboxError, Unavailable
 
 __all__ = ["RETRY_AFTER_FIELD", "http_error", "sanitised", "transport", "upgrade_error"]
@@ -40,22 +41,21 @@ def sanitised(status: int) -> SandboxError:
     return error_for(status, b"{}", {})
 
 
-def upgrade_error(error: Any) -> SandboxError:
-    """A refused upgrade (``WebSocketBadStatusException``) as a taxonomy error."""
+def upgrade_error(error: Any, url: str) -> SandboxError:
+    """A refused upgrade (``WebSocketBadStatusException``) of ``url`` as a taxonomy error."""
     headers: Mapping[str, str] = getattr(error, "resp_headers", None) or {}
     body = getattr(error, "resp_body", None) or b""
     if isinstance(body, str):
         body = body.encode("utf-8", errors="replace")
     status = getattr(error, "status_code", None)
     if not isinstance(status, int):
-        return Unavailable(("transport", type(error).__name__))
+        return transport(error, url)
     return error_for(status, body, headers, retry_after_field=RETRY_AFTER_FIELD)
 
 
-def transport(error: BaseException) -> Unavailable:
-    """A transport failure (requests, websocket or socket) as ``Unavailable``."""
-    if is_request_failure(error):
-        return transport_error(error)
+def transport(error: BaseException, url: str) -> Unavailable:
+    """A transport failure (requests, websocket or socket) talking to ``url`` as
+    ``Unavailable``: ``"timeout"``, else :func:`.._http.transport_error`'s detail."""
     if isinstance(error, websocket.WebSocketTimeoutException):
         return Unavailable("timeout")
-    return Unavailable(("transport", type(error).__name__))
+    return transport_error(error, url)

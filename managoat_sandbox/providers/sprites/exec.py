@@ -80,13 +80,13 @@ def open_socket(
         )
     except websocket.WebSocketBadStatusException as error:
         ws.shutdown()
-        raise upgrade_error(error) from None
+        raise upgrade_error(error, url) from None
     except (websocket.WebSocketException, OSError) as error:
         ws.shutdown()
         status = getattr(getattr(ws, "handshake_response", None), "status", None)
         if isinstance(status, int) and 300 <= status < 400:
             raise Invalid(("http", int(status), {})) from None
-        raise transport(error) from None
+        raise transport(error, url) from None
     return ws
 
 

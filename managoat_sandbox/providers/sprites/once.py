@@ -3,7 +3,8 @@
 Each makes the fewest requests the rule allows (one, or one plus one
 confirming GET), on fresh connections, never retried, never redirected, within
 one deadline, and answers with sanitised details only — provider prose never
-reaches an error:
+reaches an error (a transport failure is ``("<operation>_transport_failed",
+"host:port")``: where it failed, never the URL):
 
 * ``create_new``: ``AlreadyExists`` on 409; success needs a JSON object naming
   the sprite with a string ``id`` of 1-256 characters;
@@ -24,7 +25,7 @@ import json
 from typing import Any
 
 from ..._deadline import Deadline
-from ..._http import BODY_LIMIT
+from ..._http import BODY_LIMIT, endpoint
 from ...errors import AlreadyExists, Unavailable
 from .api import sprite_path
 from .bounded import Answer, Cut, Expired, Failed, TooLarge, exchange
@@ -57,16 +58,16 @@ def _request(
     limit: int,
     **kwargs: Any,
 ) -> Answer:
-    """One bounded exchange; failures become ``Unavailable("<operation>_...")``."""
+    """One bounded exchange; failures become ``Unavailable("<operation>_...")`` (a
+    transport failure ``Unavailable(("<operation>_transport_failed", "host:port"))``)."""
+    url = settings.url(path)
     try:
-        return exchange(
-            method, settings.url(path), headers=settings.headers, deadline=deadline,
-            limit=limit, **kwargs,
-        )
+        return exchange(method, url, headers=settings.headers, deadline=deadline, limit=limit,
+                        **kwargs)
     except Expired:
         raise Unavailable(f"{operation}_timeout") from None
     except Failed:
-        raise Unavailable(f"{operation}_transport_failed") from None
+        raise Unavailable((f"{operation}_transport_failed", endpoint(url))) from None
     except (Cut, TooLarge):
         raise Unavailable(f"{operation}_unconfirmed") from None
 
