@@ -39,8 +39,14 @@ def closed_port() -> int:
 
 
 def _assert_names_endpoint(error: SandboxError, port: int, *, first: str = "transport") -> None:
+    """``first`` is the detail's first element; a bounded operation's documented bare
+    ``<operation>_transport_failed`` names the endpoint in its cause instead."""
     assert isinstance(error, Unavailable) and error.transient
-    assert isinstance(error.detail, tuple) and error.detail[0] == first
+    if first != "transport":
+        assert error.detail == first
+        assert isinstance(error.__cause__, Unavailable)
+        error = error.__cause__
+    assert isinstance(error.detail, tuple) and error.detail[0] == "transport"
     where = f"127.0.0.1:{port}"
     assert where in str(error), str(error)
     for text in (str(error), repr(error)):

@@ -522,8 +522,7 @@ class Daytona(StreamingAdapter):
             if error.detail == "timeout":
                 raise Unavailable("termination_timeout") from None
             if isinstance(error.detail, tuple) and error.detail[:1] == ("transport",):
-                where = error.detail[2:]
-                raise Unavailable(("termination_transport_failed", *where)) from None
+                raise Unavailable("termination_transport_failed") from error
             raise _sanitised(error) from None
         except SandboxError as error:
             raise _sanitised(error) from None

@@ -3,8 +3,9 @@
 Each makes the fewest requests the rule allows (one, or one plus one
 confirming GET), on fresh connections, never retried, never redirected, within
 one deadline, and answers with sanitised details only — provider prose never
-reaches an error (a transport failure is ``("<operation>_transport_failed",
-"host:port")``: where it failed, never the URL):
+reaches an error (a transport failure is the documented
+``"<operation>_transport_failed"``, raised from an ``Unavailable(("transport",
+kind, "host:port"))`` that says where it failed, never the URL):
 
 * ``create_new``: ``AlreadyExists`` on 409; success needs a JSON object naming
   the sprite with a string ``id`` of 1-256 characters;
@@ -59,7 +60,7 @@ def _request(
     **kwargs: Any,
 ) -> Answer:
     """One bounded exchange; failures become ``Unavailable("<operation>_...")`` (a
-    transport failure ``Unavailable(("<operation>_transport_failed", "host:port"))``)."""
+    transport failure's cause names the endpoint)."""
     url = settings.url(path)
     try:
         return exchange(method, url, headers=settings.headers, deadline=deadline, limit=limit,
@@ -67,7 +68,8 @@ def _request(
     except Expired:
         raise Unavailable(f"{operation}_timeout") from None
     except Failed:
-        raise Unavailable((f"{operation}_transport_failed", endpoint(url))) from None
+        where = Unavailable(("transport", "connect", endpoint(url)))
+        raise Unavailable(f"{operation}_transport_failed") from where
     except (Cut, TooLarge):
         raise Unavailable(f"{operation}_unconfirmed") from None
 
