@@ -25,7 +25,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ._args import flatten_bytes
 from ._frame_queue import FrameQueue
@@ -190,6 +190,7 @@ class Stream:
             raise CommandExited("exited")
 
 
+@runtime_checkable
 class LocalEnd(Protocol):
     """What a streaming adapter keeps in ``Command.private``: its end of one command."""
 
@@ -207,19 +208,35 @@ class StreamingAdapter(Adapter):
     """An adapter whose commands keep a :class:`LocalEnd` in ``Command.private``.
 
     Implements ``write_stdin``, ``close_stdin`` and ``stop_command`` once, by
-    delegation; a subclass names its end's class in :attr:`command_type`.
+    delegating to that end. A subclass's ``spawn`` and ``attach`` return
+    ``Command(self.provider, ref, private=end)``.
+
+    :attr:`command_type` is optional. Left as ``None``, every command whose
+    ``private`` has the :class:`LocalEnd` methods (``write``, ``close_stdin``,
+    ``stop``) is served by delegating to that end — which is the command's own,
+    so even another streaming adapter's command reaches the right process. Set
+    to the end's class (``command_type = MyCommand``), only commands whose
+    ``private`` is an instance of it are served. A command that is not served
+    is ``Invalid`` for ``write_stdin``/``close_stdin`` and left alone by
+    ``stop_command``. (The provider tag cannot decide: the facade re-tags
+    commands with the name the adapter is registered under.)
     """
 
-    #: The class of this adapter's ``Command.private``.
-    command_type: ClassVar[type[LocalEnd]]
+    #: The class of this adapter's ``Command.private``, or None (see the class docstring).
+    command_type: ClassVar[type[LocalEnd] | None] = None
+
+    def _owns(self, command: Command) -> bool:
+        """Whether this adapter serves ``command`` (see :attr:`command_type`)."""
+        return isinstance(command.private, self.command_type or LocalEnd)
 
     def local_end(self, command: Command) -> LocalEnd:
         """The end a command of this adapter holds; ``Invalid`` for anyone else's."""
         if not isinstance(command, Command):
             raise TypeError(f"expected a Command, got {type(command).__name__}")
-        if not isinstance(command.private, self.command_type):
+        if not self._owns(command):
             raise Invalid(f"not a command of the {self.provider} adapter")
-        return command.private
+        end: LocalEnd = command.private
+        return end
 
     def write_stdin(self, command: Command, data: Any) -> None:
         self.local_end(command).write(flatten_bytes(data))
@@ -232,5 +249,5 @@ class StreamingAdapter(Adapter):
         a taxonomy error (a command of another adapter has nothing to stop here)."""
         if not isinstance(command, Command):
             raise TypeError(f"expected a Command, got {type(command).__name__}")
-        if isinstance(command.private, self.command_type):
+        if self._owns(command):
             command.private.stop()

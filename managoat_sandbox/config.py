@@ -43,6 +43,7 @@ _DEFAULTS: dict[tuple[str, str], Any] = {
     ("e2b", "timeout_ms"): 30000,
     ("daytona", "api_url"): "https://app.daytona.io/api",
     ("local", "isolation"): "auto",
+    ("local", "retained_sessions"): 100,
     ("retry", "attempts"): 3,
     ("retry", "base_ms"): 250,
     ("retry", "max_ms"): 2000,

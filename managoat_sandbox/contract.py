@@ -77,6 +77,13 @@ class Adapter(ABC):
     ``terminate_session``) raise ``NotSupported`` here and never fall back to
     a neighbour. A new adapter proves itself with
     :class:`managoat_sandbox.testing.ConformanceTests`.
+
+    An adapter whose commands stream builds on
+    :class:`managoat_sandbox.streaming.StreamingAdapter`, which implements
+    ``write_stdin``, ``close_stdin`` and ``stop_command`` by delegating to the
+    end each command keeps in ``Command.private`` (an object with ``write``,
+    ``close_stdin`` and ``stop``). Its ``command_type`` is optional: set it to
+    the end's class to refuse commands whose end is of any other class.
     """
 
     #: The tag put on handles and commands, and the config scope read.

@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 import pytest
 
-from managoat_sandbox.contract import Owner
-from managoat_sandbox.errors import NotFound, Unavailable
+from managoat_sandbox.contract import Capability, Owner
+from managoat_sandbox.errors import NotFound, NotSupported, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.testing.conformance import ConformanceTests
 from managoat_sandbox.testing.fake import Fake
@@ -25,6 +25,8 @@ from .test_fake_conformance import FAKE_FIXTURES
 
 #: Short frame waits keep the failing runs (which wait out their timeouts) fast.
 PROBE_FRAME_TIMEOUT = 0.3
+#: How much stdout :class:`ExitOvertakesHeldOutput` holds before it delivers any.
+HELD_BLOCK = 64 * 1024
 
 Rewrite = Callable[[Frame], Sequence[Frame]]
 
@@ -123,6 +125,40 @@ class ReplayForgetsTheExitCode(_RewritingFake):
         return lambda frame: [Exit(frame.ref, 0) if isinstance(frame, Exit) else frame]
 
 
+class ExitOvertakesHeldOutput(_RewritingFake):
+    """Holds stdout until a block of :data:`HELD_BLOCK` bytes is full, and lets a terminal
+    frame overtake what it holds (delivered right after it): an adapter that reads
+    output and the exit on separate channels without draining the output first."""
+
+    def rewriter(self) -> Rewrite:
+        held: list[Frame] = []
+
+        def rewrite(frame: Frame) -> Sequence[Frame]:
+            if frame.terminal:
+                out = [frame, *held]
+            elif isinstance(frame, Stdout):
+                held.append(frame)
+                if sum(len(f.data) for f in held if isinstance(f, Stdout)) < HELD_BLOCK:
+                    return []
+                out = list(held)
+            else:
+                return [frame]
+            held.clear()
+            return out
+
+        return rewrite
+
+
+class StopEndsTheSession(Fake):
+    """``stop_command`` detaches, then also kills the detachable session it detached from."""
+
+    def stop_command(self, command: Command) -> None:
+        super().stop_command(command)
+        session = command.private.session
+        if self._kill(session):
+            self._conclude(session, ("exit", 137))
+
+
 class MissingIsUnavailable(Fake):
     """Answers ``get`` on a missing sandbox with a transient error."""
 
@@ -194,6 +230,10 @@ MUTANTS: list[tuple[type[Fake], str]] = [
     (ReplayForgetsTheExitCode, "test_attach_to_finished_session_replays_output_and_real_exit"),
     (MissingIsUnavailable, "test_get_on_missing_sandbox_is_exactly_not_found"),
     (StopIsANoOp, "test_stop_command_is_idempotent_and_silences_the_local_end"),
+    (StopEndsTheSession, "test_stop_command_leaves_a_detachable_session_running"),
+    (ExitOvertakesHeldOutput, "test_output_written_right_before_exit_arrives_before_the_exit"),
+    (ExitOvertakesHeldOutput,
+     "test_frames_carry_the_ref_and_output_precedes_exactly_one_terminal_frame"),
     (MislabelledExecTimeout, "test_exec_deadline_is_one_bound_that_output_never_extends"),
     (AlwaysMergesStderr, "test_exec_merges_stderr_only_when_asked"),
     (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
@@ -287,3 +327,44 @@ def test_a_misspelt_fixture_name_fails_the_class() -> None:
     result = unittest.TestResult()
     unittest.TestSuite([probe("test_build_handle_is_pure_and_provider_tagged")]).run(result)
     assert len(result.errors) == 1 and "spawn_drops" in result.errors[0][1]
+
+
+#: For each capability the suite gates on: the operations an adapter without it refuses.
+REFUSED_WITHOUT: dict[str, tuple[str, ...]] = {
+    Capability.SUSPEND: ("suspend", "resume"),
+    Capability.ATTACH: ("attach",),
+    Capability.NETWORK_POLICY: ("apply_network_policy",),
+    Capability.TERMINATE_SESSION: ("terminate_session",),
+    Capability.CREATE_NEW: ("create_new",),
+}
+
+
+def _lacking(capability: str) -> type[Fake]:
+    """A Fake that does not advertise ``capability`` and refuses its operations."""
+
+    def refuse(self: Fake, *args: Any, **kwargs: Any) -> Any:
+        raise NotSupported(capability)
+
+    def capabilities(self: Fake) -> frozenset[str]:
+        return Fake.capabilities(self) - {capability}
+
+    operations: dict[str, Any] = {op: refuse for op in REFUSED_WITHOUT[capability]}
+    return type(f"FakeWithout_{capability}", (Fake,), {**operations,
+                                                      "capabilities": capabilities})
+
+
+@pytest.mark.parametrize("capability", sorted(REFUSED_WITHOUT))
+def test_an_adapter_without_a_capability_passes_with_its_tests_skipped(capability: str) -> None:
+    """The whole suite against an adapter that lacks ``capability`` (and says NotSupported
+    to its operations): nothing fails, and the tests that need it are skipped, naming it."""
+    probe = type(
+        f"ProbeWithout_{capability}",
+        (ConformanceTests, unittest.TestCase),
+        {"adapter": _lacking(capability)(), "fixtures": FAKE_FIXTURES,
+         "frame_timeout": PROBE_FRAME_TIMEOUT},
+    )
+    result = unittest.TestResult()
+    unittest.TestLoader().loadTestsFromTestCase(probe).run(result)
+    assert result.wasSuccessful(), _outcome(result)
+    reason = f"the adapter does not advertise the {capability!r} capability"
+    assert reason in [text for _, text in result.skipped], _outcome(result)

@@ -9,8 +9,8 @@ agent costs only what the agent uses.
 * :mod:`.box` — a sandbox's directory and the library's client of its agent;
 * :mod:`.launch`, :mod:`.isolation`, :mod:`.mounts`, :mod:`.cgroup` — starting
   the agent under bubblewrap (or not), and what the sandbox sees;
-* :mod:`.agent`, :mod:`.agent_process`, :mod:`.stdin_feed`, :mod:`.tree` —
-  the agent;
+* :mod:`.agent`, :mod:`.agent_process`, :mod:`.stdin_feed`, :mod:`.tree`,
+  :mod:`.retention` — the agent;
 * :mod:`.keeper`, :mod:`.egress` — the host-side proxy and its policy;
 * :mod:`.wire`, :mod:`.events`, :mod:`.subscription`, :mod:`.records` — the
   protocol, and reading what the agent streams and records;

@@ -19,7 +19,8 @@ descriptors through ``/proc``, nor ptrace it), takes the exclusive lock
 sandbox's resource limits to itself so that every command inherits them, and
 serves requests (:mod:`.wire`) until told to shut down or until its state
 directory is deleted. It forks commands in their own sessions, journals
-output, records exits, and pushes output to subscribers as it arrives.
+output, records exits, keeps finished sessions within the bound the library
+last sent (:mod:`.retention`), and pushes output to subscribers as it arrives.
 Every descriptor it reads from a command is non-blocking; nothing a command
 does can make it wait.
 """
@@ -55,6 +56,7 @@ from .agent_process import (
 )
 from .errors import EngineError
 from .options import EGRESS_PORT, SOCKET, parse
+from .retention import Retention
 from .stdin_feed import FULL
 from .stdin_feed import LIMIT as STDIN_LIMIT
 from .tree import signal_sandbox, start_time
@@ -233,6 +235,7 @@ class Agent:
         self.nofile_soft: int | None = config.get("child_open_files")
         self.processes: dict[str, Process] = {}
         self.by_pid: dict[int, Process] = {}
+        self.retention = Retention(state_fd)
         self.connections: set[Connection] = set()
         self.exiting = False
         self.listener = listener
@@ -418,6 +421,8 @@ class Agent:
         if process.journaled:
             with contextlib.suppress(OSError):
                 write_record(self.state, f"{SESSIONS}/{process.sid}/{EXIT}", end)
+            # Before any subscriber hears of the end (see .retention).
+            self.retention.finished(process.sid)
         process.end = end
         if not process.subscribers:
             self._forget(process)
@@ -510,6 +515,11 @@ class Agent:
         cols = int(req.get("cols") or 80)
         if sid in self.processes:
             raise Refused("exists", f"process {sid!r} exists")
+        if journaled and "retain" in req:
+            try:
+                self.retention.set_bound(req["retain"])
+            except ValueError as exc:
+                raise Refused("bad_request", str(exc)) from None
         if not os.path.isdir(cwd):
             raise Refused("bad_cwd", f"{cwd!r} is not a directory")
         journal = self._open_journal(sid, argv, cwd, tty=tty, stdin=stdin) if journaled else None

@@ -403,12 +403,19 @@ class Box:
 
     def spawn(self, sid: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: str,
               stdin: bool = False, tty: bool = False, rows: int = 24, cols: int = 80,
-              follow: bool = True) -> tuple[int | None, Subscription | None]:
+              follow: bool = True, retain: int | None = None,
+              ) -> tuple[int | None, Subscription | None]:
         """Start a journaled session ``sid``; its pid and, with ``follow``, a subscription
-        from byte zero. ``cwd`` is an agent path. Refused ``bad_cwd``/``exists``."""
+        from byte zero. ``cwd`` is an agent path. Refused ``bad_cwd``/``exists``.
+
+        ``retain`` (an int >= 0) becomes the agent's bound on finished sessions kept on
+        disk, from this spawn on (:mod:`.retention`); None leaves the bound as it is (an
+        agent that was never given one keeps every session)."""
         header = {"op": "spawn", "id": sid, "argv": list(argv), "env": dict(env), "cwd": cwd,
                   "stdin": stdin, "tty": tty, "journal": True, "follow": follow,
                   "rows": rows, "cols": cols}
+        if retain is not None:
+            header["retain"] = retain
         sock, reply = self._exchange(header, b"", start=True, timeout=REQUEST_TIMEOUT)
         pid = reply.get("pid")
         if not follow:

@@ -111,6 +111,8 @@ CONCURRENT_EXEC_BOUND_FRAMES = 30
 #: bounded waits that precede its last report (replay, the original owner's
 #: echo, the tail), plus one for the attach call itself.
 ATTACHER_BUDGET_FRAMES = 4
+#: How many chunks the exit-ordering test has echoed right before the command exits.
+BURST_CHUNKS = 64
 
 _E = TypeVar("_E", bound=Exception)
 
@@ -363,6 +365,7 @@ class ConformanceTests(_Base):
 
     def test_suspend_and_resume_are_total_and_resume_returns_a_usable_handle(self) -> None:
         """suspend and resume succeed on a live sandbox, and the resumed handle answers get."""
+        self._require(Capability.SUSPEND)
         adapter = self.adapter_instance
         handle = self._created()
         adapter.suspend(handle)
@@ -550,6 +553,35 @@ class ConformanceTests(_Base):
         self._raises(CommandExited, adapter.write_stdin, command, "after-stop")
         self._raises(CommandExited, adapter.close_stdin, command)
 
+    def test_output_written_right_before_exit_arrives_before_the_exit(self) -> None:
+        """Every chunk a command writes just before it exits is delivered before its Exit.
+
+        ``spawn_stay`` is sent :data:`BURST_CHUNKS` lines at once and then EOF,
+        so it echoes them all and exits right after the last one. When the
+        terminal frame arrives, every echoed line must already have been
+        delivered: an adapter that lets the exit overtake output it still
+        holds fails here, whatever the size of what it holds.
+        """
+        cmd, args = self._fixture("spawn_stay")
+        adapter = self.adapter_instance
+        box = Mailbox()
+        command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
+        lines = [f"burst-{n:03d}\n".encode() for n in range(BURST_CHUNKS)]
+        for line in lines:
+            adapter.write_stdin(command, line)
+        adapter.close_stdin(command)
+        end = self._terminal(box, command.ref)
+        self.assertEqual(end, Exit(command.ref, 0))
+        frames = box.history(command.ref)
+        before_exit = _stdout_of(frames[: frames.index(end)])
+        late = [line for line in lines if line not in before_exit]
+        self.assertFalse(
+            late,
+            f"{len(late)} of {len(lines)} lines echoed before the exit were not delivered "
+            f"before the Exit frame (first: {late[:1]})",
+        )
+        self._assert_one_terminal_last(box, command.ref)
+
     def test_large_output_arrives_complete_then_one_exit(self) -> None:
         """A large output arrives whole (exactly nbytes of stdout), then exactly one Exit(0)."""
         cmd, args, nbytes = self._fixture("spawn_bulk")
@@ -683,6 +715,46 @@ class ConformanceTests(_Base):
         )
         self._raises(CommandExited, adapter.write_stdin, attached, "late")
         self._raises(CommandExited, adapter.close_stdin, attached)
+
+    def test_stop_command_leaves_a_detachable_session_running(self) -> None:
+        """stop_command detaches only this end: the detachable session goes on.
+
+        A ``spawn_stay`` session spawned ``detachable=True`` is stopped; a
+        new attach must then reach it live — what it writes is echoed, and
+        EOF ends it with its real Exit(0). An adapter whose stop_command ends
+        the remote process fails here.
+        """
+        self._require(Capability.ATTACH)
+        cmd, args = self._fixture("spawn_stay")
+        adapter = self.adapter_instance
+        timeout = self.frame_timeout
+        handle = self._created()
+        box = Mailbox()
+        command = adapter.spawn(
+            handle, cmd, args,
+            **{**self.spawn_opts, "owner": box, "stdin": True, "detachable": True},
+        )
+        self.addCleanup(self._quietly, adapter.stop_command, command)
+        box.expect(is_stdout(command.ref), timeout)
+        adapter.stop_command(command)
+        sessions = adapter.list_sessions(handle)
+        self.assertEqual(len(sessions), 1, f"expected exactly one session, got {sessions}")
+        rejoined_box = Mailbox()
+        rejoined = adapter.attach(handle, sessions[0].id, owner=rejoined_box, stdin=True)
+        self.addCleanup(self._quietly, adapter.stop_command, rejoined)
+        try:
+            adapter.write_stdin(rejoined, "still-running\n")
+        except SandboxError as error:
+            self.fail(f"the session did not outlive stop_command: write_stdin raised {error!r}")
+        _collect_stdout(
+            rejoined_box,
+            rejoined.ref,
+            lambda data: b"still-running" in data,
+            deadline=time.monotonic() + timeout,
+            what="the echo of 'still-running' (the session must outlive stop_command)",
+        )
+        adapter.close_stdin(rejoined)
+        self.assertEqual(self._terminal(rejoined_box, rejoined.ref), Exit(rejoined.ref, 0))
 
     def test_terminate_session_stops_a_detached_session_and_keeps_the_sandbox(self) -> None:
         """terminate_session on a detached session succeeds twice; the sandbox stays usable."""

@@ -12,8 +12,9 @@ to every process (:mod:`managoat_sandbox._engine.limits`).
 
 Sessions outlive the Python process that started them: any process can
 ``list_sessions`` and ``attach`` (replay from byte zero, live tail, the real
-exit code). Every ``spawn`` is such a detachable session; ``exec`` is a
-private process that leaves nothing on disk and is killed if its deadline
+exit code). Every ``spawn`` is such a detachable session, kept after it ends
+up to ``local.retained_sessions`` finished ones (:mod:`.retention`); ``exec``
+is a private process that leaves nothing on disk and is killed if its deadline
 expires. An agent that dies ends its commands with
 ``Error(…, Unavailable("closed_before_exit"))``; the next operation starts a
 new one.
@@ -49,7 +50,7 @@ from ...errors import (
     Unavailable,
 )
 from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
-from . import checkpoints, layout, mode
+from . import checkpoints, layout, mode, retention
 from .commands import LocalCommand, end_error, follow_into
 
 __all__ = ["Local"]
@@ -365,8 +366,10 @@ class Local(StreamingAdapter):
         tty: bool = False,
         detachable: bool = False,
     ) -> Command:
-        """Start a detachable session (every local spawn is one)."""
+        """Start a detachable session (every local spawn is one). Finished sessions beyond
+        ``local.retained_sessions`` are removed, oldest end first (:mod:`.retention`)."""
         argv = _args.str_args(args)
+        retain = retention.bound()
         box = self._box(handle.name)
         cwd = self._cwd(box, dir)
         self._wake(box)
@@ -375,7 +378,7 @@ class Local(StreamingAdapter):
         try:
             _, subscription = box.spawn(session_id, [cmd, *argv],
                                         env=box.environment(env, tty=tty), cwd=cwd,
-                                        stdin=stdin, tty=tty)
+                                        stdin=stdin, tty=tty, retain=retain)
         except Refused as refusal:
             raise _refusal(refusal, dir) from None
         except (EngineError, TimeoutError) as error:

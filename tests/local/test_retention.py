@@ -1,0 +1,141 @@
+"""What a local sandbox keeps of finished commands: nothing of an exec, and at most
+``local.retained_sessions`` finished spawns (the oldest end removed first, running
+sessions never)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from managoat_sandbox import config
+from managoat_sandbox.errors import Invalid, NotFound, Unavailable
+from managoat_sandbox.frames import Exit
+from managoat_sandbox.providers.local import Local
+from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
+from managoat_sandbox.types import Command, Handle
+
+WAIT = 10.0
+
+
+def on_disk(root: Path, handle: Handle) -> set[str]:
+    """The session directories in the sandbox's state."""
+    return {entry.name for entry in (root / handle.name / "state" / "sessions").iterdir()}
+
+
+def listed(local: Local, handle: Handle) -> set[str]:
+    return {session.id for session in local.list_sessions(handle)}
+
+
+def finish(local: Local, handle: Handle, text: str) -> str:
+    """Spawn ``echo text``, wait for its exit, and return its session id."""
+    box = Mailbox()
+    command = local.spawn(handle, "echo", [text], owner=box)
+    assert box.expect(is_exit(command.ref), WAIT) == Exit(command.ref, 0)
+    assert command.session_id is not None
+    return command.session_id
+
+
+def stay(local: Local, handle: Handle, box: Mailbox) -> Command:
+    """A session that runs until its stdin ends (it says ``ready`` first)."""
+    command = local.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box, stdin=True)
+    box.expect(is_stdout(command.ref), WAIT)
+    return command
+
+
+def test_execs_leave_no_session_and_no_file(local: Local, root: Path) -> None:
+    handle = local.create("execs")
+    for n in range(100):
+        assert local.exec(handle, "echo", [str(n)]).output == f"{n}\n".encode()
+    with pytest.raises(Unavailable):
+        local.exec(handle, "sleep", ["30"], timeout=0.2)
+    assert local.list_sessions(handle) == []
+    assert on_disk(root, handle) == set()
+
+
+def test_only_the_newest_finished_sessions_within_the_bound_remain(
+    local: Local, root: Path
+) -> None:
+    config.configure("local", retained_sessions=3)
+    handle = local.create("bounded")
+    ids = [finish(local, handle, f"run-{n}") for n in range(7)]
+    assert listed(local, handle) == set(ids[-3:])
+    assert on_disk(root, handle) == set(ids[-3:])
+    for removed in ids[:-3]:
+        with pytest.raises(NotFound):
+            local.attach(handle, removed)
+    replay = Mailbox()
+    kept = local.attach(handle, ids[-1], owner=replay)
+    assert replay.expect(is_exit(kept.ref), WAIT) == Exit(kept.ref, 0)
+
+
+def test_running_sessions_are_never_removed_and_count_once_finished(
+    local: Local, root: Path
+) -> None:
+    config.configure("local", retained_sessions=1)
+    handle = local.create("running")
+    box = Mailbox()
+    running = [stay(local, handle, box) for _ in range(3)]
+    finished = [finish(local, handle, f"run-{n}") for n in range(3)]
+    running_ids = {command.session_id for command in running}
+    assert listed(local, handle) == {*running_ids, finished[-1]}
+    assert on_disk(root, handle) == {*running_ids, finished[-1]}
+    for command in running:
+        local.close_stdin(command)
+        assert box.expect(is_exit(command.ref), WAIT) == Exit(command.ref, 0)
+    assert listed(local, handle) == {running[-1].session_id}
+    assert on_disk(root, handle) == {running[-1].session_id}
+
+
+def test_the_session_that_finished_longest_ago_goes_first_not_the_oldest_started(
+    local: Local,
+) -> None:
+    config.configure("local", retained_sessions=1)
+    handle = local.create("order")
+    box = Mailbox()
+    early = stay(local, handle, box)
+    later = finish(local, handle, "later")
+    local.close_stdin(early)
+    box.expect(is_exit(early.ref), WAIT)
+    assert listed(local, handle) == {early.session_id}
+    with pytest.raises(NotFound):
+        local.attach(handle, later)
+
+
+def test_a_bound_of_zero_keeps_nothing_yet_the_spawner_gets_everything(
+    local: Local, root: Path
+) -> None:
+    config.configure("local", retained_sessions=0)
+    handle = local.create("none")
+    box = Mailbox()
+    command = local.spawn(handle, "bash", ["-c", "seq 1 20000"], owner=box)
+    assert box.expect(is_exit(command.ref), WAIT) == Exit(command.ref, 0)
+    expected = "".join(f"{n}\n" for n in range(1, 20001)).encode()
+    assert b"".join(getattr(f, "data", b"") for f in box.history(command.ref)) == expected
+    assert local.list_sessions(handle) == []
+    assert on_disk(root, handle) == set()
+
+
+def test_the_bound_applies_from_the_next_spawn(local: Local) -> None:
+    handle = local.create("changed")
+    ids = [finish(local, handle, f"run-{n}") for n in range(4)]
+    assert listed(local, handle) == set(ids)
+    config.configure("local", retained_sessions=2)
+    newest = finish(local, handle, "newest")
+    assert listed(local, handle) == {ids[-1], newest}
+
+
+def test_the_default_bound_is_documented_as_100() -> None:
+    assert config.get("local", "retained_sessions") == 100
+
+
+@pytest.mark.parametrize("bad", [-1, "3", 2.5, True])
+def test_a_bad_bound_is_invalid_naming_the_setting_and_spawns_nothing(
+    local: Local, bad: Any
+) -> None:
+    handle = local.create("bad")
+    config.configure("local", retained_sessions=bad)
+    with pytest.raises(Invalid, match=r"local\.retained_sessions"):
+        local.spawn(handle, "echo", ["never"])
+    assert local.list_sessions(handle) == []
