@@ -178,13 +178,26 @@ def resume(handle: Handle) -> Handle:
 def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
     """Write ``data`` at ``path``, creating parent directories (retried).
 
-    ``data`` is flattened to bytes once, before the first attempt.
+    ``path`` is the sandbox's own absolute path of a file, what a command in
+    the sandbox opens at that path; the same rule holds on every provider and
+    is checked here, before the adapter is called:
+
+    * absolute: a relative path is ``Invalid`` (providers would resolve it
+      against different directories);
+    * a file: a trailing ``/`` (``"/app/"``, ``"/"``) is ``Invalid``;
+    * no ``.`` or ``..`` component, no NUL, not empty, at most 4096 bytes as
+      UTF-8 (lone surrogates refused) — each ``Invalid``.
+
+    Every such refusal is ``Invalid(("path", <what is wrong>))``; a path that
+    is not a str is ``TypeError``. ``mode`` is ``None`` (the provider's
+    default) or a permission ``0 <= mode <= 0o7777`` (else
+    ``Invalid(("mode", ...))``; not an int is ``TypeError``), applied to the
+    written file. ``data`` is flattened to bytes once, before the first
+    attempt.
     """
     adapter = _for_handle(handle)
-    if not isinstance(path, str):
-        raise TypeError(f"path must be a str, got {type(path).__name__}")
-    if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
-        raise TypeError("mode must be an int such as 0o600")
+    path = _args.file_path(path)
+    mode = _args.file_mode(mode)
     payload = _args.flatten_bytes(data)
     idempotent(adapter.write_file)(handle, path, payload, mode=mode)
 
