@@ -208,7 +208,7 @@ def test_exec_merge_stderr_sends_both_to_stdout(
 ) -> None:
     cli("create", "box")
     capsysbinary.readouterr()
-    argv = ("exec", "box", "--merge-stderr", "--env", "A=1", "--dir", "/app", "--")
+    argv = ("exec", "box", "--merge-stderr", "--env", "A=1", "--dir", "/", "--")
     assert cli(*argv, "emit", "out:one,", "err:two", "exit:0") == 0
     captured = capsysbinary.readouterr()
     assert (captured.out, captured.err) == (b"one,two", b"")

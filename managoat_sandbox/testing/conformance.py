@@ -388,6 +388,19 @@ class ConformanceTests(_Base):
         self.assertIsInstance(result, ExecResult)
         self.assertEqual(result.exit_code, code)
 
+    def test_exec_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on(self) -> None:
+        """exec with a ``dir`` that does not exist raises Invalid (not an exit code), and
+        the next exec on the sandbox runs as usual."""
+        adapter = self.adapter_instance
+        handle = self._created()
+        cmd, args, expected = self._fixture("exec_ok")
+        missing = f"/managoat-conformance-missing-{secrets.token_hex(4)}/dir"
+        with self.assertRaises(Invalid):
+            adapter.exec(handle, cmd, args, dir=missing)
+        result = adapter.exec(handle, cmd, args)
+        self.assertEqual(result.exit_code, 0)
+        self.assertIn(_as_bytes(expected), result.output)
+
     def test_exec_deadline_is_one_bound_that_output_never_extends(self) -> None:
         """A finite exec timeout raises Unavailable(("exec_timeout", t)) in time, output or not.
 

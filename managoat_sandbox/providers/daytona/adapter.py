@@ -399,6 +399,7 @@ class Daytona(StreamingAdapter):
                     policy=self.follow,
                     sandbox_gone=lambda: self._sandbox_gone(name),
                     stderr_to_stdout=stderr_to_stdout,
+                    cwd=cwd,
                 )
             except NotDispatched as refused:
                 if not kept:

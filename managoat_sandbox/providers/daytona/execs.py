@@ -128,6 +128,7 @@ class _Job:
     policy: FollowPolicy
     sandbox_gone: Callable[[], bool]
     stderr_to_stdout: bool
+    cwd: str | None
 
 
 class NotDispatched(Exception):
@@ -148,11 +149,13 @@ def run_exec(
     policy: FollowPolicy,
     sandbox_gone: Callable[[], bool],
     stderr_to_stdout: bool,
+    cwd: str | None = None,
 ) -> ExecResult:
     """Run the shim ``script(session_id)`` in a session of ``pool`` to its exit (see the
     module docstring). :class:`NotDispatched` when it could not be started: no session,
-    a sandbox the toolbox says is not started, or two sessions in a row refused it."""
-    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout)
+    a sandbox the toolbox says is not started, or two sessions in a row refused it.
+    ``Invalid(("dir", ...))`` when the shim could not enter ``cwd``."""
+    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout, cwd)
     for attempt in (1, 2):
         deadline.check()
         try:
@@ -212,6 +215,9 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
         events = journal.read().feed(answer.raw)
     else:
         events = journal.split_read(*(answer.split or (b"", b"")))
+    if journal.no_dir:
+        pool.release(session)
+        raise Invalid(("dir", f"{job.cwd!r} is not a directory in the sandbox"))
     code = journal.code
     if not journal.complete or code is None:
         pool.drop(session)

@@ -60,6 +60,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from ...errors import Invalid
+from .journal import NO_DIR
 
 __all__ = [
     "Program",
@@ -87,10 +88,18 @@ def state_dir(session_id: str) -> str:
 
 @attrs.frozen
 class Program:
-    """What a command runs: the caller's argv, and the shell text that runs it."""
+    """What a command runs: the caller's argv, its working directory (``None``: the
+    session's), and ``body``, the shell text that sets its env and runs it there."""
 
     argv: tuple[str, ...]
-    text: str = attrs.field(repr=False)
+    cwd: str | None
+    body: str = attrs.field(repr=False)
+
+    @property
+    def text(self) -> str:
+        """The command in a child shell that first enters ``cwd``."""
+        steps = [] if self.cwd is None else ["cd " + shlex.quote(self.cwd)]
+        return "( " + " && ".join([*steps, self.body]) + " )"
 
 
 def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
@@ -98,14 +107,12 @@ def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
     """The command ``cmd args`` in ``cwd`` with ``env`` added; an env name the shell
     cannot export is ``Invalid`` (raised here, before anything is sent)."""
     steps: list[str] = []
-    if cwd is not None:
-        steps.append("cd " + shlex.quote(cwd))
     for key, value in (env or {}).items():
         if _ENV_KEY.fullmatch(key) is None:
             raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
         steps.append(f"export {key}={shlex.quote(value)}")
     steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
-    return Program((cmd, *args), "( " + " && ".join(steps) + " )")
+    return Program((cmd, *args), cwd, " && ".join(steps))
 
 
 #: The perl the encoders use when the sandbox has one (perl 5, core only: base64 is
@@ -201,6 +208,10 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
     subshell of the session shell (no new shell to start, and nothing it does
     reaches the session); ``pid`` is the session shell's.
 
+    The subshell enters the command's working directory itself: when it
+    cannot, it writes the line :data:`.journal.NO_DIR` on stdout (no frame, no code)
+    and the command never starts.
+
     The capture files are named for this exec alone, so a process an earlier
     exec left running in the session writes to files no later exec reads. They
     are removed in the background, detached from the daemon's output pipes, so
@@ -212,7 +223,12 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
         "( d=" + state_dir(session_id),
         '{ [ -d "$d" ] || mkdir -p "$d"; } && : >"$d/code" && echo "$$" >"$d/pid" || exit 125',
         f'o="$d/o.{nonce}"; e="$d/e.{nonce}"',
-        f'{run.text} </dev/null >"$o" {err}',
+    ]
+    if run.cwd is not None:
+        lines.append(f"cd {shlex.quote(run.cwd)} 2>/dev/null || "
+                     f"{{ printf '%s\\n' '{NO_DIR.decode()}'; exit 125; }}")
+    lines += [
+        f'( {run.body} ) </dev/null >"$o" {err}',
         "c=$?",
         _whole_frame("$o"),
         _whole_frame("$e") + " >&2",
