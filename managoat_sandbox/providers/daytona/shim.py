@@ -63,9 +63,11 @@ from ...errors import Invalid
 from .journal import NO_DIR
 
 __all__ = [
+    "COMMAND_LIMIT",
     "Program",
     "close_line",
     "command_line_of",
+    "echoed_size",
     "exec_script",
     "input_lines",
     "kill_relay",
@@ -102,17 +104,36 @@ class Program:
         return "( " + " && ".join([*steps, self.body]) + " )"
 
 
+#: The most bytes the text of a command (argv, env and dir, quoted for the shell) may
+#: take in the daemon's JSON records, which echo it (see :data:`.toolbox.RECORD_LIMIT`).
+COMMAND_LIMIT = 256 * 1024
+
+
 def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
             cwd: str | None) -> Program:
-    """The command ``cmd args`` in ``cwd`` with ``env`` added; an env name the shell
-    cannot export is ``Invalid`` (raised here, before anything is sent)."""
+    """The command ``cmd args`` in ``cwd`` with ``env`` added. Raised here, before
+    anything is sent: an env name the shell cannot export is ``Invalid``, and so is a
+    command whose text is over :data:`COMMAND_LIMIT` (``"command_too_large"``)."""
     steps: list[str] = []
     for key, value in (env or {}).items():
         if _ENV_KEY.fullmatch(key) is None:
             raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
         steps.append(f"export {key}={shlex.quote(value)}")
     steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
-    return Program((cmd, *args), cwd, " && ".join(steps))
+    run = Program((cmd, *args), cwd, " && ".join(steps))
+    size = echoed_size(run.text)
+    if size > COMMAND_LIMIT:
+        raise Invalid(("command_too_large",
+                       f"the command's argv, env and dir come to {size} bytes as the daemon "
+                       f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes"))
+    return run
+
+
+def echoed_size(text: str) -> int:
+    """An upper bound of the bytes ``text`` takes in the daemon's JSON (Go escapes ``<``,
+    ``>`` and ``&`` as ``\\u00XX``; every other escape is at most Python's ASCII one)."""
+    escaped = sum(text.count(c) for c in "<>&")
+    return len(json.dumps(text)) + 5 * escaped
 
 
 #: The perl the encoders use when the sandbox has one (perl 5, core only: base64 is
