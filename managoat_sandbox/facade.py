@@ -324,6 +324,12 @@ def terminate_session(
     ``NotSupported`` without ``terminate_session``; ``NotSupported`` for
     ``mode="force"`` without ``force_terminate_session`` — the adapter is not
     called in either case; otherwise delegate.
+
+    One answer for "already gone", on every adapter and in both modes: a
+    session that existed and has ended (on its own, or terminated before) is
+    success — terminating it again is a no-op; a session that never existed
+    is ``NotFound`` (so is one the provider has forgotten, where it forgets
+    ended sessions).
     """
     adapter = _for_handle(handle)
     _args.termination_request(session_id, timeout, mode)

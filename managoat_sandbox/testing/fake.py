@@ -532,10 +532,8 @@ class Fake(Adapter):
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
-        """Kill the session and deliver exit 137 once; a finished one keeps its verdict.
-
-        A missing session is confirmed absence in graceful mode and
-        ``Unavailable("termination_unconfirmed")`` in force mode.
+        """Kill the session and deliver exit 137 once; a finished one keeps its verdict
+        (success, in both modes). A session that never existed is ``NotFound``.
         """
         self._check_handle(handle)
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
@@ -544,9 +542,7 @@ class Fake(Adapter):
             sandbox = self._sandboxes.get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
         if session is None:
-            if mode == "force":
-                raise Unavailable("termination_unconfirmed")
-            return
+            raise NotFound(("session", session_id))
         self._kill(session)
         thread = session.thread
         if thread is not None and thread is not threading.current_thread():

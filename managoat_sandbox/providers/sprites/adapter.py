@@ -348,8 +348,9 @@ class Sprites(StreamingAdapter):
         """Kill the session's process group with confirmation (original contract §10.1).
 
         Graceful sends SIGTERM with ``timeout`` as the grace period before
-        SIGKILL; force sends SIGKILL. A missing session is done in graceful
-        mode and ``Unavailable("termination_unconfirmed")`` in force mode.
+        SIGKILL; force sends SIGKILL. A session that has already ended is
+        success in both modes; one the sprite does not know is ``NotFound``
+        (Sprites may forget ended sessions: one it no longer lists is too).
         """
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         name = self._name(handle)
