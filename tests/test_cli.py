@@ -365,6 +365,16 @@ def test_terminate_ends_a_running_session(
     assert cli("attach", "box", session_id) == 137
 
 
+@pytest.mark.parametrize("flags", [(), ("--force",)])
+def test_terminate_an_unknown_session_fails_with_not_found(
+    fake: Fake, flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    capsys.readouterr()
+    assert cli("terminate", "box", "nosuchsession", *flags) == 1
+    assert "error: NotFound: ('session', 'nosuchsession')" in capsys.readouterr().err
+
+
 def test_terminate_rejects_an_out_of_range_timeout(
     fake: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
