@@ -6,6 +6,9 @@ answer window, to follow or attach a command). A command's text is bounded
 (:data:`~managoat_sandbox.providers.daytona.shim.COMMAND_LIMIT`): one over
 it is ``Invalid`` at once, before anything is sent — never a transient error
 that a retry could not fix. One under it runs, also past the answer window.
+A kept exec session stops being reused once its record echoes more than
+:data:`~managoat_sandbox.providers.daytona.execs.ECHO_BUDGET`, and a session
+listing over its limit is ``Truncated`` (never a partial view).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import pytest
 
 from managoat_sandbox import config
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
-from managoat_sandbox.errors import Invalid
+from managoat_sandbox.errors import Invalid, Truncated
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.api import Timeouts
+from managoat_sandbox.providers.daytona.execs import ECHO_BUDGET, ExecPool
 from managoat_sandbox.providers.daytona.shim import COMMAND_LIMIT
+from managoat_sandbox.providers.daytona.toolbox import LISTING_LIMIT
 from managoat_sandbox.types import Handle
 
 from .emulated import EMULATOR_FOLLOW, KEY
@@ -71,3 +76,37 @@ def test_a_large_command_under_the_limit_runs_past_the_answer_window(
     filler = "y" * 100_000
     script = f"sleep {3 * WINDOW}; echo done; : {filler}"
     assert daytona.exec(handle, "sh", ["-c", script], timeout=30) == (b"done\n", 0)
+
+
+class _Toolbox:
+    """Just the session calls an ExecPool makes."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def create_session(self, session_id: str) -> None:
+        pass
+
+    def delete_session(self, session_id: str, *, read_timeout: float | None = None) -> None:
+        self.deleted.append(session_id)
+
+
+def test_a_kept_exec_session_whose_record_echoes_too_much_is_dropped() -> None:
+    toolbox = _Toolbox()
+    pool = ExecPool(toolbox, "box", limit=4)  # type: ignore[arg-type]
+    light, heavy = pool.acquire(new=True), pool.acquire(new=True)
+    light.echoed, heavy.echoed = ECHO_BUDGET, ECHO_BUDGET + 1
+    pool.release(light)
+    pool.release(heavy)
+    assert toolbox.deleted == [heavy.id]
+    assert pool.acquire() is light
+
+
+def test_a_session_listing_over_its_limit_is_truncated_not_transient(
+    daytona: Daytona, handle: Handle, emulator: DaytonaEmulator
+) -> None:
+    emulator.faults.add("oversize", size=LISTING_LIMIT + 1, method="GET",
+                        path=r"/process/session$")
+    with pytest.raises(Truncated) as caught:
+        daytona.list_sessions(handle)
+    assert str(LISTING_LIMIT) in caught.value.detail[1]
