@@ -60,3 +60,10 @@ def test_a_failed_chmod_says_why(e2b: E2B, handle: Handle) -> None:
     kind, code, reason = caught.value.detail
     assert (kind, code) == ("chmod_failed", 1)
     assert "Permission denied" in reason
+
+
+def test_an_empty_path_writes_nothing(e2b: E2B, handle: Handle) -> None:
+    # The facade refuses it before dispatch; the adapter itself must not invent a name.
+    with pytest.raises(Invalid):
+        e2b.write_file(handle, "", b"x")
+    assert e2b.exec(handle, "ls", ["-A"]).output == b""
