@@ -115,17 +115,6 @@ def optional_str(value: object, what: str) -> str | None:
     return _no_nul(value, what)
 
 
-def file_mode(mode: object) -> int | None:
-    """``None`` or a permission ``mode`` in ``0..0o7777`` (``Invalid`` outside it)."""
-    if mode is None:
-        return None
-    if isinstance(mode, bool) or not isinstance(mode, int):
-        raise TypeError("mode must be an int such as 0o600")
-    if not 0 <= mode <= MAX_MODE:
-        raise Invalid(("mode", "must be a permission between 0 and 0o7777"))
-    return mode
-
-
 def flag(value: object, what: str) -> bool:
     """A real bool."""
     if not isinstance(value, bool):
@@ -151,6 +140,55 @@ def session_id(value: object) -> str:
     if not isinstance(value, str) or SESSION_ID.fullmatch(value) is None:
         raise Invalid(("session_id", "must be 1-256 characters of [A-Za-z0-9_-]"))
     return value
+
+
+#: The longest ``write_file`` path, in bytes of UTF-8 (Linux's ``PATH_MAX``).
+MAX_PATH_BYTES = 4096
+
+
+def file_path(path: object) -> str:
+    """A path ``write_file`` can write, the same on every provider.
+
+    It is absolute (providers resolve a relative path against different
+    directories: the home, ``/``, or not at all), names a file (no trailing
+    ``/``), has no ``.`` or ``..`` component (providers resolve those
+    differently around symlinks), no NUL, and is at most 4096 bytes of UTF-8.
+    Not a str is ``TypeError``; anything else unusable is
+    ``Invalid(("path", <what is wrong>))``.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, got {type(path).__name__}")
+    if not path:
+        raise Invalid(("path", "must not be empty"))
+    if "\x00" in path:
+        raise Invalid(("path", "must not contain NUL"))
+    if not path.startswith("/"):
+        raise Invalid(("path", f"must be absolute (start with /), got {path!r}"))
+    if path.endswith("/"):
+        raise Invalid(("path", f"must name a file, not end with /, got {path!r}"))
+    if any(part in (".", "..") for part in path.split("/")):
+        raise Invalid(("path", f"must not have a . or .. component, got {path!r}"))
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Invalid(("path", "must be encodable as UTF-8 (no lone surrogates)")) from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise Invalid(("path", f"is longer than {MAX_PATH_BYTES} bytes"))
+    return path
+
+
+def file_mode(mode: object) -> int | None:
+    """``None`` or a permission ``0 <= mode <= 0o7777`` (an int, not a bool).
+
+    Not an int is ``TypeError``; out of range is ``Invalid(("mode", ...))``.
+    """
+    if mode is None:
+        return None
+    if isinstance(mode, bool) or not isinstance(mode, int):
+        raise TypeError("mode must be an int such as 0o600")
+    if not 0 <= mode <= MAX_MODE:
+        raise Invalid(("mode", f"must be a permission between 0 and 0o7777, got {mode:#o}"))
+    return mode
 
 
 def flatten_bytes(data: Any) -> bytes:

@@ -188,11 +188,25 @@ def resume(handle: Handle) -> Handle:
 def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
     """Write ``data`` at ``path``, creating parent directories (retried).
 
-    ``data`` is flattened to bytes once, before the first attempt.
+    ``path`` is the sandbox's own absolute path of a file, what a command in
+    the sandbox opens at that path; the same rule holds on every provider and
+    is checked here, before the adapter is called:
+
+    * absolute: a relative path is ``Invalid`` (providers would resolve it
+      against different directories);
+    * a file: a trailing ``/`` (``"/app/"``, ``"/"``) is ``Invalid``;
+    * no ``.`` or ``..`` component, no NUL, not empty, at most 4096 bytes as
+      UTF-8 (lone surrogates refused) — each ``Invalid``.
+
+    Every such refusal is ``Invalid(("path", <what is wrong>))``; a path that
+    is not a str is ``TypeError``. ``mode`` is ``None`` (the provider's
+    default) or a permission ``0 <= mode <= 0o7777`` (else
+    ``Invalid(("mode", ...))``; not an int is ``TypeError``), applied to the
+    written file. ``data`` is flattened to bytes once, before the first
+    attempt.
     """
     adapter = _for_handle(handle)
-    if not isinstance(path, str):
-        raise TypeError(f"path must be a str, got {type(path).__name__}")
+    path = _args.file_path(path)
     mode = _args.file_mode(mode)
     payload = _args.flatten_bytes(data)
     _retried(handle.provider, adapter.write_file)(handle, path, payload, mode=mode)
@@ -328,6 +342,12 @@ def terminate_session(
     ``NotSupported`` without ``terminate_session``; ``NotSupported`` for
     ``mode="force"`` without ``force_terminate_session`` — the adapter is not
     called in either case; otherwise delegate.
+
+    One answer for "already gone", on every adapter and in both modes: a
+    session that existed and has ended (on its own, or terminated before) is
+    success — terminating it again is a no-op; a session that never existed
+    is ``NotFound`` (so is one the provider has forgotten, where it forgets
+    ended sessions).
     """
     adapter = _for_handle(handle)
     _args.termination_request(session_id, timeout, mode)

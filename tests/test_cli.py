@@ -208,7 +208,7 @@ def test_exec_merge_stderr_sends_both_to_stdout(
 ) -> None:
     cli("create", "box")
     capsysbinary.readouterr()
-    argv = ("exec", "box", "--merge-stderr", "--env", "A=1", "--dir", "/app", "--")
+    argv = ("exec", "box", "--merge-stderr", "--env", "A=1", "--dir", "/", "--")
     assert cli(*argv, "emit", "out:one,", "err:two", "exit:0") == 0
     captured = capsysbinary.readouterr()
     assert (captured.out, captured.err) == (b"one,two", b"")
@@ -376,6 +376,16 @@ def test_terminate_ends_a_running_session(
     session_id = only_session(handle)
     assert cli("terminate", "box", session_id, *flags) == 0
     assert cli("attach", "box", session_id) == 137
+
+
+@pytest.mark.parametrize("flags", [(), ("--force",)])
+def test_terminate_an_unknown_session_fails_with_not_found(
+    fake: Fake, flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli("create", "box")
+    capsys.readouterr()
+    assert cli("terminate", "box", "nosuchsession", *flags) == 1
+    assert "error: NotFound: ('session', 'nosuchsession')" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("timeout", ["99", "0", "0.0001"])

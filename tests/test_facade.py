@@ -337,6 +337,46 @@ def test_bad_sandbox_names_are_invalid_before_anything_starts(fake: Fake, name: 
     assert fake.list_all_names() == frozenset()
 
 
+@pytest.mark.parametrize(("path", "what"), [
+    ("", "empty"),
+    ("app/.env", "absolute"),
+    ("~/.env", "absolute"),
+    ("/app/", "file"),
+    ("/", "file"),
+    ("/app/../etc/passwd", ". or .."),
+    ("/app/./.env", ". or .."),
+    ("/app/\x00.env", "NUL"),
+    ("/" + "a" * 4096, "4096 bytes"),
+    ("/\udc80", "UTF-8"),
+])
+def test_unusable_write_paths_are_invalid_before_dispatch(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch, path: str, what: str
+) -> None:
+    handle = sandbox.create("e2b", "paths")
+    dispatched: list[str] = []
+    monkeypatch.setattr(fake, "write_file", lambda h, p, d, *, mode=None: dispatched.append(p))
+    with pytest.raises(Invalid) as caught:
+        sandbox.write_file(handle, path, b"x")
+    kind, message = caught.value.detail
+    assert kind == "path" and what in message
+    assert dispatched == []
+
+
+def test_a_usable_write_path_and_mode_reach_the_adapter_as_given(fake: Fake) -> None:
+    handle = sandbox.create("daytona", "paths")
+    sandbox.write_file(handle, "/app//.env", b"x", mode=0)
+    assert fake.file("paths", "/app//.env") == b"x"
+
+
+@pytest.mark.parametrize("mode", [-1, 0o10000])
+def test_an_out_of_range_mode_is_invalid_before_dispatch(fake: Fake, mode: int) -> None:
+    handle = sandbox.create("sprites", "modes")
+    with pytest.raises(Invalid) as caught:
+        sandbox.write_file(handle, "/f", b"x", mode=mode)
+    assert caught.value.detail[0] == "mode"
+    assert fake.file("modes", "/f") is None
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -352,6 +392,8 @@ def test_bad_sandbox_names_are_invalid_before_anything_starts(fake: Fake, name: 
         lambda h: sandbox.spawn(h, "emit", [], stdin="yes"),
         lambda h: sandbox.write_file(h, "/x", 3.5),
         lambda h: sandbox.write_file(h, b"/x", b""),
+        lambda h: sandbox.write_file(h, "/x", b"", mode="600"),
+        lambda h: sandbox.write_file(h, "/x", b"", mode=True),
         lambda h: sandbox.apply_network_policy(h, ["a.com"]),
         lambda h: sandbox.get("not a handle"),
         lambda h: sandbox.write_stdin("not a command", b""),

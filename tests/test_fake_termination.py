@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from managoat_sandbox.errors import CommandExited, Invalid, Unavailable
+from managoat_sandbox.errors import CommandExited, Invalid, NotFound
 from managoat_sandbox.testing import Fake
 from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
 from managoat_sandbox.types import Command, Handle
@@ -60,9 +60,11 @@ def test_local_detach_leaves_the_session_alive_and_termination_stops_only_it(fak
 def test_an_absent_session_on_another_sandbox_cannot_stop_the_owned_one(fake: Fake) -> None:
     victim, victim_id, _ = start(fake, "victim")
     other = fake.create("other")
-    fake.terminate_session(other, victim_id)
+    with pytest.raises(NotFound):
+        fake.terminate_session(other, victim_id)
     assert alive(fake, victim)
-    fake.terminate_session(fake.build_handle("worker"), "absent")
+    with pytest.raises(NotFound):
+        fake.terminate_session(fake.build_handle("worker"), "absent")
     with pytest.raises(Invalid) as caught:
         fake.terminate_session(fake.build_handle("worker"), "../id")
     assert caught.value.detail == "termination_request"
@@ -90,15 +92,16 @@ def test_concurrent_terminations_emit_one_terminal_frame(fake: Fake) -> None:
     fake.terminate_session(worker, session_id)
 
 
-def test_force_confirms_a_known_process_but_leaves_missing_identity_uncertain(fake: Fake) -> None:
+def test_force_confirms_a_known_process_and_an_unknown_one_is_not_found(fake: Fake) -> None:
     worker = fake.build_handle("worker")
     command, session_id, box = start(fake, "victim")
     fake.terminate_session(worker, session_id, mode="force")
     assert not alive(fake, command)
     box.expect(is_exit(command.ref, 137), 1)
-    with pytest.raises(Unavailable) as caught:
+    fake.terminate_session(worker, session_id, mode="force")
+    with pytest.raises(NotFound) as caught:
         fake.terminate_session(worker, "absent", mode="force")
-    assert caught.value.detail == "termination_unconfirmed"
+    assert caught.value.detail == ("session", "absent")
 
 
 def test_completed_results_are_preserved_and_destroyed_handles_can_still_detach(
@@ -115,7 +118,8 @@ def test_completed_results_are_preserved_and_destroyed_handles_can_still_detach(
     replay.expect(is_exit(attached.ref, 0), 1)
     fake.destroy(worker)
     fake.stop_command(command)
-    fake.terminate_session(worker, session_id)
+    with pytest.raises(NotFound):
+        fake.terminate_session(worker, session_id)
 
 
 def test_a_later_attach_replays_exit_137(fake: Fake) -> None:

@@ -391,6 +391,19 @@ class ConformanceTests(_Base):
         self.assertIsInstance(result, ExecResult)
         self.assertEqual(result.exit_code, code)
 
+    def test_exec_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on(self) -> None:
+        """exec with a ``dir`` that does not exist raises Invalid (not an exit code), and
+        the next exec on the sandbox runs as usual."""
+        adapter = self.adapter_instance
+        handle = self._created()
+        cmd, args, expected = self._fixture("exec_ok")
+        missing = f"/managoat-conformance-missing-{secrets.token_hex(4)}/dir"
+        with self.assertRaises(Invalid):
+            adapter.exec(handle, cmd, args, dir=missing)
+        result = adapter.exec(handle, cmd, args)
+        self.assertEqual(result.exit_code, 0)
+        self.assertIn(_as_bytes(expected), result.output)
+
     def test_exec_deadline_is_one_bound_that_output_never_extends(self) -> None:
         """A finite exec timeout raises Unavailable(("exec_timeout", t)) in time, output or not.
 
@@ -776,6 +789,56 @@ class ConformanceTests(_Base):
         result = adapter.exec(handle, ok_cmd, ok_args)
         self.assertEqual(result.exit_code, 0)
         self.assertIn(_as_bytes(expected), result.output)
+
+    def test_a_detachable_spawn_returns_its_session_id_which_lists_and_attaches(self) -> None:
+        """spawn(detachable=True).session_id is a str that list_sessions names, and
+        attaching to it rejoins that command (its output, then its exit)."""
+        self._require(Capability.ATTACH)
+        cmd, args = self._fixture("spawn_stay")
+        adapter = self.adapter_instance
+        handle = self._created()
+        box = Mailbox()
+        command = adapter.spawn(handle, cmd, args, **{
+            **self.spawn_opts, "owner": box, "stdin": True, "detachable": True})
+        self.addCleanup(self._quietly, adapter.stop_command, command)
+        self.assertIsInstance(command.session_id, str)
+        first = cast(Stdout, box.expect(is_stdout(command.ref), self.frame_timeout))
+        self.assertIn(command.session_id, [session.id for session in adapter.list_sessions(handle)])
+        attached_box = Mailbox()
+        attached = adapter.attach(handle, cast(str, command.session_id), owner=attached_box)
+        self.addCleanup(self._quietly, adapter.stop_command, attached)
+        self.assertEqual(attached.session_id, command.session_id)
+        replay = _collect_stdout(
+            attached_box, attached.ref, lambda out: len(out) >= len(first.data),
+            deadline=time.monotonic() + self.frame_timeout, what="the attached replay")
+        self.assertTrue(replay.startswith(first.data), f"replay {replay!r} vs {first.data!r}")
+        adapter.close_stdin(command)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
+        self.assertEqual(self._terminal(attached_box, attached.ref), Exit(attached.ref, 0))
+
+    def test_terminate_session_is_not_found_for_an_unknown_session_and_fine_for_an_ended_one(
+        self,
+    ) -> None:
+        """terminate_session on a session that never existed is NotFound; on one that
+        existed and has ended it succeeds — in force mode too, where advertised."""
+        self._require(Capability.TERMINATE_SESSION)
+        cmd, args = self._fixture("spawn_ok")
+        adapter = self.adapter_instance
+        modes = ["graceful"]
+        if Capability.FORCE_TERMINATE_SESSION in adapter.capabilities():
+            modes.append("force")
+        handle = self._created()
+        timeout = min(self.frame_timeout, 30)
+        for mode in modes:
+            self._raises(NotFound, adapter.terminate_session, handle,
+                         f"nosuchsession{secrets.token_hex(4)}", timeout=timeout, mode=mode)
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=False)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
+        sessions = adapter.list_sessions(handle)
+        self.assertEqual(len(sessions), 1, f"expected exactly one session, got {sessions}")
+        for mode in modes:
+            adapter.terminate_session(handle, sessions[0].id, timeout=timeout, mode=mode)
 
     # -- capability coherence ---------------------------------------------
 

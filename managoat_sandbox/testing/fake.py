@@ -6,6 +6,10 @@ session whose "process" is a thread; each command (spawn or attach) is one
 subscription with its own reader thread, fed through an inbox, so replay and
 subscription happen in one critical section and no frame is lost or doubled.
 
+Files are bytes stored at the path given; the only directories are ``/``
+and those holding a written file, so ``exec``/``spawn`` with any other
+``dir`` is ``Invalid(("dir", ...))``, as on a real sandbox.
+
 Each instance has its own state. Test-side controls: :meth:`Fake.reset`,
 :meth:`Fake.policy`, :meth:`Fake.file` and :meth:`Fake.fail_next`.
 """
@@ -93,6 +97,16 @@ class _CommandState:
 
     subscription: _Subscription
     session: _Session
+
+
+def _check_dir(sandbox: _Sandbox, dir: str | None) -> None:
+    """``Invalid(("dir", ...))`` unless ``dir`` is ``None``, ``/``, or a directory holding
+    a written file (the Fake's only directories)."""
+    if dir is None:
+        return
+    prefix = dir.rstrip("/") + "/"
+    if prefix != "/" and not any(path.startswith(prefix) for path in sandbox.files):
+        raise Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
 
 
 class Fake(Adapter):
@@ -299,7 +313,7 @@ class Fake(Adapter):
         deadline.check()
         self._inject("exec")
         with self._lock:
-            self._sandbox(handle)
+            _check_dir(self._sandbox(handle), dir)
         output = bytearray()
         errors = bytearray()
         code = 0
@@ -337,10 +351,13 @@ class Fake(Adapter):
         tty: bool = False,
         detachable: bool = False,
     ) -> Command:
-        """Start the script as a detachable session (``env``/``dir``/``tty`` ignored)."""
+        """Start the script as a detachable session (``env``/``tty`` ignored; ``dir``
+        must exist, as for ``exec``)."""
         argv = _args.str_args(args)
         program = parse(argv)
         self._inject("spawn")
+        with self._lock:
+            _check_dir(self._sandbox(handle), dir)
         sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
         with self._lock:
             sandbox = self._sandbox(handle)
@@ -518,10 +535,8 @@ class Fake(Adapter):
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
-        """Kill the session and deliver exit 137 once; a finished one keeps its verdict.
-
-        A missing session is confirmed absence in graceful mode and
-        ``Unavailable("termination_unconfirmed")`` in force mode.
+        """Kill the session and deliver exit 137 once; a finished one keeps its verdict
+        (success, in both modes). A session that never existed is ``NotFound``.
         """
         self._check_handle(handle)
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
@@ -530,9 +545,7 @@ class Fake(Adapter):
             sandbox = self._sandboxes.get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
         if session is None:
-            if mode == "force":
-                raise Unavailable("termination_unconfirmed")
-            return
+            raise NotFound(("session", session_id))
         self._kill(session)
         thread = session.thread
         if thread is not None and thread is not threading.current_thread():

@@ -7,6 +7,8 @@ their digest, written to stderr first) come back whole, checked by size and dige
 order. Each runs in a few seconds on 2 cores (measured: about 6 s for the exec), so
 both run in the default suite.
 
+A missing ``dir`` is ``Invalid``, as on local.
+
 Kept exec sessions: what one exec leaves running in its session never reaches the
 output of the next exec there. The first exec leaves a writer behind that waits for a
 gate file, then writes to the stdout it inherited and marks that it has written. The
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 import pytest
 
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from managoat_sandbox.errors import Invalid
 from managoat_sandbox.frames import Exit, Stderr, Stdout
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
@@ -91,3 +94,14 @@ def test_a_process_left_by_an_earlier_exec_never_writes_into_a_later_one(
     assert (first.output, first.exit_code) == (b"", 0)
     second = daytona.exec(handle, "sh", ["-c", SECOND], timeout=30, stderr_to_stdout=merge)
     assert (second.output, second.exit_code) == (b"mine\n", 0)
+
+
+def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(
+    daytona: Daytona, handle: Handle
+) -> None:
+    with pytest.raises(Invalid) as caught:
+        daytona.exec(handle, "pwd", [], dir="/no/such/dir")
+    assert caught.value.detail == ("dir", "'/no/such/dir' is not a directory in the sandbox")
+    # The kept session is fine: a relative dir, after an earlier failed one, still works.
+    assert daytona.exec(handle, "sh", ["-c", "mkdir -p sub"]).exit_code == 0
+    assert daytona.exec(handle, "sh", ["-c", "basename $PWD"], dir="sub") == (b"sub\n", 0)

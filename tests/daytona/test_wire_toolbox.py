@@ -681,7 +681,9 @@ def test_exec_is_one_synchronous_exec_in_a_session_kept_for_the_next(
         ("POST", exec_path), ("POST", exec_path)], "a warm exec is one request"
     first = fake.exec_bodies[0]
     assert first["runAsync"] is False
-    assert "cd /w && export A=1 && exec bash -lc x" in first["command"]
+    # The exec's subshell enters the dir itself, so that a missing one is told apart.
+    assert "cd /w 2>/dev/null || " in first["command"]
+    assert "( export A=1 && exec bash -lc x )" in first["command"]
     assert '>"$o" 2>"$e"' in first["command"]
     assert all(h.get("X-Daytona-Split-Output") == "true" for h in fake.exec_headers)
 
@@ -981,14 +983,26 @@ def test_write_file_failure_keeps_a_non_json_body(
     assert caught.value.detail == ("http", 418, "upload")
 
 
-def test_terminate_session_deletes_it_and_a_missing_one_is_absence(
+def test_terminate_session_deletes_it_and_tells_an_ended_one_from_an_unknown_one(
     mocked: responses.RequestsMock, daytona: Daytona
 ) -> None:
     mocked.get(f"{API}/sandbox/box", json=sandbox())
     mocked.delete(TOOLBOX + "/process/session/mgs-1", status=204)
-    mocked.delete(TOOLBOX + "/process/session/mgs-2", status=404, json={"message": "nope"})
     daytona.terminate_session(handle_of(daytona), "mgs-1", timeout=1)
+    # A deleted session is gone from the daemon; the shim's state directory says whether
+    # it ever ran here (terminated before: success) or not (unknown: NotFound).
+    for session, exit_code in (("mgs-2", 0), ("mgs-3", 1)):
+        mocked.delete(TOOLBOX + f"/process/session/{session}", status=404,
+                      json={"message": "nope"})
+        mocked.post(TOOLBOX + "/process/execute",
+                    json={"exitCode": exit_code, "result": ""},
+                    match=[responses.matchers.json_params_matcher(
+                        {"command": f'test -d "${{TMPDIR:-/tmp}}/managoat/"{session}',
+                         "timeout": 15})])
     daytona.terminate_session(handle_of(daytona), "mgs-2", timeout=1)
+    with pytest.raises(NotFound) as caught:
+        daytona.terminate_session(handle_of(daytona), "mgs-3", timeout=1)
+    assert caught.value.detail == ("session", "mgs-3")
     with pytest.raises(NotSupported):
         daytona.terminate_session(handle_of(daytona), "mgs-1", mode="force")
 

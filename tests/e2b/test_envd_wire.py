@@ -535,7 +535,9 @@ def test_write_file_with_mode_runs_chmod(rsps: responses.RequestsMock, e2b: E2B)
     request = start_request(start_calls(rsps)[0])
     assert isinstance(request, dict)
     assert request["process"]["cmd"] == "chmod"
-    assert request["process"]["args"] == ["600", "--", "/work/key"]
+    # The absolute path is reached from a cwd of "/", which envd takes as a sandbox path.
+    assert request["process"]["args"] == ["600", "--", "./work/key"]
+    assert request["process"]["cwd"] == "/"
 
 
 def test_list_sessions_parses_the_journal_listing(rsps: responses.RequestsMock, e2b: E2B) -> None:

@@ -168,10 +168,12 @@ def test_terminate_is_confirmed_by_the_recorded_end(local: Local) -> None:
     assert caught.value.detail == "termination_unconfirmed"
     local.terminate_session(handle, forced.session_id, mode="force")
     assert box.expect(is_exit(forced.ref), 10) == Exit(forced.ref, 137)
+    # Ended sessions: success in both modes; a session that never existed: NotFound.
     local.terminate_session(handle, graceful.session_id)
-    local.terminate_session(handle, "absent")
-    with pytest.raises(Unavailable):
-        local.terminate_session(handle, "absent", mode="force")
+    local.terminate_session(handle, graceful.session_id, mode="force")
+    for mode in ("graceful", "force"):
+        with pytest.raises(NotFound):
+            local.terminate_session(handle, "absent", mode=mode)
 
 
 def test_exec_timeout_abandons_and_kills_its_process(local: Local, root: Path) -> None:

@@ -310,10 +310,29 @@ def test_terminate_graceful_and_force_on_real_sessions(sprites: Sprites, box: Ha
 
 
 def test_terminate_unknown_session(sprites: Sprites, box: Handle) -> None:
-    sprites.terminate_session(box, "999999")
-    with pytest.raises(Unavailable) as raised:
-        sprites.terminate_session(box, "999999", mode="force")
-    assert raised.value.detail == "termination_unconfirmed"
+    for mode in ("graceful", "force"):
+        with pytest.raises(NotFound) as raised:
+            sprites.terminate_session(box, "999999", mode=mode)
+        assert raised.value.detail == ("session", "999999")
+
+
+@pytest.mark.parametrize("gone_status", [404, 410])
+def test_terminate_an_ended_session_is_success_in_both_modes(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle, gone_status: int
+) -> None:
+    emu.behaviour.list_finished_sessions = True
+    emu.behaviour.kill_gone_status = gone_status
+    try:
+        command = sprites.spawn(box, "true", [], detachable=True)
+        assert command.frames is not None
+        while not command.frames.get(timeout=10).terminal:
+            pass
+        assert command.session_id is not None
+        for mode in ("graceful", "force", "graceful"):
+            sprites.terminate_session(box, command.session_id, mode=mode)
+    finally:
+        emu.behaviour.list_finished_sessions = False
+        emu.behaviour.kill_gone_status = 404
 
 
 @pytest.mark.parametrize("stream", ["kill", "checkpoint"])

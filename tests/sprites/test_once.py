@@ -14,6 +14,7 @@ from managoat_sandbox.errors import (
     AlreadyExists,
     Denied,
     Invalid,
+    NotFound,
     NotSupported,
     RateLimited,
     SandboxError,
@@ -352,21 +353,41 @@ def test_force_without_a_sigkill_pid_event_is_unconfirmed(
     assert raised.value.detail == "termination_unconfirmed"
 
 
-def test_graceful_404_is_definitive_absence(api: responses.RequestsMock,
-                                            adapter: Sprites) -> None:
+# One answer for "already gone" (the facade's terminate_session docstring): a session that
+# existed and has ended is success in both modes, one that never existed is NotFound.
+
+
+@pytest.mark.parametrize("mode", ["graceful", "force"])
+def test_a_404_for_a_session_the_sprite_lists_is_an_ended_session(
+    api: responses.RequestsMock, adapter: Sprites, mode: str
+) -> None:
     api.post(url(KILL_PATH), json={"error": "not_found"}, status=404)
-    adapter.terminate_session(BOX, "19")
-    assert len(api.calls) == 1
+    api.get(url("/v1/sprites/box/exec"), json={"sessions": [{"id": 7}, {"id": 19}]})
+    adapter.terminate_session(BOX, "19", mode=mode)
+    assert calls(api) == [("POST", KILL_PATH), ("GET", "/v1/sprites/box/exec")]
 
 
-def test_force_404_is_unconfirmed(api: responses.RequestsMock, adapter: Sprites) -> None:
+@pytest.mark.parametrize("mode", ["graceful", "force"])
+def test_a_404_for_a_session_the_sprite_does_not_list_is_not_found(
+    api: responses.RequestsMock, adapter: Sprites, mode: str
+) -> None:
     api.post(url(KILL_PATH), json={"error": "not_found"}, status=404)
-    with pytest.raises(Unavailable) as raised:
-        adapter.terminate_session(BOX, "19", mode="force")
-    assert raised.value.detail == "termination_unconfirmed"
+    api.get(url("/v1/sprites/box/exec"), json={"sessions": [{"id": 7}]})
+    with pytest.raises(NotFound) as raised:
+        adapter.terminate_session(BOX, "19", mode=mode)
+    assert raised.value.detail == ("session", "19")
 
 
-@pytest.mark.parametrize(("status", "expected"), [*SANITISED, (410, Invalid(("http", 410, {})))])
+@pytest.mark.parametrize("mode", ["graceful", "force"])
+def test_a_410_is_an_ended_session(
+    api: responses.RequestsMock, adapter: Sprites, mode: str
+) -> None:
+    api.post(url(KILL_PATH), json={"error": "gone"}, status=410)
+    adapter.terminate_session(BOX, "19", mode=mode)
+    assert calls(api) == [("POST", KILL_PATH)]
+
+
+@pytest.mark.parametrize(("status", "expected"), SANITISED)
 def test_termination_other_statuses_are_sanitised(
     api: responses.RequestsMock, adapter: Sprites, status: int, expected: SandboxError
 ) -> None:

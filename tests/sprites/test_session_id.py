@@ -1,5 +1,5 @@
 """``Command.session_id`` through the Sprites emulator: an attach carries the id it
-attached to, which the listing names; a spawn's id is not known when it returns."""
+attached to, which the listing names, and so does a detachable spawn."""
 
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ def test_attach_carries_the_listed_session_id(sprites: Sprites, box: Handle) -> 
     spawned = sprites.spawn(box, "bash", ["-c", "echo ready; exec cat"], owner=spawned_box,
                             stdin=True, detachable=True)
     try:
-        # The id comes in the session_info frame, read after spawn returned.
-        assert spawned.session_id is None
+        # The id comes in the session_info frame, which a detachable spawn reads first.
+        assert isinstance(spawned.session_id, str)
         spawned_box.expect(is_stdout(spawned.ref), WAIT)
         [session] = sprites.list_sessions(box)
+        assert session.id == spawned.session_id
         attached_box = Mailbox()
         attached = sprites.attach(box, session.id, owner=attached_box)
         try:

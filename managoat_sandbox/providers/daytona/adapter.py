@@ -399,6 +399,7 @@ class Daytona(StreamingAdapter):
                     policy=self.follow,
                     sandbox_gone=lambda: self._sandbox_gone(name),
                     stderr_to_stdout=stderr_to_stdout,
+                    cwd=cwd,
                 )
             except NotDispatched as refused:
                 if not kept:
@@ -508,16 +509,33 @@ class Daytona(StreamingAdapter):
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
         """Delete the session: the daemon kills its process group (TERM, grace, KILL) and
-        confirms with 204. A missing session (or a parked or deleted sandbox, whose
-        sessions are gone) is confirmed absence. Force mode is not supported."""
+        confirms with 204. Force mode is not supported.
+
+        A session that has ended is success: one still listed is deleted like any
+        other; one already deleted (terminated before) is recognised by the state
+        directory our shim left in the sandbox. An unknown session is ``NotFound``,
+        and so is any session of a deleted sandbox; a parked sandbox has no running
+        session (its sessions ended when it stopped): success, without waking it.
+        """
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         if mode == "force":
             raise NotSupported("force_terminate_session")
         try:
             toolbox = self._toolbox(handle, wake=False, limit=timeout_ms / 1000)
-            toolbox.delete_session(session_id, read_timeout=timeout_ms / 1000 + 5.0)
+        except NotFound as error:
+            if isinstance(error.detail, tuple) and error.detail[:1] == ("sandbox_not_running",):
+                return
+            raise NotFound(("session", session_id)) from None
+        except SandboxError as error:
+            raise _sanitised(error) from None
+        try:
+            try:
+                toolbox.delete_session(session_id, read_timeout=timeout_ms / 1000 + 5.0)
+            except NotFound:
+                if toolbox.execute(shim.ran_here(session_id))[0] != 0:
+                    raise
         except NotFound:
-            return
+            raise NotFound(("session", session_id)) from None
         except Unavailable as error:
             if error.detail == "timeout":
                 raise Unavailable("termination_timeout") from None

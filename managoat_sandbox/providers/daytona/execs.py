@@ -51,14 +51,19 @@ from .api import PROVIDER
 from .errors import exec_refused, is_status, not_started, session_ended
 from .journal import STDERR, STDOUT, Journal
 from .logs import FollowPolicy, LogFollower
+from .shim import echoed_size
 from .toolbox import ExecAnswer, Toolbox, listed_command_id
 
-__all__ = ["EXEC_PREFIX", "ExecPool", "ExecSession", "NotDispatched", "run_exec"]
+__all__ = ["ECHO_BUDGET", "EXEC_PREFIX", "ExecPool", "ExecSession", "NotDispatched", "run_exec"]
 
 log = logging.getLogger("managoat_sandbox.daytona")
 
 #: The id prefix of exec sessions (never listed by ``list_sessions``).
 EXEC_PREFIX = "mgx-"
+#: The most bytes of command text an exec session's record may echo and the session
+#: still be kept: with one more command (at most :data:`.shim.COMMAND_LIMIT`), the
+#: record stays well under :data:`.toolbox.RECORD_LIMIT`.
+ECHO_BUDGET = 512 * 1024
 #: How long deleting an abandoned exec's session is waited for.
 _ABANDON_WAIT = 1.0
 #: How often a session is asked for the command an exec started there.
@@ -72,6 +77,8 @@ class ExecSession:
 
     id: str
     ran: set[str] = attrs.field(factory=set)
+    #: The bytes of command text the session's record echoes (see :data:`ECHO_BUDGET`).
+    echoed: int = 0
 
 
 class ExecPool:
@@ -98,9 +105,10 @@ class ExecPool:
         return session
 
     def release(self, session: ExecSession) -> None:
-        """Give a session that ran its command to the end back (or delete it: pool full)."""
+        """Give a session that ran its command to the end back (or delete it: the pool
+        is full, or its record echoes more than :data:`ECHO_BUDGET` bytes of commands)."""
         with self._lock:
-            if len(self._idle) < self.limit:
+            if len(self._idle) < self.limit and session.echoed <= ECHO_BUDGET:
                 self._idle.append(session)
                 return
         self.drop(session)
@@ -128,6 +136,7 @@ class _Job:
     policy: FollowPolicy
     sandbox_gone: Callable[[], bool]
     stderr_to_stdout: bool
+    cwd: str | None
 
 
 class NotDispatched(Exception):
@@ -148,11 +157,13 @@ def run_exec(
     policy: FollowPolicy,
     sandbox_gone: Callable[[], bool],
     stderr_to_stdout: bool,
+    cwd: str | None = None,
 ) -> ExecResult:
     """Run the shim ``script(session_id)`` in a session of ``pool`` to its exit (see the
     module docstring). :class:`NotDispatched` when it could not be started: no session,
-    a sandbox the toolbox says is not started, or two sessions in a row refused it."""
-    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout)
+    a sandbox the toolbox says is not started, or two sessions in a row refused it.
+    ``Invalid(("dir", ...))`` when the shim could not enter ``cwd``."""
+    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout, cwd)
     for attempt in (1, 2):
         deadline.check()
         try:
@@ -201,7 +212,9 @@ def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:
             raise deadline.error()
         return job.window if remaining is None else min(remaining, job.window)
 
-    return toolbox.exec_sync(session.id, job.script(session.id), wait=check(), check=check)
+    script = job.script(session.id)
+    session.echoed += echoed_size(script)
+    return toolbox.exec_sync(session.id, script, wait=check(), check=check)
 
 
 def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job) -> ExecResult:
@@ -212,6 +225,9 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
         events = journal.read().feed(answer.raw)
     else:
         events = journal.split_read(*(answer.split or (b"", b"")))
+    if journal.no_dir:
+        pool.release(session)
+        raise Invalid(("dir", f"{job.cwd!r} is not a directory in the sandbox"))
     code = journal.code
     if not journal.complete or code is None:
         pool.drop(session)

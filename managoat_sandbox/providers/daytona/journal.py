@@ -20,6 +20,8 @@ channels of the whole.
 A channel of a command run by our shim (:mod:`.shim`) is *framed*: each line
 ``:<base64>`` carries raw output bytes, the empty frame ``:`` ends the stream,
 and on stdout, after its end, ``!<code>`` carries the command's exit code.
+An exec's shim that cannot enter the command's working directory writes the
+line :data:`NO_DIR` on stdout instead: :attr:`Journal.no_dir`.
 Only complete lines are decoded; any other line (an error printed by the shim
 itself) passes through as text. The journal is :attr:`Journal.complete` once
 both streams have ended and the code is known: everything the command wrote
@@ -34,7 +36,7 @@ import base64
 import binascii
 import re
 
-__all__ = ["STDERR", "STDOUT", "Event", "Journal", "JournalRead"]
+__all__ = ["NO_DIR", "STDERR", "STDOUT", "Event", "Journal", "JournalRead"]
 
 STDOUT = 1
 STDERR = 2
@@ -45,6 +47,9 @@ _MARKER = re.compile(rb"\x01\x01\x01|\x02\x02\x02")
 _STDOUT_MARK = b"\x01\x01\x01"
 _PARTIAL_MARKS = (b"\x01\x01", b"\x02\x02", b"\x01", b"\x02")
 _END_FRAME = b":"
+#: What an exec's shim writes on stdout, instead of any frame, when it cannot enter
+#: the command's working directory: the command never started.
+NO_DIR = b"?dir"
 
 
 class _Channel:
@@ -57,6 +62,7 @@ class _Channel:
         self.seen = 0
         self.ended = False
         self.code: int | None = None
+        self.no_dir = False
         self._line = bytearray()
 
     def take(self, data: bytes) -> bytes:
@@ -74,6 +80,9 @@ class _Channel:
         return b"".join(self._frame(body) for body in complete.split(b"\n")[:-1])
 
     def _frame(self, body: bytes) -> bytes:
+        if body == NO_DIR and self.stdout and not self.ended:
+            self.no_dir = True
+            return b""
         if body == _END_FRAME:
             self.ended = True
             return b""
@@ -108,6 +117,12 @@ class Journal:
         """Whether both framed streams ended and the exit code is known."""
         out, err = self.channels
         return self.framed and out.ended and err.ended and out.code is not None
+
+    @property
+    def no_dir(self) -> bool:
+        """Whether the shim said the command's working directory could not be entered
+        (the command never started)."""
+        return self.channels[0].no_dir
 
     @property
     def code(self) -> int | None:

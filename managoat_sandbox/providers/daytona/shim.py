@@ -60,17 +60,21 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from ...errors import Invalid
+from .journal import NO_DIR
 
 __all__ = [
+    "COMMAND_LIMIT",
     "Program",
     "close_line",
     "command_line_of",
+    "echoed_size",
     "exec_script",
     "input_lines",
     "kill_relay",
     "parse_probe",
     "probe",
     "program",
+    "ran_here",
     "script",
 ]
 
@@ -87,25 +91,50 @@ def state_dir(session_id: str) -> str:
 
 @attrs.frozen
 class Program:
-    """What a command runs: the caller's argv, and the shell text that runs it."""
+    """What a command runs: the caller's argv, its working directory (``None``: the
+    session's), and ``body``, the shell text that sets its env and runs it there."""
 
     argv: tuple[str, ...]
-    text: str = attrs.field(repr=False)
+    cwd: str | None
+    body: str = attrs.field(repr=False)
+
+    @property
+    def text(self) -> str:
+        """The command in a child shell that first enters ``cwd``."""
+        steps = [] if self.cwd is None else ["cd " + shlex.quote(self.cwd)]
+        return "( " + " && ".join([*steps, self.body]) + " )"
+
+
+#: The most bytes the text of a command (argv, env and dir, quoted for the shell) may
+#: take in the daemon's JSON records, which echo it (see :data:`.toolbox.RECORD_LIMIT`).
+COMMAND_LIMIT = 256 * 1024
 
 
 def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
             cwd: str | None) -> Program:
-    """The command ``cmd args`` in ``cwd`` with ``env`` added; an env name the shell
-    cannot export is ``Invalid`` (raised here, before anything is sent)."""
+    """The command ``cmd args`` in ``cwd`` with ``env`` added. Raised here, before
+    anything is sent: an env name the shell cannot export is ``Invalid``, and so is a
+    command whose text is over :data:`COMMAND_LIMIT` (``"command_too_large"``)."""
     steps: list[str] = []
-    if cwd is not None:
-        steps.append("cd " + shlex.quote(cwd))
     for key, value in (env or {}).items():
         if _ENV_KEY.fullmatch(key) is None:
             raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
         steps.append(f"export {key}={shlex.quote(value)}")
     steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
-    return Program((cmd, *args), "( " + " && ".join(steps) + " )")
+    run = Program((cmd, *args), cwd, " && ".join(steps))
+    size = echoed_size(run.text)
+    if size > COMMAND_LIMIT:
+        raise Invalid(("command_too_large",
+                       f"the command's argv, env and dir come to {size} bytes as the daemon "
+                       f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes"))
+    return run
+
+
+def echoed_size(text: str) -> int:
+    """An upper bound of the bytes ``text`` takes in the daemon's JSON (Go escapes ``<``,
+    ``>`` and ``&`` as ``\\u00XX``; every other escape is at most Python's ASCII one)."""
+    escaped = sum(text.count(c) for c in "<>&")
+    return len(json.dumps(text)) + 5 * escaped
 
 
 #: The perl the encoders use when the sandbox has one (perl 5, core only: base64 is
@@ -201,6 +230,10 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
     subshell of the session shell (no new shell to start, and nothing it does
     reaches the session); ``pid`` is the session shell's.
 
+    The subshell enters the command's working directory itself: when it
+    cannot, it writes the line :data:`.journal.NO_DIR` on stdout (no frame, no code)
+    and the command never starts.
+
     The capture files are named for this exec alone, so a process an earlier
     exec left running in the session writes to files no later exec reads. They
     are removed in the background, detached from the daemon's output pipes, so
@@ -212,7 +245,12 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
         "( d=" + state_dir(session_id),
         '{ [ -d "$d" ] || mkdir -p "$d"; } && : >"$d/code" && echo "$$" >"$d/pid" || exit 125',
         f'o="$d/o.{nonce}"; e="$d/e.{nonce}"',
-        f'{run.text} </dev/null >"$o" {err}',
+    ]
+    if run.cwd is not None:
+        lines.append(f"cd {shlex.quote(run.cwd)} 2>/dev/null || "
+                     f"{{ printf '%s\\n' '{NO_DIR.decode()}'; exit 125; }}")
+    lines += [
+        f'( {run.body} ) </dev/null >"$o" {err}',
         "c=$?",
         _whole_frame("$o"),
         _whole_frame("$e") + " >&2",
@@ -272,6 +310,12 @@ def probe(session_id: str) -> str:
         f"elif [ -s {d}/code ]; then cat {d}/code; "
         f"else echo {GONE}; fi"
     )
+
+
+def ran_here(session_id: str) -> str:
+    """Shell text exiting 0 iff a shim ran in session ``session_id`` of this sandbox (its
+    state directory, which outlives the session, is there)."""
+    return f"test -d {state_dir(session_id)}"
 
 
 def kill_relay(session_id: str) -> str:

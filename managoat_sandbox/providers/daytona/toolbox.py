@@ -23,16 +23,30 @@ from urllib.parse import quote
 import attrs
 
 from ..._http import Response, body_chunks, set_read_timeout
-from ...errors import ProviderError, Unavailable
+from ...errors import ProviderError, Truncated, Unavailable
 from .api import PROVIDER, Api
 from .follow import LogSocket
 
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["ExecAnswer", "LogBody", "Toolbox", "command_id_of", "listed_command_id"]
+__all__ = [
+    "LISTING_LIMIT",
+    "RECORD_LIMIT",
+    "ExecAnswer",
+    "LogBody",
+    "Toolbox",
+    "command_id_of",
+    "listed_command_id",
+]
 
 SPLIT_OUTPUT = {"X-Daytona-Split-Output": "true"}
+#: The most bytes read of a session or command record. Records echo the text of the
+#: commands run (an exec session's, of every exec it kept running: see
+#: :data:`.execs.ECHO_BUDGET`; a command's text is at most :data:`.shim.COMMAND_LIMIT`).
+RECORD_LIMIT = 1024 * 1024
+#: The most bytes read of the session listing (every session's record).
+LISTING_LIMIT = 16 * 1024 * 1024
 _EXECUTE_MARGIN = 5.0
 _CHUNK = 64 * 1024
 
@@ -127,7 +141,13 @@ class Toolbox:
 
     def sessions(self) -> list[Any]:
         """``GET /process/session``: a bare list (or ``{"sessions": [...]}``)."""
-        answer = self._call("GET", "/process/session").json()
+        try:
+            answer = self._call("GET", "/process/session", limit=LISTING_LIMIT).json()
+        except Unavailable as error:
+            if isinstance(error.detail, tuple) and error.detail[:1] == ("response_too_large",):
+                raise Truncated(("sessions", f"the session listing is larger than "
+                                             f"{LISTING_LIMIT} bytes")) from None
+            raise
         if isinstance(answer, Mapping):
             answer = answer.get("sessions")
         if not isinstance(answer, list):
@@ -136,7 +156,7 @@ class Toolbox:
 
     def session(self, session_id: str) -> Mapping[str, Any]:
         """``GET /process/session/{id}``; an unknown session is ``NotFound``."""
-        answer = self._call("GET", self._session(session_id)).json()
+        answer = self._call("GET", self._session(session_id), limit=RECORD_LIMIT).json()
         if not isinstance(answer, Mapping):
             raise ProviderError(PROVIDER, ("not_a_session", answer))
         return answer
@@ -184,7 +204,8 @@ class Toolbox:
 
     def command(self, session_id: str, command_id: str) -> Mapping[str, Any]:
         """The command record; ``exitCode`` is absent (or null) while it runs."""
-        answer = self._call("GET", self._command(session_id, command_id)).json()
+        answer = self._call("GET", self._command(session_id, command_id),
+                            limit=RECORD_LIMIT).json()
         if not isinstance(answer, Mapping):
             raise ProviderError(PROVIDER, ("not_a_command", answer))
         return answer

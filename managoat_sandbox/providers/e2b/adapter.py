@@ -127,6 +127,20 @@ def _stale(error: SandboxError, sandbox_id: str) -> bool:
             and ("not found" in message or "paused" in message))
 
 
+def _chmod_target(path: str) -> tuple[str | None, str]:
+    """Where the ``chmod`` of an uploaded ``path`` runs, and the operand it is given.
+
+    ``/files`` takes sandbox paths, and so does a Start request's ``cwd``; an
+    absolute path given as a command's *argument* is only the sandbox's own
+    when the command sees the sandbox's root as ``/``. So an absolute path is
+    reached relative to a ``cwd`` of ``/``, and a relative one (the user's
+    home, for ``/files``) from the default ``cwd``, which is that home.
+    """
+    if path.startswith("/"):
+        return "/", "./" + path.lstrip("/")
+    return None, path
+
+
 class E2B(StreamingAdapter):
     """E2B sandboxes; see the module docstring for what each operation does.
 
@@ -367,10 +381,12 @@ class E2B(StreamingAdapter):
                                                                           payload))
         if mode is not None:
             key = _key(s, handle.name)
+            cwd, target = _chmod_target(path)
             result = self._guarded(key, envd, lambda: self._run(
-                s, envd, "chmod", [format(mode, "o"), "--", path]))
+                s, envd, "chmod", [format(mode, "o"), "--", target], cwd=cwd,
+                stderr_to_stdout=True))
             if result.exit_code != 0:
-                raise Invalid(("chmod_failed", result.exit_code, result.text[:200]))
+                raise Invalid(("chmod_failed", result.exit_code, result.text.strip()[:200]))
 
     # -- commands -----------------------------------------------------------
 
@@ -431,12 +447,16 @@ class E2B(StreamingAdapter):
         cmd: str,
         args: Sequence[str],
         accepted: threading.Event | None = None,
+        *,
+        cwd: str | None = None,
+        stderr_to_stdout: bool = False,
     ) -> ExecResult:
         """An internal command (chmod, the session lister), bounded by ``timeout_ms``."""
         tag = journal.new_tag()
-        request = start_request(cmd, args, env=None, cwd=None, tag=tag, stdin=False)
+        request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
         try:
-            return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted)
+            return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted,
+                                 stderr_to_stdout=stderr_to_stdout)
         except Unavailable as error:
             if isinstance(error.detail, tuple) and error.detail[:1] == ("exec_timeout",):
                 raise Unavailable("timeout") from None

@@ -113,7 +113,7 @@ class Envd:
 
     def upload(self, http: HttpClient, path: str, data: bytes) -> None:
         """``POST /files``: write ``data`` at ``path`` (parents created) as the user."""
-        name = path.rstrip("/").rsplit("/", 1)[-1] or "file"
+        name = path.rsplit("/", 1)[-1]
         response = http.request(
             "POST", f"{self.base_url}/files",
             timeout=(self.timeout, self.timeout), headers=self.headers(),

@@ -429,15 +429,13 @@ class Local(StreamingAdapter):
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
         """TERM (graceful) or KILL (force) the session's process group, confirmed by its
-        recorded end. A missing session is confirmed absence in graceful mode and
-        ``Unavailable("termination_unconfirmed")`` in force mode."""
+        recorded end; a session that has already ended is success in both modes. A
+        session the sandbox has no record of (or no such sandbox) is ``NotFound``."""
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         box = self._existing_box(handle)
         record = box.session(session_id) if box is not None else None
         if box is None or record is None:
-            if mode == "force":
-                raise Unavailable("termination_unconfirmed")
-            return
+            raise NotFound(("session", session_id))
         deadline = time.monotonic() + timeout_ms / 1000
         try:
             follower = box.attach(session_id, from_end=True)

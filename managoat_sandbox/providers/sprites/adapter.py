@@ -22,9 +22,11 @@ Behaviour worth knowing:
   ``env``, when given, replaces the sprite's default environment (provider
   behaviour). A 503 while a fresh sprite boots is ``Unavailable`` (transient).
 * ``attach`` returns a ``Command`` whose ``session_id`` is the id attached to.
-  A spawn's ``session_id`` is ``None``: its id arrives in the ``session_info``
-  text frame, which the reader thread reads after ``spawn`` has returned (the
-  upgrade answer carries no id), and ``spawn`` does not wait for it.
+  A ``detachable=True`` spawn's ``session_id`` is the id the server announces
+  in its first message, the ``session_info`` text frame (the upgrade answer
+  carries none): ``spawn`` reads it before returning, waiting at most the
+  request timeout (it stays ``None`` only if none came by then). Other
+  spawns and ``exec`` do not wait for it.
 * ``apply_network_policy(NetworkPolicy(allow=[]))`` sends one explicit rule
   denying ``*`` — an empty rule list would mean "no enforcement" to Sprites.
 * Checkpoints (and ``create_checkpoint_once``) exist only while
@@ -278,7 +280,7 @@ class Sprites(StreamingAdapter):
             params.append(("detachable", "true"))
         stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
         return self._connect(settings, stream, sprite_path(name, "exec"), params, tty=tty,
-                             attached=False, deadline=deadline)
+                             attached=False, deadline=deadline, announced=detachable)
 
     def _connect(
         self,
@@ -291,7 +293,10 @@ class Sprites(StreamingAdapter):
         attached: bool,
         deadline: Deadline | None = None,
         session_id: str | None = None,
+        announced: bool = False,
     ) -> Command:
+        """Open the socket and start its reader. With ``announced``, the server's
+        ``session_info`` is read first, and its id is the command's ``session_id``."""
         timeout = settings.timeout
         if deadline is not None:
             remaining = deadline.remaining()
@@ -306,6 +311,9 @@ class Sprites(StreamingAdapter):
                 deadline.check()
             raise
         state = SpritesCommand(stream, ws, tty=tty, attached=attached, keepalive=self._keepalive)
+        if announced:
+            state.read_session_info(timeout)
+            session_id = state.session_id
         state.start()
         return Command(self.provider, stream.ref, frames=stream.frames, private=state,
                        session_id=session_id)
@@ -340,8 +348,9 @@ class Sprites(StreamingAdapter):
         """Kill the session's process group with confirmation (original contract §10.1).
 
         Graceful sends SIGTERM with ``timeout`` as the grace period before
-        SIGKILL; force sends SIGKILL. A missing session is done in graceful
-        mode and ``Unavailable("termination_unconfirmed")`` in force mode.
+        SIGKILL; force sends SIGKILL. A session that has already ended is
+        success in both modes; one the sprite does not know is ``NotFound``
+        (Sprites may forget ended sessions: one it no longer lists is too).
         """
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         name = self._name(handle)

@@ -95,6 +95,15 @@ def decode_exit(payload: bytes) -> int:
     return payload[0] if payload else 0
 
 
+def _is_session_info(data: bytes | str) -> bool:
+    """Whether a text message is a ``session_info``."""
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("type") == "session_info"
+
+
 def _text_exit_code(message: dict[str, Any]) -> int:
     """The code of a text ``exit`` message: ``exit_code``, else ``code``, else 0."""
     for key in ("exit_code", "code"):
@@ -123,16 +132,48 @@ class SpritesCommand:
     keepalive: float
     exited: bool = False
     session_id: str | None = None
+    #: Messages read before the reader started (by :meth:`read_session_info`).
+    early: list[tuple[int, Any]] = attrs.field(factory=list, repr=False)
 
     def start(self) -> None:
         """Start the reader thread; stop_command aborts the socket to interrupt it."""
         self.stream.start(self._pump, on_stop=self.ws.abort)
+
+    def read_session_info(self, timeout: float) -> None:
+        """Before :meth:`start`: read until the server's ``session_info`` (the first
+        message of every connection), so that :attr:`session_id` is known.
+
+        Messages before it are kept for the reader, in order. Nothing is raised:
+        after ``timeout`` seconds, or on a close or a failure (which the reader
+        then meets), ``session_id`` stays ``None``.
+        """
+        ws = self.ws
+        expires = time.monotonic() + timeout
+        while self.session_id is None:
+            remaining = expires - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                ws.settimeout(remaining)
+                opcode, data = ws.recv_data(control_frame=True)
+            except (websocket.WebSocketException, OSError, ValueError):
+                return
+            if opcode == websocket.ABNF.OPCODE_TEXT and _is_session_info(data):
+                self._text(self.stream, data)
+                continue
+            self.early.append((opcode, data))
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                return
 
     # -- reader -----------------------------------------------------------
 
     def _pump(self, stream: Stream) -> None:
         ws = self.ws
         try:
+            for opcode, data in self.early:
+                if self._handle(stream, opcode, data):
+                    return
+            self.early.clear()
             ws.settimeout(self.keepalive)
             heard = time.monotonic()
             while not stream.stopped.is_set():
@@ -150,14 +191,20 @@ class SpritesCommand:
                 except (websocket.WebSocketException, OSError, ValueError):
                     return
                 heard = time.monotonic()
-                if opcode == websocket.ABNF.OPCODE_CLOSE:
-                    return
-                if opcode == websocket.ABNF.OPCODE_BINARY and self._binary(stream, data):
-                    return
-                if opcode == websocket.ABNF.OPCODE_TEXT and self._text(stream, data):
+                if self._handle(stream, opcode, data):
                     return
         finally:
             self._close_quietly()
+
+    def _handle(self, stream: Stream, opcode: int, data: Any) -> bool:
+        """Handle one message; ``True`` once the connection is done (a close, an exit)."""
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return True
+        if opcode == websocket.ABNF.OPCODE_BINARY:
+            return self._binary(stream, data)
+        if opcode == websocket.ABNF.OPCODE_TEXT:
+            return self._text(stream, data)
+        return False
 
     def _binary(self, stream: Stream, data: bytes) -> bool:
         """Handle one binary message; ``True`` once the command has exited."""

@@ -14,7 +14,9 @@ kind, "host:port"))`` that says where it failed, never the URL):
 * ``terminate_session``: a 16 KiB NDJSON stream ending in
   ``{"type": "complete", "exit_code": 0..255}`` after an ``exited`` or
   ``killed`` event (force mode also needs the ``SIGKILL`` signal event with a
-  pid); 404 is absence in graceful mode only;
+  pid). A session that has already ended is success in both modes: a 410
+  (already exited), or a 404 for a session the sprite still lists (one
+  confirming GET); a 404 for one it does not list is ``NotFound``;
 * ``create_checkpoint_once``: a 200 NDJSON stream of ``info`` events and one
   final ``complete``, then exactly one listed checkpoint carrying the
   operation's comment, within one 64 KiB budget for both answers.
@@ -27,7 +29,7 @@ from typing import Any
 
 from ..._deadline import Deadline
 from ..._http import BODY_LIMIT, endpoint
-from ...errors import AlreadyExists, Unavailable
+from ...errors import AlreadyExists, NotFound, Unavailable
 from .api import sprite_path
 from .bounded import Answer, Cut, Expired, Failed, TooLarge, exchange
 from .errors import sanitised
@@ -157,16 +159,39 @@ def terminate_session(
         settings, "termination", "POST", sprite_path(name, "exec", session_id, "kill"),
         deadline=deadline, limit=TERMINATION_LIMIT, params=params,
     )
-    if answer.status == 404:
-        if force:
-            raise Unavailable("termination_unconfirmed")
+    if answer.status == 410:
         return
+    if answer.status == 404:
+        if _listed(settings, name, session_id, deadline):
+            return
+        raise NotFound(("session", session_id))
     if 200 <= answer.status < 300 and answer.status != 200:
         raise Unavailable("termination_unconfirmed")
     if answer.status != 200:
         raise sanitised(answer.status)
     if not termination_confirmed(answer.body, force=force):
         raise Unavailable("termination_unconfirmed")
+
+
+def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) -> bool:
+    """Whether the sprite lists ``session_id`` (one confirming GET): a kill's 404 then
+    means a session that existed and has ended, not one that never did."""
+    answer = _request(settings, "termination", "GET", sprite_path(name, "exec"),
+                      deadline=deadline, limit=BODY_LIMIT)
+    if answer.status == 404:
+        raise NotFound(("sandbox", name))
+    if answer.status != 200:
+        raise sanitised(answer.status)
+    try:
+        listing = json.loads(answer.body)
+    except ValueError:
+        raise Unavailable("termination_unconfirmed") from None
+    entries = listing.get("sessions") if isinstance(listing, dict) else None
+    return any(
+        isinstance(entry, dict) and not isinstance(entry.get("id"), bool)
+        and str(entry.get("id")) == session_id
+        for entry in (entries if isinstance(entries, list) else ())
+    )
 
 
 def termination_confirmed(body: bytes, *, force: bool) -> bool:
