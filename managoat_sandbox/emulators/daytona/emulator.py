@@ -181,7 +181,7 @@ class DaytonaEmulator(Emulator):
                     self._boxes[sandbox.id] = box
             box.set_policy(boxes.policy_for(sandbox))
             env = {"DAYTONA_SANDBOX_ID": sandbox.id, "DAYTONA_SANDBOX_USER": box.settings.user,
-                   **sandbox.env}
+                   **sandbox.env, **self.marker_env()}
             if not box.settings.isolated:
                 # Unisolated commands see the host's /tmp: point them at the sandbox's.
                 env["TMPDIR"] = box.agent_path("/tmp")
