@@ -8,10 +8,12 @@ adapter's misunderstanding shows up as a failing test instead of being
 mirrored. From Python, each is a context manager::
 
     with SpritesEmulator() as emulator:
-        config.configure("sprites", base_url=emulator.base_url, token="t")
+        config.configure("sprites", base_url=emulator.base_url, token=emulator.credential)
 
 From a shell: ``python -m managoat_sandbox.emulators sprites --port 8080``.
-Needs the ``emulators`` extra (aiohttp).
+Needs the ``emulators`` extra (aiohttp). Every emulator requires a credential
+(a random one when none is given) and answers only Host names that are its
+own; see docs/emulators.md for the security model.
 """
 
 from ._server import Emulator, Fault, Faults, LoggedRequest

@@ -17,8 +17,8 @@ The files survive stop/start; every process ends on stop (a new daemon
 incarnation starts on the next start), and delete removes the box.
 
 Fault injection (each method documents its fault; all go through
-:attr:`faults`, so the HTTP control API ``POST /_emulator/faults`` can add
-them too with the same ``kind`` names):
+:attr:`faults`, so the HTTP control API ``POST /_emulator/faults`` (behind the
+API key) can add them too with the same ``kind`` names):
 
 * :meth:`hold_transitions` / :meth:`finish_transitions` — a controllable
   "transition in progress" window (409 "Sandbox state change in progress");
