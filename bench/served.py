@@ -2,7 +2,8 @@
 
 ``python -m managoat_sandbox.emulators <provider> --port 0`` prints its base
 URL once it accepts connections; its request log is read over HTTP
-(``/_emulator/requests``). Every wait is bounded by :data:`measure.WAIT`.
+(``/_emulator/requests``, which wants the emulator's credential as a Bearer
+header). Every wait is bounded by :data:`measure.WAIT`.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ class Served:
 
     def requests_made(self, fn: Callable[[], object]) -> int:
         """How many HTTP requests (WebSocket upgrades included) one call of ``fn`` made."""
-        requests.delete(f"{self.base_url}/_emulator/requests", timeout=WAIT).raise_for_status()
+        control = {"Authorization": f"Bearer {CREDENTIAL}"}
+        requests.delete(f"{self.base_url}/_emulator/requests", headers=control,
+                        timeout=WAIT).raise_for_status()
         fn()
         time.sleep(SETTLE)
-        answer = requests.get(f"{self.base_url}/_emulator/requests", timeout=WAIT)
+        answer = requests.get(f"{self.base_url}/_emulator/requests", headers=control,
+                              timeout=WAIT)
         answer.raise_for_status()
         return len(answer.json())
 

@@ -8,13 +8,15 @@ adapter's misunderstanding shows up as a failing test instead of being
 mirrored. From Python, each is a context manager::
 
     with SpritesEmulator() as emulator:
-        config.configure("sprites", base_url=emulator.base_url, token="t")
+        config.configure("sprites", base_url=emulator.base_url, token=emulator.credential)
 
 From a shell: ``python -m managoat_sandbox.emulators sprites --port 8080``.
 Needs the ``emulators`` extra (aiohttp). The names below are imported on first
 use, so that importing this package (as ``python -m`` does before its
 ``__main__`` runs) works without the extra, and the command line can say what
-is missing instead of failing with a traceback.
+is missing instead of failing with a traceback. Every emulator requires a
+credential (a random one when none is given) and answers only Host names that
+are its own; see docs/emulators.md for the security model.
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """``python -m managoat_sandbox.emulators <sprites|e2b|daytona> --port N [--host H]``.
 
 Serves that provider's wire protocol until interrupted, printing its base URL
-once it accepts connections. Port 0 picks a free port. When it cannot serve
-(the ``emulators`` extra is not installed, the port is in use, the host cannot
-be bound) it says so in one line on stderr, saying what to do, and exits 1.
+once it accepts connections (then, when it made its own credential, a second
+line ``credential: <value>``). Port 0 picks a free port. The credential is
+``--token``/``--api-key``, else the first line of ``--credential-file``, else
+the provider's environment variable, else a random one (docs/emulators.md).
+When it cannot serve (the ``emulators`` extra is not installed, the port is in
+use, the host cannot be bound) it says so in one line on stderr, saying what
+to do, and exits 1.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ._access import read_credential_file
+
+if TYPE_CHECKING:
+    from ._server import Emulator
 
 PROVIDERS = {
     "sprites": ("managoat_sandbox.emulators.sprites", "SpritesEmulator"),
@@ -35,9 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("provider", choices=sorted(PROVIDERS))
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--token", "--api-key", dest="credential", default=None,
-                        help="the only credential accepted (default: the provider's "
-                             "environment variable, else any)")
+    _add_credential_arguments(parser)
     parser.add_argument("--workdir", default=None,
                         help="where sandboxes live (default: a temp dir)")
     return parser
@@ -71,7 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ImportError, AttributeError) as error:
         print(import_problem(args.provider, error), file=sys.stderr)
         return 1
-    emulator = emulator_class(host=args.host, port=args.port, credential=args.credential,
+    try:
+        credential = _credential(args)
+    except (OSError, ValueError) as error:
+        print(f"cannot read the credential file: {error}", file=sys.stderr)
+        return 1
+    emulator = emulator_class(host=args.host, port=args.port, credential=credential,
                               workdir=args.workdir)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -81,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         emulator.stop()
         print(start_problem(args.host, args.port, error.__cause__ or error), file=sys.stderr)
         return 1
-    print(emulator.base_url, flush=True)
+    print(_banner(emulator), flush=True)
     try:
         done.wait()
     except KeyboardInterrupt:
@@ -89,6 +102,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         emulator.stop()
     return 0
+
+
+def _add_credential_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--token``/``--api-key`` and ``--credential-file``."""
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--token", "--api-key", dest="credential", default=None,
+                       help="the only credential accepted (visible in ps: prefer "
+                            "--credential-file or the provider's environment variable; "
+                            "with none of them a random one is made and printed)")
+    given.add_argument("--credential-file", default=None,
+                       help="a file whose first line is the only credential accepted")
+
+
+def _credential(args: argparse.Namespace) -> str | None:
+    """The credential the command line gives, if any (OSError/ValueError for a bad file)."""
+    if args.credential_file is not None:
+        return read_credential_file(args.credential_file)
+    return args.credential  # type: ignore[no-any-return]
+
+
+def _banner(emulator: Emulator) -> str:
+    """The base URL, and the credential when the emulator made it (nobody else knows it)."""
+    if emulator.credential_generated:
+        return f"{emulator.base_url}\ncredential: {emulator.credential}"
+    return emulator.base_url
 
 
 if __name__ == "__main__":

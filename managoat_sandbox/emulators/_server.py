@@ -5,120 +5,52 @@ A provider emulator subclasses :class:`Emulator`, adds its routes in
 :meth:`Emulator.credential_of`. The base gives every emulator:
 
 * a free port on 127.0.0.1 (or the one asked for) and :attr:`Emulator.base_url`;
-* credential checking (SPEC §10): the configured credential, else the
-  provider's environment variable, else any credential is accepted; a request
-  without one, or with the wrong one, gets :meth:`Emulator.unauthorized`;
-* a request log (:attr:`Emulator.requests`) with credentials redacted;
-* generic faults applied before routing (:class:`Faults`): an HTTP status with
-  headers and body (a 429 with ``Retry-After``, a 5xx), a stall, a dropped
-  connection, an oversized body, a truncated body. Provider-specific faults
-  use :meth:`Faults.take` from inside their handlers;
-* a small HTTP control API for shell users: ``POST /_emulator/faults``,
-  ``GET /_emulator/requests``, ``DELETE /_emulator/requests``.
+* access control (:mod:`._access`, docs/emulators.md): a credential always
+  (the configured one, else the provider's environment variable, else a
+  random one in :attr:`Emulator.credential`); a request without it, or with
+  a wrong one, gets :meth:`Emulator.unauthorized` before its body is read.
+  A request whose ``Host`` does not name the emulator gets 421;
+* a bounded request log (:attr:`Emulator.requests`, :mod:`._requestlog`) with
+  credentials redacted and bodies kept only with ``log_bodies=True``;
+* generic faults applied before routing (:class:`Faults`, :mod:`._faults`): an
+  HTTP status with headers and body (a 429 with ``Retry-After``, a 5xx), a
+  stall, a dropped connection, an oversized body, a truncated body.
+  Provider-specific faults use :meth:`Faults.take` from inside their handlers.
+  Every fault's fields are bounded, and its ``path`` is matched in linear time;
+* a small HTTP control API, behind the same credential (the provider's way of
+  presenting it, or ``Authorization: Bearer``): ``POST /_emulator/faults``,
+  ``DELETE /_emulator/faults``, ``GET /_emulator/requests``,
+  ``DELETE /_emulator/requests``;
+* on :meth:`Emulator.stop`, an end to every process it started (:mod:`._reap`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import attrs
 from aiohttp import web
+
+from . import _reap
+from ._access import HostCheck, credential_matches, resolve_credential
+from ._faults import Fault, FaultError, Faults, fault_from_spec
+from ._requestlog import MAX_BODY, LoggedRequest, RequestLog, redact_headers, redact_query
 
 __all__ = ["Emulator", "Fault", "Faults", "LoggedRequest"]
 
-GENERIC_KINDS = frozenset({"status", "stall", "drop", "oversize", "truncate"})
-REDACTED = "<redacted>"
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-access-token", "x-daytona-api-key"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@attrs.frozen
-class LoggedRequest:
-    """One request as the emulator saw it; credential headers are redacted."""
-
-    method: str
-    path: str
-    query: tuple[tuple[str, str], ...]
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The body parsed as JSON."""
-        return json.loads(self.body)
-
-
-@attrs.define
-class Fault:
-    """One injected fault: ``kind`` applied to matching requests, ``times`` times.
-
-    ``method`` and ``path`` (a regular expression searched in the path) narrow
-    the match; ``None`` matches everything. The other fields parameterise the
-    kind (``status``/``headers``/``body`` for "status", ``seconds`` for
-    "stall", ``size`` for "oversize"; provider kinds may use any of them).
-    """
-
-    kind: str
-    method: str | None = None
-    path: str | None = None
-    times: int = 1
-    status: int = 500
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    body: Any = None
-    seconds: float = 0.0
-    size: int = 0
-
-    def matches(self, kind: str | None, method: str, path: str) -> bool:
-        """Whether this fault applies (``kind=None`` matches any generic kind)."""
-        if kind is None:
-            if self.kind not in GENERIC_KINDS:
-                return False
-        elif self.kind != kind:
-            return False
-        if self.method is not None and self.method.upper() != method.upper():
-            return False
-        return self.path is None or re.search(self.path, path) is not None
-
-
-class Faults:
-    """The pending faults of one emulator; thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: list[Fault] = []
-
-    def add(self, kind: str, **fields: Any) -> Fault:
-        """Queue a fault (see :class:`Fault` for the fields)."""
-        fault = Fault(kind, **fields)
-        if fault.times < 1:
-            raise ValueError("times must be >= 1")
-        with self._lock:
-            self._pending.append(fault)
-        return fault
-
-    def take(self, kind: str | None, method: str, path: str) -> Fault | None:
-        """Consume one use of the first matching fault, or None."""
-        with self._lock:
-            for fault in self._pending:
-                if fault.matches(kind, method, path):
-                    fault.times -= 1
-                    if fault.times == 0:
-                        self._pending.remove(fault)
-                    return fault
-        return None
-
-    def clear(self) -> None:
-        """Drop every pending fault."""
-        with self._lock:
-            self._pending.clear()
+#: The largest control-API request body read, in bytes.
+MAX_CONTROL_BODY = 1024 * 1024
+_OVERSIZE_CHUNK = 64 * 1024
+#: The environment variable that marks every process an emulator starts.
+MARKER_ENV = "MANAGOAT_EMULATOR_MARKER"
 
 
 class Emulator:
@@ -136,13 +68,22 @@ class Emulator:
         port: int = 0,
         credential: str | None = None,
         workdir: str | Path | None = None,
+        log_bodies: bool = False,
     ) -> None:
         self.host = host
         self.port = port
-        self.credential = credential or os.environ.get(self.credential_env) or None
+        #: The only credential accepted: the one given, else the environment
+        #: variable's, else a random one (:attr:`credential_generated` is then True).
+        self.credential, self.credential_generated = resolve_credential(
+            credential, self.credential_env)
+        #: Keep request bodies in the log (tests that assert on them opt in).
+        self.log_bodies = log_bodies
+        #: Carried (as ``MANAGOAT_EMULATOR_MARKER``) by every process this emulator
+        #: starts, so that :meth:`stop` can end any that a sandbox's shutdown missed.
+        self.marker = f"{self.provider}-{uuid.uuid4().hex}"
         self.faults = Faults()
-        self._log: list[LoggedRequest] = []
-        self._log_lock = threading.Lock()
+        self._log = RequestLog()
+        self._hosts = HostCheck(host, lambda: self.port, self.serves_host)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"{self.provider}-emulator-"))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -159,16 +100,24 @@ class Emulator:
 
     def credential_of(self, request: web.Request) -> str | None:
         """The credential a request carries (default: a Bearer token)."""
-        header = request.headers.get("Authorization", "")
-        return header[7:] if header.startswith("Bearer ") else None
+        return _bearer(request)
 
     def unauthorized(self, request: web.Request) -> web.StreamResponse:
         """The provider's answer to a missing or wrong credential."""
         return web.json_response({"error": "unauthorized"}, status=401)
 
     def public_path(self, request: web.Request) -> bool:
-        """Routes that need no credential (the control API always does not)."""
+        """Provider routes that need no emulator credential (they check their own)."""
         return False
+
+    def serves_host(self, host: str) -> bool:
+        """Whether Host name ``host`` (lower case, no port) is one this emulator serves
+        besides its bound address (default: none)."""
+        return False
+
+    def marker_env(self) -> dict[str, str]:
+        """The environment entry every process this emulator starts must carry."""
+        return {MARKER_ENV: self.marker}
 
     def close(self) -> None:
         """Release provider state (kill processes, end open streams); idempotent.
@@ -180,14 +129,12 @@ class Emulator:
 
     @property
     def requests(self) -> list[LoggedRequest]:
-        """A snapshot of every request served so far, oldest first."""
-        with self._log_lock:
-            return list(self._log)
+        """A snapshot of the request log, oldest first (bounded, see :mod:`._requestlog`)."""
+        return self._log.snapshot()
 
     def clear_requests(self) -> None:
         """Forget the request log."""
-        with self._log_lock:
-            self._log.clear()
+        self._log.clear()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -196,7 +143,8 @@ class Emulator:
         """``http://host:port`` once started."""
         if not self._started.is_set():
             raise RuntimeError("the emulator is not running")
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def start(self) -> Emulator:
         """Serve from a background thread; returns once connections are accepted.
@@ -216,12 +164,14 @@ class Emulator:
         return self
 
     def stop(self) -> None:
-        """Release provider state, then stop serving and remove a workdir made for it.
+        """Release provider state, end every process still carrying :attr:`marker`,
+        then stop serving and remove a workdir made for it.
 
         :meth:`close` runs first, so that no handler is still following a live
         command (which would hold the server's shutdown) when the loop stops.
         """
         self.close()
+        _reap.end_marked(MARKER_ENV, self.marker)
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None and not loop.is_closed():
             loop.call_soon_threadsafe(loop.stop)
@@ -259,6 +209,7 @@ class Emulator:
     async def _open(self) -> None:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         app.router.add_post("/_emulator/faults", self._control_add_fault)
+        app.router.add_delete("/_emulator/faults", self._control_clear_faults)
         app.router.add_get("/_emulator/requests", self._control_requests)
         app.router.add_delete("/_emulator/requests", self._control_clear)
         self.add_routes(app)
@@ -275,17 +226,22 @@ class Emulator:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self._hosts.allows(request.headers.get("Host")):
+            return web.json_response(
+                {"error": "misdirected_request",
+                 "message": "the Host header does not name this emulator"}, status=421)
         if request.path.startswith("/_emulator/"):
+            if not self._control_authorized(request):
+                return self.unauthorized(request)
             return await handler(request)
-        body = b"" if _is_websocket(request) else await request.read()
-        headers = {
-            k: (REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in request.headers.items()
-        }
-        entry = LoggedRequest(request.method, request.path, tuple(request.query.items()),
-                              headers, body)
-        with self._log_lock:
-            self._log.append(entry)
-        if not self.public_path(request) and not self._authorized(request):
+        authorized = self.public_path(request) or self._authorized(request)
+        body, truncated = b"", False
+        if authorized and self.log_bodies and not _is_websocket(request):
+            raw = await request.read()
+            body, truncated = raw[:MAX_BODY], len(raw) > MAX_BODY
+        self._log.append(LoggedRequest(request.method, request.path, redact_query(request.query),
+                                       redact_headers(request.headers), body, truncated))
+        if not authorized:
             return self.unauthorized(request)
         fault = self.faults.take(None, request.method, request.path)
         if fault is not None:
@@ -295,30 +251,41 @@ class Emulator:
         return await handler(request)
 
     def _authorized(self, request: web.Request) -> bool:
-        given = self.credential_of(request)
-        if not given:
-            return False
-        return self.credential is None or given == self.credential
+        return credential_matches(self.credential_of(request), self.credential)
+
+    def _control_authorized(self, request: web.Request) -> bool:
+        """The control API takes the provider's way of presenting the credential, or a
+        Bearer header."""
+        return self._authorized(request) or credential_matches(_bearer(request), self.credential)
 
     # -- control API -----------------------------------------------------------------
 
     async def _control_add_fault(self, request: web.Request) -> web.Response:
-        spec = await request.json()
-        if not isinstance(spec, dict) or "kind" not in spec:
-            return web.json_response({"error": "a JSON object with 'kind' is required"},
-                                     status=400)
-        kind = spec.pop("kind")
         try:
-            self.faults.add(kind, **spec)
-        except (TypeError, ValueError) as error:
-            return web.json_response({"error": str(error)}, status=400)
+            spec = json.loads(await _read_limited(request, MAX_CONTROL_BODY))
+        except _TooLarge:
+            return _control_error(413, f"the body is larger than {MAX_CONTROL_BODY} bytes")
+        except ValueError:
+            return _control_error(400, "the body is not JSON")
+        try:
+            self.faults.queue(fault_from_spec(spec))
+        except FaultError as error:
+            return _control_error(400, str(error))
+        except TypeError:
+            return _control_error(400, "fields: a fault's fields, each of the right type")
         return web.json_response({"ok": True}, status=201)
+
+    async def _control_clear_faults(self, request: web.Request) -> web.Response:
+        cleared = len(self.faults)
+        self.faults.clear()
+        return web.json_response({"ok": True, "cleared": cleared})
 
     async def _control_requests(self, request: web.Request) -> web.Response:
         return web.json_response(
             [
                 {"method": r.method, "path": r.path, "query": list(r.query),
-                 "headers": dict(r.headers), "body": r.body.decode("utf-8", "replace")}
+                 "headers": dict(r.headers), "body": r.body.decode("utf-8", "replace"),
+                 "truncated": r.truncated}
                 for r in self.requests
             ]
         )
@@ -326,6 +293,31 @@ class Emulator:
     async def _control_clear(self, request: web.Request) -> web.Response:
         self.clear_requests()
         return web.json_response({"ok": True})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_limited(request: web.Request, limit: int) -> bytes:
+    """The request's body, or :class:`_TooLarge` as soon as it passes ``limit`` bytes."""
+    if request.content_length is not None and request.content_length > limit:
+        raise _TooLarge
+    data = bytearray()
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        data += chunk
+        if len(data) > limit:
+            raise _TooLarge
+    return bytes(data)
+
+
+def _control_error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    return header[7:] if header.startswith("Bearer ") else None
 
 
 def _is_websocket(request: web.Request) -> bool:
@@ -349,7 +341,7 @@ async def _apply(fault: Fault, request: web.Request) -> web.StreamResponse | Non
             transport.close()
         raise asyncio.CancelledError
     if fault.kind == "oversize":
-        return web.Response(body=b"x" * fault.size, content_type="application/json")
+        return await _oversize(fault.size, request)
     if fault.kind == "truncate":
         response = web.StreamResponse(status=fault.status if fault.status < 400 else 200)
         response.content_length = 1_000_000
@@ -360,3 +352,17 @@ async def _apply(fault: Fault, request: web.Request) -> web.StreamResponse | Non
             transport.close()
         return response
     return None
+
+
+async def _oversize(size: int, request: web.Request) -> web.StreamResponse:
+    """``size`` bytes of ``x`` as a JSON answer, written in pieces (never held whole)."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = size
+    await response.prepare(request)
+    piece = b"x" * _OVERSIZE_CHUNK
+    left = size
+    while left > 0:
+        await response.write(piece[:left])
+        left -= min(left, _OVERSIZE_CHUNK)
+    await response.write_eof()
+    return response

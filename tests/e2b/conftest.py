@@ -22,7 +22,8 @@ THREADS_WAIT = 10.0
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[E2BEmulator]:
-    with E2BEmulator(credential=API_KEY) as running:
+    """One emulator per module; its log keeps bodies (tests assert on what was sent)."""
+    with E2BEmulator(credential=API_KEY, log_bodies=True) as running:
         yield running  # type: ignore[misc]
 
 

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +19,8 @@ import requests
 import websocket
 
 from managoat_sandbox._engine import isolation
+from managoat_sandbox.emulators._reap import marked_processes
+from managoat_sandbox.emulators._server import MARKER_ENV
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from tests.conftest import wait_until
 
@@ -781,6 +784,44 @@ def test_stop_leaves_no_thread_and_no_process_behind() -> None:
     assert wait_until(lambda: not _host_processes(sleeper), 10)
     assert wait_until(lambda: threading.active_count() <= baseline, 10)
     assert not workdir.exists(), "every sandbox's box is removed with the emulator's workdir"
+
+
+def test_stop_ends_every_process_the_emulator_started() -> None:
+    with DaytonaEmulator(credential=KEY) as running:
+        client = Client(running)
+        sandbox = client.create("sessions")
+        for session_id in ("s1", "s2", "s3"):
+            client.session(sandbox, session_id)
+            client.run(sandbox, "cat", session_id)  # an async command: its stdin is held open
+        assert wait_until(lambda: len(_marked(running)) >= 3, 10)
+        holders = [pid for pid in _marked(running)
+                   if b"sleep\x002147483647" in _cmdline(pid)]
+        assert holders, "each async session command has its stdin holder, marked"
+    assert not _marked(running), "no process the emulator started outlives it"
+
+
+def test_stop_ends_a_marked_process_that_escaped_its_sandbox(tmp_path: Any) -> None:
+    with DaytonaEmulator(credential=KEY) as running:
+        env = {**running.marker_env(), "PATH": "/bin:/usr/bin"}
+        # As a command that left its sandbox would be: detached, still marked.
+        escaped = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True,
+                                   cwd=tmp_path)
+        assert _marked(running) == [escaped.pid]
+    assert escaped.wait(10) == -signal.SIGKILL
+
+
+def _marked(emulator: DaytonaEmulator) -> list[int]:
+    """Live processes carrying the emulator's marker (read from /proc only)."""
+    return [pid for pid in marked_processes(MARKER_ENV, emulator.marker)
+            if _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read()
+    except OSError:
+        return b""
 
 
 def test_shell_entry_point_serves_until_terminated(tmp_path: Any) -> None:

@@ -509,14 +509,21 @@ def test_exactly_one_routing_header_is_refused(raw: Raw) -> None:
     assert answer.status_code == 400
 
 
-def test_the_host_name_form_also_routes_to_envd(raw: Raw) -> None:
-    sandbox = raw.create()
-    headers = raw.envd_headers(sandbox)
-    del headers["E2b-Sandbox-Id"], headers["E2b-Sandbox-Port"]
-    headers["Host"] = f"49983-{sandbox['sandboxID']}.e2b.local"
-    answer = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers,
-                           timeout=5)
-    assert answer.status_code == 200 and answer.json() == {}
+def test_the_host_name_form_also_routes_to_envd() -> None:
+    with E2BEmulator(credential=KEY, domain="e2b.local") as emulator:
+        raw = Raw(emulator)
+        sandbox = raw.create()
+        headers = raw.envd_headers(sandbox)
+        del headers["E2b-Sandbox-Id"], headers["E2b-Sandbox-Port"]
+        headers["Host"] = f"49983-{sandbox['sandboxID']}.e2b.local"
+        answer = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers,
+                               timeout=5)
+        assert answer.status_code == 200 and answer.json() == {}
+        headers["Host"] = f"49983-{sandbox['sandboxID']}.elsewhere.example"
+        refused = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers,
+                                timeout=5)
+        assert refused.status_code == 421, "only the configured domain's hosts are served"
+        raw.session.close()
 
 
 def test_content_types_are_enforced(raw: Raw) -> None:
@@ -833,18 +840,32 @@ def test_a_command_sees_only_its_sandboxs_homes_and_processes(raw: Raw) -> None:
 
 
 def test_the_http_control_api_drives_the_ttl_clock(raw: Raw) -> None:
+    key = {"X-API-Key": KEY}
     doomed, later = raw.create(timeout=5), raw.create(timeout=500)
     assert requests.post(f"{raw.url}/_emulator/e2b/clock", json={"advance": 10},
+                         timeout=5).status_code == 401, "the control API wants the API key"
+    assert requests.post(f"{raw.url}/_emulator/e2b/clock", json={"advance": 10}, headers=key,
                          timeout=5).status_code == 204
     assert raw.api("GET", f"/sandboxes/{doomed['sandboxID']}").status_code == 404
-    assert requests.post(f"{raw.url}/_emulator/e2b/expire/{later['sandboxID']}",
+    assert requests.post(f"{raw.url}/_emulator/e2b/expire/{later['sandboxID']}", headers=key,
                          timeout=5).status_code == 204
     assert raw.api("GET", f"/sandboxes/{later['sandboxID']}").status_code == 404
-    assert requests.post(f"{raw.url}/_emulator/e2b/expire/inope", timeout=5).status_code == 404
-    added = requests.post(f"{raw.url}/_emulator/faults", timeout=5, json={
+    assert requests.post(f"{raw.url}/_emulator/e2b/expire/inope", headers=key,
+                         timeout=5).status_code == 404
+    added = requests.post(f"{raw.url}/_emulator/faults", timeout=5, headers=key, json={
         "kind": "stream_no_start", "path": "/process\\.Process/Start$"})
     assert added.status_code == 201
     assert raw.start(raw.create(), "true") == [("trailer", {})]
+
+
+@pytest.mark.parametrize("advance", ["NaN", "Infinity", "-1", "1e300", '"10"', "true"])
+def test_the_clock_refuses_values_it_cannot_keep(raw: Raw, advance: str) -> None:
+    answer = requests.post(f"{raw.url}/_emulator/e2b/clock", data=f'{{"advance": {advance}}}',
+                           headers={"X-API-Key": KEY, "Content-Type": "application/json"},
+                           timeout=5)
+    assert answer.status_code == 400, answer.text
+    created = raw.api("POST", "/v2/sandboxes", json={"templateID": "base"})
+    assert created.status_code == 201, "a refused value leaves the clock as it was"
 
 
 # -- envd: files -------------------------------------------------------------------------------

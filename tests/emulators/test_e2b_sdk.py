@@ -27,7 +27,7 @@ KEY = "e2b_sdk_test_key"
 
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[E2BEmulator]:
-    with E2BEmulator(credential=KEY) as running:
+    with E2BEmulator(credential=KEY, log_bodies=True) as running:
         monkeypatch.setenv("E2B_API_KEY", KEY)
         monkeypatch.setenv("E2B_API_URL", running.base_url)
         monkeypatch.setenv("E2B_SANDBOX_URL", running.base_url)

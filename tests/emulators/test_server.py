@@ -22,6 +22,9 @@ class Echo(Emulator):
         app.router.add_route("*", "/hello", hello)
 
 
+AUTH = {"Authorization": "Bearer secret-1"}
+
+
 @pytest.fixture
 def echo() -> Iterator[Echo]:
     with Echo(credential="secret-1") as emulator:
@@ -42,13 +45,23 @@ def test_credentials_are_checked_and_redacted_in_the_log(echo: Echo) -> None:
     assert len(echo.requests) == 3
 
 
-def test_without_a_configured_credential_any_is_accepted(
+def test_without_a_configured_credential_a_random_one_is_required(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ECHO_EMULATOR_TOKEN", raising=False)
-    with Echo() as emulator:
-        assert get(emulator, token="anything").status_code == 200  # type: ignore[arg-type]
+    with Echo() as emulator, Echo() as other:
+        assert emulator.credential_generated
+        assert emulator.credential != other.credential
+        assert get(emulator, token="anything").status_code == 401  # type: ignore[arg-type]
         assert get(emulator, token=None).status_code == 401  # type: ignore[arg-type]
+        assert get(emulator, token=emulator.credential).status_code == 200  # type: ignore[arg-type]
+
+
+def test_the_environment_variable_gives_the_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHO_EMULATOR_TOKEN", "from-env")
+    with Echo() as emulator:
+        assert not emulator.credential_generated
+        assert get(emulator, token="from-env").status_code == 200  # type: ignore[arg-type]
 
 
 def test_status_faults_apply_the_given_number_of_times(echo: Echo) -> None:
@@ -71,9 +84,9 @@ def test_drop_oversize_and_truncate_faults(echo: Echo) -> None:
 
 
 def test_the_control_api_adds_faults_and_shows_the_log(echo: Echo) -> None:
-    added = requests.post(f"{echo.base_url}/_emulator/faults",
+    added = requests.post(f"{echo.base_url}/_emulator/faults", headers=AUTH,
                           json={"kind": "status", "status": 503}, timeout=5)
     assert added.status_code == 201
     assert get(echo).status_code == 503
-    log = requests.get(f"{echo.base_url}/_emulator/requests", timeout=5).json()
+    log = requests.get(f"{echo.base_url}/_emulator/requests", headers=AUTH, timeout=5).json()
     assert [entry["path"] for entry in log] == ["/hello"]

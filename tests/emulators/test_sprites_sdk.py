@@ -77,7 +77,7 @@ class Background:
 
 @pytest.fixture
 def emulator() -> Iterator[SpritesEmulator]:
-    with SpritesEmulator(credential=TOKEN) as server:
+    with SpritesEmulator(credential=TOKEN, log_bodies=True) as server:
         yield server  # type: ignore[misc]
 
 

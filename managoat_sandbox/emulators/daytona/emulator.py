@@ -17,8 +17,8 @@ The files survive stop/start; every process ends on stop (a new daemon
 incarnation starts on the next start), and delete removes the box.
 
 Fault injection (each method documents its fault; all go through
-:attr:`faults`, so the HTTP control API ``POST /_emulator/faults`` can add
-them too with the same ``kind`` names):
+:attr:`faults`, so the HTTP control API ``POST /_emulator/faults`` (behind the
+API key) can add them too with the same ``kind`` names):
 
 * :meth:`hold_transitions` / :meth:`finish_transitions` — a controllable
   "transition in progress" window (409 "Sandbox state change in progress");
@@ -181,7 +181,7 @@ class DaytonaEmulator(Emulator):
                     self._boxes[sandbox.id] = box
             box.set_policy(boxes.policy_for(sandbox))
             env = {"DAYTONA_SANDBOX_ID": sandbox.id, "DAYTONA_SANDBOX_USER": box.settings.user,
-                   **sandbox.env}
+                   **sandbox.env, **self.marker_env()}
             if not box.settings.isolated:
                 # Unisolated commands see the host's /tmp: point them at the sandbox's.
                 env["TMPDIR"] = box.agent_path("/tmp")

@@ -10,11 +10,13 @@ SDK works against it unchanged::
                           E2B_SANDBOX_URL=emulator.base_url)
 
 From a shell: ``python -m managoat_sandbox.emulators e2b --port 3000``. Shell
-users reach the test controls over HTTP: the base's ``POST /_emulator/faults``
+users reach the test controls over HTTP, with the API key (``X-API-Key``, or
+``Authorization: Bearer``): the base's ``POST /_emulator/faults``
 takes every fault kind named in :mod:`.envd` and :mod:`.control` (for example
 ``{"kind": "stream_no_end", "path": "/process\\.Process/Start$", "size": 1}``),
 and ``POST /_emulator/e2b/clock`` / ``POST /_emulator/e2b/expire/{id}`` drive
-the TTL clock.
+the TTL clock. Hosts ``<port>-<id>.<domain>`` are served only for the
+``domain`` the emulator was given (docs/emulators.md).
 
 Each sandbox is one process-engine box: its commands run inside it (in
 their own namespaces where the host allows) and every path the emulator

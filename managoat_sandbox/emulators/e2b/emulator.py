@@ -62,9 +62,12 @@ class E2BEmulator(Emulator):
         domain: str | None = None,
         users: tuple[str, ...] = ("user", "root"),
         seed: int | None = None,
+        log_bodies: bool = False,
     ) -> None:
         check_users(users)
-        super().__init__(host=host, port=port, credential=credential, workdir=workdir)
+        super().__init__(host=host, port=port, credential=credential, workdir=workdir,
+                         log_bodies=log_bodies)
+        self.domain = domain
         self.world = World(self.workdir / "sandboxes", users=users, seed=seed)
         self.control = ControlPlane(self.world, self.faults, domain)
         self.envd = Envd(self.world, self.faults, default_user=users[0])
@@ -91,6 +94,16 @@ class E2BEmulator(Emulator):
         """envd requests skip the API key: envd checks ``X-Access-Token`` itself."""
         return is_envd_request(request)
 
+    def serves_host(self, host: str) -> bool:
+        """The sandbox hosts of the configured ``domain`` (``<port>-<id>.<domain>``,
+        any subdomain of it); none without a domain."""
+        if not self.domain:
+            return False
+        name, _, port = self.domain.lower().rpartition(":")
+        if not (name and port.isdigit()):
+            name = self.domain.lower()
+        return host.endswith("." + name)
+
     def close(self) -> None:
         """Kill every sandbox's processes and forget them."""
         self.envd.cancel_timers()
@@ -106,20 +119,24 @@ class E2BEmulator(Emulator):
         return await self.control.handle(request)
 
     async def _control_api(self, request: web.Request) -> web.StreamResponse:
-        """Shell access to the TTL clock (no credential, like the base's control API).
+        """Shell access to the TTL clock (behind the credential, like the base's
+        control API, which checks it before this runs).
 
         ``POST /_emulator/e2b/clock`` with ``{"advance": seconds}`` moves the
-        clock; ``POST /_emulator/e2b/expire/{sandbox id}`` runs out a TTL now.
+        clock (a finite number from 0 to :data:`~.state.MAX_ADVANCE`, else 400);
+        ``POST /_emulator/e2b/expire/{sandbox id}`` runs out a TTL now.
         """
         path = request.path[len(CONTROL_PREFIX):]
         if request.method != "POST":
             return api_error(405, "Method Not Allowed")
         if path == "clock":
             try:
-                seconds = float((await request.json())["advance"])
-            except (ValueError, KeyError, TypeError):
-                return api_error(400, 'body must be {"advance": seconds}')
-            self.advance(seconds)
+                seconds = (await request.json())["advance"]
+                self.advance(seconds)
+            except (ValueError, KeyError, TypeError) as error:
+                detail = str(error) if isinstance(error, ValueError) else ""
+                return api_error(400, 'body must be {"advance": seconds}' +
+                                 (f": {detail}" if detail else ""))
             return web.Response(status=204)
         if path.startswith("expire/"):
             sandbox_id = path[len("expire/"):]
@@ -133,7 +150,10 @@ class E2BEmulator(Emulator):
     # -- clock and lifecycle controls ------------------------------------------------------
 
     def advance(self, seconds: float) -> None:
-        """Move the emulator's clock; TTLs that run out apply on the next request."""
+        """Move the emulator's clock forward; TTLs that run out apply on the next
+        request. ValueError unless ``seconds`` is a finite number from 0 to
+        :data:`~.state.MAX_ADVANCE` (and the clock stays within
+        :data:`~.state.MAX_OFFSET` of the wall clock)."""
         self.world.clock.advance(seconds)
 
     def expire(self, sandbox_id: str) -> None:

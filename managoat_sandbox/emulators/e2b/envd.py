@@ -286,6 +286,9 @@ class Envd:
         if content_type != STREAM_CONTENT_TYPE:
             return web.Response(status=415, text="unsupported content type\n")
         plan = self.plan(request)
+        # The request is read whole before the answer starts: aiohttp lets go of an
+        # unread body once the response is prepared.
+        body = await request.read()
         response = web.StreamResponse(status=200, headers={"Content-Type": STREAM_CONTENT_TYPE})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -294,17 +297,17 @@ class Envd:
             if plan.no_start:
                 await writer.send(connect.end_stream())
             else:
-                await self._run_stream(request, record, method, writer)
+                await self._run_stream(request, body, record, method, writer)
             await writer.finish()
         except Disconnected:
             pass
         return response
 
-    async def _run_stream(self, request: web.Request, record: SandboxRecord, method: str,
-                          writer: EnvelopeWriter) -> None:
+    async def _run_stream(self, request: web.Request, body: bytes, record: SandboxRecord,
+                          method: str, writer: EnvelopeWriter) -> None:
         try:
             user = self._user(request)
-            message = connect.decode_one(await request.read())
+            message = connect.decode_one(body)
             table = self.world.table(record.sandbox_id)
             subscription: Subscription | None
             if method == "Start":

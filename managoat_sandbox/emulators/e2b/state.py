@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import math
 import random
 import secrets
 import string
@@ -53,6 +54,12 @@ class ApiError(Exception):
         self.message = message
 
 
+#: The most one :meth:`Clock.advance` moves the clock (ten years), and the most the
+#: clock may run ahead of the wall clock in all (a hundred years).
+MAX_ADVANCE = 10 * 365 * 86400.0
+MAX_OFFSET = 100 * 365 * 86400.0
+
+
 class Clock:
     """Wall-clock seconds plus an offset that tests move with :meth:`advance`."""
 
@@ -66,8 +73,15 @@ class Clock:
             return time.time() + self._offset
 
     def advance(self, seconds: float) -> None:
-        """Move the emulator's time forward by ``seconds``."""
+        """Move the emulator's time forward by ``seconds``: ValueError unless it is a
+        finite number from 0 to :data:`MAX_ADVANCE` that keeps the offset within
+        :data:`MAX_OFFSET` (the clock is unchanged then)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+                math.isfinite(seconds) and 0 <= seconds <= MAX_ADVANCE):
+            raise ValueError(f"advance: a finite number of seconds from 0 to {MAX_ADVANCE:g}")
         with self._lock:
+            if self._offset + seconds > MAX_OFFSET:
+                raise ValueError(f"advance: the clock may run at most {MAX_OFFSET:g} s ahead")
             self._offset += seconds
 
 

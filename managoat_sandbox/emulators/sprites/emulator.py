@@ -52,7 +52,7 @@ class SpritesEmulator(Emulator):
       :meth:`sprite_root` — the host directory that is a sprite's ``/``.
 
     Fault injection (each queued for ``times`` matching requests, then gone;
-    ``path`` is a regular expression searched in the request path):
+    ``path`` is a pattern searched in the request path, see :mod:`.._pattern`):
 
     * :meth:`rate_limit` — 429 with ``Retry-After`` and/or ``retry_after_seconds``;
     * :meth:`fail` — any status (a 5xx, 401, a 302 …) with a JSON or text body;
@@ -79,8 +79,9 @@ class SpritesEmulator(Emulator):
     credential_env: ClassVar[str] = "SPRITES_TOKEN"
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, credential: str | None = None,
-                 workdir: str | Path | None = None) -> None:
-        super().__init__(host=host, port=port, credential=credential, workdir=workdir)
+                 workdir: str | Path | None = None, log_bodies: bool = False) -> None:
+        super().__init__(host=host, port=port, credential=credential, workdir=workdir,
+                         log_bodies=log_bodies)
         self.behaviour = Behaviour()
         self.state = State(self.workdir)
         self._rest = Rest(self.state, self.faults, self.behaviour)
