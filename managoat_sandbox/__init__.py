@@ -53,8 +53,10 @@ from .facade import (
     get,
     host_path,
     list_all_names,
+    list_files,
     list_sessions,
     public_url,
+    read_file,
     restore_checkpoint,
     resume,
     spawn,
@@ -66,7 +68,7 @@ from .facade import (
     write_stdin,
 )
 from .frames import Error, Exit, Frame, Stderr, Stdout, iter_frames
-from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 
 __all__ = [
     "KNOWN_CAPABILITIES",
@@ -78,6 +80,7 @@ __all__ = [
     "Denied",
     "Error",
     "ExecResult",
+    "FileInfo",
     "Exit",
     "Frame",
     "Handle",
@@ -115,8 +118,10 @@ __all__ = [
     "host_path",
     "iter_frames",
     "list_all_names",
+    "list_files",
     "list_sessions",
     "public_url",
+    "read_file",
     "restore_checkpoint",
     "resume",
     "spawn",

@@ -177,6 +177,27 @@ def file_path(path: object) -> str:
     return path
 
 
+def dir_path(path: object) -> str:
+    """A directory path ``list_files`` can list: the :func:`file_path` rule, except that
+    ``/`` and a trailing ``/`` are fine (the trailing ``/`` is dropped)."""
+    if isinstance(path, str) and path.startswith("/"):
+        stripped = path.rstrip("/")
+        return "/" if not stripped else file_path(stripped)
+    return file_path(path)
+
+
+def max_bytes(value: object) -> int | None:
+    """``None`` (no limit) or a number of bytes ``>= 0``; ``TypeError`` for a non-int,
+    ``Invalid(("max_bytes", ...))`` for a negative one."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_bytes must be an int or None, got {type(value).__name__}")
+    if value < 0:
+        raise Invalid(("max_bytes", f"must be >= 0, got {value}"))
+    return value
+
+
 def file_mode(mode: object) -> int | None:
     """``None`` or a permission ``0 <= mode <= 0o7777`` (an int, not a bool).
 

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from .errors import NotSupported
 from .frames import Frame
-from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 
 __all__ = [
     "IDEMPOTENT_OPERATIONS",
@@ -34,6 +34,8 @@ class Capability:
     FORCE_TERMINATE_SESSION = "force_terminate_session"
     CREATE_NEW = "create_new"
     DESTROY_ONCE = "destroy_once"
+    READ_FILE = "read_file"
+    LIST_FILES = "list_files"
 
 
 KNOWN_CAPABILITIES: frozenset[str] = frozenset(
@@ -50,6 +52,8 @@ IDEMPOTENT_OPERATIONS: frozenset[str] = frozenset(
         "suspend",
         "resume",
         "write_file",
+        "read_file",
+        "list_files",
         "list_sessions",
         "apply_network_policy",
         "public_url",
@@ -74,8 +78,8 @@ class Adapter(ABC):
     settings through :mod:`managoat_sandbox.config` at call time, and
     translate every failure into the error taxonomy. The optional operations
     (``create_new``, ``destroy_once``, ``create_checkpoint_once``,
-    ``terminate_session``) raise ``NotSupported`` here and never fall back to
-    a neighbour. A new adapter proves itself with
+    ``terminate_session``, ``read_file``, ``list_files``) raise
+    ``NotSupported`` here and never fall back to a neighbour. A new adapter proves itself with
     :class:`managoat_sandbox.testing.ConformanceTests`.
 
     An adapter whose commands stream builds on
@@ -132,6 +136,23 @@ class Adapter(ABC):
     @abstractmethod
     def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
         """Write ``data`` at ``path``, creating parent directories."""
+
+    def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of the file at ``path`` (capability ``read_file``).
+
+        ``NotFound`` when nothing is there, ``Invalid`` for a directory,
+        ``Truncated(("max_bytes", n))`` as soon as the file is seen to hold more
+        than ``max_bytes`` bytes (read no further). Byte-exact; read in pieces
+        so a large file does not need twice its size in memory
+        (:func:`managoat_sandbox.files.collect`).
+        """
+        raise NotSupported("read_file")
+
+    def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+        """The entries of the directory at ``path`` (capability ``list_files``), in
+        no particular order, ``.`` and ``..`` left out. ``NotFound`` when nothing is
+        there, ``Invalid`` for a path that is not a directory."""
+        raise NotSupported("list_files")
 
     @abstractmethod
     def exec(

@@ -24,7 +24,7 @@ from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
 from .errors import NotSupported, SandboxError, Unavailable
 from .registry import adapter_for, adapters
 from .retry import budget_for, idempotent
-from .types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 
 __all__ = [
     "adapter_for",
@@ -44,8 +44,10 @@ __all__ = [
     "get",
     "host_path",
     "list_all_names",
+    "list_files",
     "list_sessions",
     "public_url",
+    "read_file",
     "restore_checkpoint",
     "resume",
     "spawn",
@@ -210,6 +212,36 @@ def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None)
     mode = _args.file_mode(mode)
     payload = _args.flatten_bytes(data)
     _retried(handle.provider, adapter.write_file)(handle, path, payload, mode=mode)
+
+
+def read_file(handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+    """The bytes of the file at ``path`` (retried; capability ``read_file``).
+
+    ``path`` follows :func:`write_file`'s rule. ``NotFound`` when nothing is
+    there, ``Invalid`` for a directory, ``Truncated(("max_bytes", n))`` when
+    the file holds more than ``max_bytes`` bytes (``None``: no limit; a
+    negative value is ``Invalid``). ``NotSupported`` without the capability.
+    """
+    adapter = _for_handle(handle)
+    path = _args.file_path(path)
+    limit = _args.max_bytes(max_bytes)
+    if Capability.READ_FILE not in adapter.capabilities():
+        raise NotSupported("read_file")
+    return _retried(handle.provider, adapter.read_file)(handle, path, max_bytes=limit)
+
+
+def list_files(handle: Handle, path: str) -> builtins.list[FileInfo]:
+    """The entries of the directory at ``path`` (retried; capability ``list_files``).
+
+    ``path`` is absolute (``/`` and a trailing ``/`` are fine, no ``.`` or
+    ``..`` component). ``NotFound`` when nothing is there, ``Invalid`` for a
+    path that is not a directory; ``NotSupported`` without the capability.
+    """
+    adapter = _for_handle(handle)
+    path = _args.dir_path(path)
+    if Capability.LIST_FILES not in adapter.capabilities():
+        raise NotSupported("list_files")
+    return builtins.list(_retried(handle.provider, adapter.list_files)(handle, path))
 
 
 def exec(

@@ -9,9 +9,16 @@ from typing import Any, Literal, NamedTuple, get_args
 
 import attrs
 
-__all__ = ["Command", "ExecResult", "Handle", "Info", "NetworkPolicy", "Session", "Status"]
+__all__ = [
+    "Command", "ExecResult", "FileInfo", "FileType", "Handle", "Info", "NetworkPolicy", "Session",
+    "Status",
+]
 
 Status = Literal["running", "suspended", "unknown"]
+
+#: What a directory entry is: a regular file, a directory, a symbolic link, or
+#: anything else (a device, a FIFO, a socket).
+FileType = Literal["file", "dir", "symlink", "other"]
 
 
 def _require_str(field_name: str) -> Any:
@@ -95,6 +102,30 @@ class NetworkPolicy:
     def deny_all(cls) -> NetworkPolicy:
         """The policy that denies every egress connection."""
         return cls(allow=())
+
+
+def _valid_file_type(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in get_args(FileType):
+        raise ValueError(f"FileInfo.type must be one of {get_args(FileType)}, got {value!r}")
+
+
+@attrs.frozen
+class FileInfo:
+    """One entry of a directory listing (``list_files``).
+
+    ``name`` is the entry's name, ``path`` its absolute path in the sandbox;
+    ``size`` is in bytes (a symlink's own size, not its target's); ``mode``
+    holds the permission bits (``0..0o7777``) and ``modified`` the
+    modification time (timezone-aware), each ``None`` where the provider does
+    not report it.
+    """
+
+    name: str = attrs.field(validator=_require_str("name"))
+    path: str = attrs.field(validator=_require_str("path"))
+    type: FileType = attrs.field(validator=_valid_file_type)
+    size: int
+    mode: int | None = None
+    modified: datetime | None = None
 
 
 def _valid_status(_: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -336,6 +336,8 @@ REFUSED_WITHOUT: dict[str, tuple[str, ...]] = {
     Capability.NETWORK_POLICY: ("apply_network_policy",),
     Capability.TERMINATE_SESSION: ("terminate_session",),
     Capability.CREATE_NEW: ("create_new",),
+    Capability.READ_FILE: ("read_file",),
+    Capability.LIST_FILES: ("list_files",),
 }
 
 

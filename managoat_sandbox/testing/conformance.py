@@ -44,6 +44,9 @@ Class attributes:
 ``spawn_opts``
     Keyword arguments merged *under* each test's own ``spawn`` arguments
     (``owner`` and ``stdin``, which win), e.g. ``{"detachable": True}``.
+``files_root``
+    An absolute directory the ``read_file``/``list_files`` tests may write
+    under (default ``/tmp``); each test uses a fresh subdirectory.
 
 Gating: a test that needs a capability the adapter does not advertise, or an
 optional fixture that is not given, is skipped with a reason naming what is
@@ -77,10 +80,11 @@ from ..errors import (
     NotFound,
     NotSupported,
     SandboxError,
+    Truncated,
     Unavailable,
 )
 from ..frames import Error, Exit, Frame, Stderr, Stdout
-from ..types import Command, ExecResult, Handle, Info, NetworkPolicy
+from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy
 from .mailbox import Mailbox, has_ref, is_exit, is_stdout, is_terminal
 
 if TYPE_CHECKING:
@@ -168,6 +172,7 @@ class ConformanceTests(_Base):
     name_factory: ClassVar[Callable[[], str]] = default_name
     frame_timeout: ClassVar[float] = 1.0
     spawn_opts: ClassVar[Mapping[str, Any]] = {}
+    files_root: ClassVar[str] = "/tmp"
 
     #: The adapter under test, resolved from ``adapter`` once per test class.
     adapter_instance: ClassVar[Adapter]
@@ -372,6 +377,87 @@ class ConformanceTests(_Base):
         resumed = adapter.resume(handle)
         self.assertIsInstance(resumed, Handle)
         self.assertIsInstance(adapter.get(resumed), Info)
+
+    # -- files ------------------------------------------------------------
+
+    def _files_dir(self) -> str:
+        return f"{self.files_root.rstrip('/')}/conformance-{secrets.token_hex(4)}"
+
+    def test_read_file_returns_what_write_file_wrote_byte_for_byte(self) -> None:
+        """read_file gives back exactly the bytes written, binary content included,
+        and honours ``max_bytes``: at the size, the bytes; one under, Truncated."""
+        self._require(Capability.READ_FILE)
+        adapter = self.adapter_instance
+        handle = self._created()
+        path = f"{self._files_dir()}/every-byte.bin"
+        data = bytes(range(256)) * 257 + b"\r\n\x00end"
+        adapter.write_file(handle, path, data)
+        read = adapter.read_file(handle, path)
+        self.assertIsInstance(read, bytes)
+        self.assertEqual(read, data)
+        self.assertEqual(adapter.read_file(handle, path, max_bytes=len(data)), data)
+        error = self._raises(Truncated, adapter.read_file, handle, path, max_bytes=len(data) - 1)
+        self.assertEqual(error.detail, ("max_bytes", len(data) - 1))
+        empty = f"{self._files_dir()}/empty"
+        adapter.write_file(handle, empty, b"")
+        self.assertEqual(adapter.read_file(handle, empty), b"")
+
+    def test_read_file_of_a_missing_path_is_not_found_and_of_a_directory_invalid(self) -> None:
+        """Nothing at the path is NotFound; a directory is Invalid."""
+        self._require(Capability.READ_FILE)
+        adapter = self.adapter_instance
+        handle = self._created()
+        directory = self._files_dir()
+        adapter.write_file(handle, f"{directory}/inside", b"x")
+        self._raises(NotFound, adapter.read_file, handle, f"{directory}/missing")
+        self._raises(Invalid, adapter.read_file, handle, directory)
+
+    def test_list_files_shows_files_and_directories_with_their_facts(self) -> None:
+        """A listing holds each entry once, with name, absolute path, type and size
+        (mode, where reported, as written)."""
+        self._require(Capability.LIST_FILES)
+        adapter = self.adapter_instance
+        handle = self._created()
+        directory = self._files_dir()
+        adapter.write_file(handle, f"{directory}/three.txt", b"abc", mode=0o640)
+        adapter.write_file(handle, f"{directory}/sub/inner.txt", b"inner")
+        entries = adapter.list_files(handle, directory)
+        self.assertTrue(all(isinstance(e, FileInfo) for e in entries), entries)
+        by_name = {e.name: e for e in entries}
+        self.assertEqual(sorted(by_name), ["sub", "three.txt"], entries)
+        three, sub = by_name["three.txt"], by_name["sub"]
+        self.assertEqual((three.path, three.type, three.size),
+                         (f"{directory}/three.txt", "file", 3))
+        if three.mode is not None:
+            self.assertEqual(three.mode & 0o777, 0o640)
+        self.assertEqual((sub.path, sub.type), (f"{directory}/sub", "dir"))
+        inner = adapter.list_files(handle, f"{directory}/sub")
+        self.assertEqual([(e.name, e.type, e.size) for e in inner], [("inner.txt", "file", 5)])
+
+    def test_list_files_of_a_missing_path_is_not_found_and_of_a_file_invalid(self) -> None:
+        """Nothing at the path is NotFound; a file is Invalid (not a directory)."""
+        self._require(Capability.LIST_FILES)
+        adapter = self.adapter_instance
+        handle = self._created()
+        directory = self._files_dir()
+        adapter.write_file(handle, f"{directory}/file", b"x")
+        self._raises(NotFound, adapter.list_files, handle, f"{directory}/missing")
+        self._raises(Invalid, adapter.list_files, handle, f"{directory}/file")
+
+    def test_file_operations_not_advertised_are_not_supported(self) -> None:
+        """Without ``read_file``/``list_files`` the operation is NotSupported, never a guess."""
+        adapter = self.adapter_instance
+        capabilities = adapter.capabilities()
+        missing = [c for c in (Capability.READ_FILE, Capability.LIST_FILES)
+                   if c not in capabilities]
+        if not missing:
+            self.skipTest("the adapter advertises read_file and list_files")
+        handle = self._created()
+        path = f"{self._files_dir()}/file"
+        if Capability.READ_FILE in missing:
+            self._raises(NotSupported, adapter.read_file, handle, path)
+        if Capability.LIST_FILES in missing:
+            self._raises(NotSupported, adapter.list_files, handle, self.files_root)
 
     # -- exec -------------------------------------------------------------
 

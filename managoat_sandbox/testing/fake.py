@@ -39,7 +39,8 @@ from ..errors import (
     SandboxError,
     Unavailable,
 )
-from ..types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
+from ..files import collect
+from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from .script import Drop, Emit, ExitWith, Instruction, Sleep, Stay, parse
 
 __all__ = ["Fake"]
@@ -52,9 +53,9 @@ _WAKE = object()
 FAULTABLE = frozenset(
     {
         "create", "create_new", "get", "destroy", "list_all_names", "suspend", "resume",
-        "write_file", "exec", "spawn", "write_stdin", "close_stdin", "list_sessions",
-        "attach", "terminate_session", "apply_network_policy", "public_url",
-        "create_checkpoint", "restore_checkpoint",
+        "write_file", "read_file", "list_files", "exec", "spawn", "write_stdin",
+        "close_stdin", "list_sessions", "attach", "terminate_session",
+        "apply_network_policy", "public_url", "create_checkpoint", "restore_checkpoint",
     }
 )  # fmt: skip
 
@@ -86,6 +87,7 @@ class _Session:
 class _Sandbox:
     status: str = "running"
     files: dict[str, bytes] = attrs.field(factory=dict)
+    modes: dict[str, int] = attrs.field(factory=dict)
     policy: NetworkPolicy | None = None
     sessions: dict[str, _Session] = attrs.field(factory=dict)
     instance_id: str | None = None
@@ -99,13 +101,41 @@ class _CommandState:
     session: _Session
 
 
+def _is_dir(sandbox: _Sandbox, path: str) -> bool:
+    """``/``, or a directory holding a written file (the Fake's only directories)."""
+    prefix = path.rstrip("/") + "/"
+    return prefix == "/" or any(name.startswith(prefix) for name in sandbox.files)
+
+
+def _listing(sandbox: _Sandbox, path: str) -> list[FileInfo]:
+    """The entries directly under directory ``path``: written files, and the
+    directories their paths imply."""
+    prefix = path.rstrip("/") + "/"
+    entries: dict[str, FileInfo] = {}
+    for name, data in sandbox.files.items():
+        if not name.startswith(prefix):
+            continue
+        first, _, rest = name[len(prefix):].partition("/")
+        full = prefix + first
+        if rest:
+            entries.setdefault(first, FileInfo(first, full, "dir", 0, 0o755))
+        else:
+            entries[first] = FileInfo(first, full, "file", len(data),
+                                      sandbox.modes.get(name, _DEFAULT_MODE))
+    return list(entries.values())
+
+
+#: The permission bits of a file written without a mode.
+_DEFAULT_MODE = 0o644
+
+
 def _check_dir(sandbox: _Sandbox, dir: str | None) -> None:
     """``Invalid(("dir", ...))`` unless ``dir`` is ``None``, ``/``, or a directory holding
     a written file (the Fake's only directories)."""
     if dir is None:
         return
     prefix = dir.rstrip("/") + "/"
-    if prefix != "/" and not any(path.startswith(prefix) for path in sandbox.files):
+    if not _is_dir(sandbox, prefix):
         raise Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
 
 
@@ -123,6 +153,8 @@ class Fake(Adapter):
             Capability.TERMINATE_SESSION,
             Capability.FORCE_TERMINATE_SESSION,
             Capability.CREATE_NEW,
+            Capability.READ_FILE,
+            Capability.LIST_FILES,
         }
     )
 
@@ -258,13 +290,39 @@ class Fake(Adapter):
         return handle
 
     def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
-        """Store the flattened bytes at ``path`` verbatim (``mode`` is ignored)."""
+        """Store the flattened bytes at ``path`` verbatim, with ``mode`` (default 0o644)."""
         if not isinstance(path, str):
             raise TypeError(f"path must be a str, got {type(path).__name__}")
         payload = _args.flatten_bytes(data)
         self._inject("write_file")
         with self._lock:
-            self._sandbox(handle).files[path] = payload
+            sandbox = self._sandbox(handle)
+            sandbox.files[path] = payload
+            sandbox.modes[path] = _DEFAULT_MODE if mode is None else mode
+
+    def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes written at ``path``; a directory (a prefix of written files) is
+        ``Invalid``, anything else ``NotFound``."""
+        self._inject("read_file")
+        with self._lock:
+            sandbox = self._sandbox(handle)
+            data = sandbox.files.get(path)
+            if data is None:
+                if _is_dir(sandbox, path):
+                    raise Invalid(("path", f"{path!r} is a directory"))
+                raise NotFound(("path", path))
+        return collect((data,), max_bytes)
+
+    def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+        """The written files directly under ``path`` and the directories their paths imply."""
+        self._inject("list_files")
+        with self._lock:
+            sandbox = self._sandbox(handle)
+            if path in sandbox.files:
+                raise Invalid(("path", f"{path!r} is not a directory"))
+            if not _is_dir(sandbox, path):
+                raise NotFound(("path", path))
+            return _listing(sandbox, path)
 
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
         """Record the policy verbatim, ``allow=[]`` included."""

@@ -1,0 +1,37 @@
+"""Reading files back: one collector for every adapter's ``read_file``.
+
+:func:`collect` turns the pieces of a file, as they arrive from a provider,
+into one ``bytes`` without holding the file twice: pieces go into a
+``BytesIO`` whose buffer becomes the result without a copy, and each piece is
+dropped once written. It enforces ``max_bytes`` as the pieces arrive, so a
+file over the limit is refused before it is read to the end.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+
+from .errors import Truncated
+
+__all__ = ["collect", "truncated"]
+
+
+def truncated(max_bytes: int) -> Truncated:
+    """The error of a file holding more than ``max_bytes`` bytes."""
+    return Truncated(("max_bytes", max_bytes))
+
+
+def collect(pieces: Iterable[bytes], max_bytes: int | None = None, *,
+            size: int | None = None) -> bytes:
+    """The concatenation of ``pieces``; ``Truncated(("max_bytes", n))`` once more than
+    ``max_bytes`` bytes have arrived (no further piece is read), or at once when the
+    provider announced a ``size`` over the limit."""
+    if max_bytes is not None and size is not None and size > max_bytes:
+        raise truncated(max_bytes)
+    buffer = io.BytesIO()
+    for piece in pieces:
+        buffer.write(piece)
+        if max_bytes is not None and buffer.tell() > max_bytes:
+            raise truncated(max_bytes)
+    return buffer.getvalue()
