@@ -29,7 +29,7 @@ __all__ = ["GENERIC_KINDS", "Fault", "FaultError", "Faults", "fault_from_spec"]
 GENERIC_KINDS = frozenset({"status", "stall", "drop", "oversize", "truncate"})
 #: Upper bounds of a fault's fields, and of the number of pending faults.
 MAX_TIMES = 1_000_000
-MAX_SIZE = 16 * 1024 * 1024
+MAX_SIZE = 64 * 1024 * 1024
 MAX_SECONDS = 600.0
 MAX_BODY = 1024 * 1024
 MAX_HEADERS = 32
