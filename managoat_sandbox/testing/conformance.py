@@ -402,15 +402,23 @@ class ConformanceTests(_Base):
         adapter.write_file(handle, empty, b"")
         self.assertEqual(adapter.read_file(handle, empty), b"")
 
-    def test_read_file_of_a_missing_path_is_not_found_and_of_a_directory_invalid(self) -> None:
-        """Nothing at the path is NotFound; a directory is Invalid."""
-        self._require(Capability.READ_FILE)
+    def _refuses_missing_and_wrong_kind(self, capability: str, operation: str, *,
+                                        wrong_kind: str) -> None:
+        """``operation`` on nothing is NotFound, and on a ``wrong_kind`` ("dir" or
+        "file") entry is Invalid."""
+        self._require(capability)
         adapter = self.adapter_instance
         handle = self._created()
         directory = self._files_dir()
-        adapter.write_file(handle, f"{directory}/inside", b"x")
-        self._raises(NotFound, adapter.read_file, handle, f"{directory}/missing")
-        self._raises(Invalid, adapter.read_file, handle, directory)
+        adapter.write_file(handle, f"{directory}/file", b"x")
+        call = getattr(adapter, operation)
+        self._raises(NotFound, call, handle, f"{directory}/missing")
+        self._raises(Invalid, call, handle,
+                     directory if wrong_kind == "dir" else f"{directory}/file")
+
+    def test_read_file_of_a_missing_path_is_not_found_and_of_a_directory_invalid(self) -> None:
+        """Nothing at the path is NotFound; a directory is Invalid."""
+        self._refuses_missing_and_wrong_kind(Capability.READ_FILE, "read_file", wrong_kind="dir")
 
     def test_list_files_shows_files_and_directories_with_their_facts(self) -> None:
         """A listing holds each entry once, with name, absolute path, type and size
@@ -436,13 +444,8 @@ class ConformanceTests(_Base):
 
     def test_list_files_of_a_missing_path_is_not_found_and_of_a_file_invalid(self) -> None:
         """Nothing at the path is NotFound; a file is Invalid (not a directory)."""
-        self._require(Capability.LIST_FILES)
-        adapter = self.adapter_instance
-        handle = self._created()
-        directory = self._files_dir()
-        adapter.write_file(handle, f"{directory}/file", b"x")
-        self._raises(NotFound, adapter.list_files, handle, f"{directory}/missing")
-        self._raises(Invalid, adapter.list_files, handle, f"{directory}/file")
+        self._refuses_missing_and_wrong_kind(Capability.LIST_FILES, "list_files",
+                                             wrong_kind="file")
 
     def test_file_operations_not_advertised_are_not_supported(self) -> None:
         """Without ``read_file``/``list_files`` the operation is NotSupported, never a guess."""
