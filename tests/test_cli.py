@@ -338,6 +338,25 @@ def test_ls_escapes_names_and_keeps_its_columns(
     assert out == f"file\t0644\t1\t-\t{HOSTILE_SHOWN}\n"
 
 
+def test_ls_escapes_names_that_are_not_utf8_in_text_and_json(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = os.fsdecode(b"\xff\x1bname")
+
+    class Odd(Fake):
+        def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+            return [FileInfo(raw, f"/x/{raw}", "file", 0, 0o644)]
+
+    config.configure(adapters={"odd": Odd()})
+    sandbox.create("odd", "box")
+    assert main(["-p", "odd", "ls", "box", "/x"]) == 0
+    assert main(["-p", "odd", "ls", "--json", "box", "/x"]) == 0
+    text, document = lines(capsys.readouterr().out)
+    assert text == "file\t0644\t0\t-\t\\udcff\\x1bname"
+    assert only_printable(document)
+    assert json.loads(document)[0]["name"] == raw
+
+
 def test_ls_of_a_missing_path_or_a_file_fails_with_one_line(
     fake: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,7 @@ in the sandbox's own files, isolated or not; the host's system mounts are not th
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
@@ -109,3 +110,14 @@ def test_unisolated_absolute_paths_never_reach_the_hosts_files(local: Local) -> 
         local.read_file(handle, "/etc/hostname")
     with pytest.raises(NotFound):
         local.list_files(handle, "/usr")
+
+
+def test_names_that_are_not_utf8_keep_their_bytes(local: Local, either_mode: Handle) -> None:
+    handle = either_mode
+    directory = local.host_path(handle, "/tmp/odd")
+    script = (f"import os; os.makedirs({directory!r}); "
+              f"open({directory!r}.encode() + b'/\\xff\\x1bx', 'w')")
+    assert local.exec(handle, "python3", ["-c", script]).exit_code == 0
+    [entry] = local.list_files(handle, "/tmp/odd")
+    assert os.fsencode(entry.name) == b"\xff\x1bx"
+    assert entry.type == "file"
