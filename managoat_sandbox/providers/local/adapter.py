@@ -18,6 +18,10 @@ is a private process that leaves nothing on disk and is killed if its deadline
 expires. An agent that dies ends its commands with
 ``Error(…, Unavailable("closed_before_exit"))``; the next operation starts a
 new one.
+
+Files are written and read back (``write_file``, ``read_file``,
+``list_files``) from the host, in the sandbox's own filesystem, without ever
+following a link out of it or opening a FIFO (:mod:`.files`).
 """
 
 from __future__ import annotations
