@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from managoat_sandbox.cli import main
 from managoat_sandbox.errors import WriteFailed
 from managoat_sandbox.frames import Stderr, Stdout
 from managoat_sandbox.testing import Fake
-from managoat_sandbox.types import Handle, Info, NetworkPolicy
+from managoat_sandbox.types import FileInfo, Handle, Info, NetworkPolicy
 
 from .conftest import wait_until
 
@@ -188,6 +189,184 @@ def test_checkpoints_on_the_fake_are_one_line_not_supported_errors(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "managoat-sandbox: error: NotSupported: 'checkpoint'\n" * 2
+
+
+# -- read and ls ------------------------------------------------------------------
+
+BINARY = bytes(range(256)) + b"\x1b[2J\r\n\x00end"
+
+
+def test_read_writes_the_files_exact_bytes_to_stdout(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/every-byte.bin", BINARY)
+    assert cli("read", "box", "/data/every-byte.bin") == 0
+    assert capsysbinary.readouterr() == (BINARY, b"")
+
+
+def test_read_to_a_file_writes_it_there_and_nothing_to_stdout(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Path
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/every-byte.bin", BINARY)
+    target = tmp_path / "copy.bin"
+    target.write_bytes(b"old content, longer than nothing" * 100)
+    assert cli("read", "box", "/data/every-byte.bin", "-o", str(target),
+               "--max-bytes", str(len(BINARY))) == 0
+    assert target.read_bytes() == BINARY
+    assert capsysbinary.readouterr() == (b"", b"")
+
+
+def test_read_past_max_bytes_is_one_truncated_line_and_writes_nothing(
+    fake: Fake, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/f", b"12345")
+    target = tmp_path / "never.bin"
+    assert cli("read", "box", "/data/f", "--max-bytes", "4", "-o", str(target)) == 1
+    assert capsys.readouterr() == ("", "managoat-sandbox: error: Truncated: ('max_bytes', 4)\n")
+    assert not target.exists()
+
+
+def test_read_of_a_missing_file_or_a_directory_fails_with_one_line(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/f", b"x")
+    assert cli("read", "box", "/data/missing") == 1
+    assert cli("read", "box", "/data") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "managoat-sandbox: error: NotFound: ('path', '/data/missing')",
+        "managoat-sandbox: error: Invalid: ('path', \"'/data' is a directory\")",
+    ]
+
+
+def test_read_to_a_file_that_cannot_be_written_is_one_line(
+    fake: Fake, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/f", b"x")
+    target = tmp_path / "no-such-dir" / "f"
+    assert cli("read", "box", "/data/f", "-o", str(target)) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"managoat-sandbox: error: cannot write {target}: "
+                            "No such file or directory\n")
+
+
+def test_read_json_gives_the_bytes_in_base64_and_text_only_when_utf8(
+    fake: Fake, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/bin", BINARY)
+    sandbox.write_file(handle, "/data/text", "héllo\n".encode())
+    assert cli("read", "--json", "box", "/data/bin") == 0
+    assert cli("read", "--json", "box", "/data/text") == 0
+    assert cli("read", "--json", "box", "/data/text", "-o", str(tmp_path / "t")) == 0
+    out = capsys.readouterr().out
+    assert only_printable(out)
+    binary, text, saved = [json.loads(line) for line in lines(out)]
+    assert base64.b64decode(binary.pop("data_b64")) == BINARY
+    assert binary == {"provider": "fake", "name": "box", "path": "/data/bin",
+                      "bytes": len(BINARY)}
+    assert text["text"] == "héllo\n"
+    assert base64.b64decode(text["data_b64"]) == "héllo\n".encode()
+    assert saved == {"provider": "fake", "name": "box", "path": "/data/text", "bytes": 7,
+                     "output": str(tmp_path / "t")}
+
+
+@pytest.mark.parametrize("value", ["-1", "ten", "1.5"])
+def test_read_max_bytes_must_be_a_whole_number_of_bytes(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("read", "box", "/data/f", "--max-bytes", value) == 2
+    assert "argument --max-bytes" in capsys.readouterr().err
+
+
+def test_ls_prints_type_mode_size_modified_and_name_by_name(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/zeta.txt", b"abc", mode=0o600)
+    sandbox.write_file(handle, "/data/alpha/inner", b"")
+    assert cli("ls", "box", "/data/") == 0
+    assert capsys.readouterr().out == "dir\t0755\t0\t-\talpha\nfile\t0600\t3\t-\tzeta.txt\n"
+
+
+def test_ls_shows_modified_in_iso_8601_and_what_is_unknown_as_a_dash(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    moment = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+
+    class Dated(Fake):
+        def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+            return [FileInfo("link", "/x/link", "symlink", 9, None, moment)]
+
+    config.configure(adapters={"dated": Dated()})
+    sandbox.create("dated", "box")
+    assert main(["-p", "dated", "ls", "box", "/x"]) == 0
+    assert main(["-p", "dated", "ls", "--json", "box", "/x"]) == 0
+    text, document = lines(capsys.readouterr().out)
+    assert text == "symlink\t-\t9\t2024-05-06T07:08:09+00:00\tlink"
+    assert json.loads(document) == [{"name": "link", "path": "/x/link", "type": "symlink",
+                                     "size": 9, "mode": None,
+                                     "modified": "2024-05-06T07:08:09+00:00"}]
+
+
+def test_ls_json_gives_full_entries_with_exact_names(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, f"/data/{HOSTILE}", b"x", mode=0o640)
+    assert cli("ls", "--json", "box", "/data") == 0
+    out = capsys.readouterr().out
+    assert only_printable(out)
+    assert json.loads(out) == [{"name": HOSTILE, "path": f"/data/{HOSTILE}", "type": "file",
+                                "size": 1, "mode": 0o640, "modified": None}]
+
+
+def test_ls_escapes_names_and_keeps_its_columns(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, f"/data/{HOSTILE}", b"x")
+    assert cli("ls", "box", "/data") == 0
+    out = capsys.readouterr().out
+    assert out == f"file\t0644\t1\t-\t{HOSTILE_SHOWN}\n"
+
+
+def test_ls_escapes_names_that_are_not_utf8_in_text_and_json(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = os.fsdecode(b"\xff\x1bname")
+
+    class Odd(Fake):
+        def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+            return [FileInfo(raw, f"/x/{raw}", "file", 0, 0o644)]
+
+    config.configure(adapters={"odd": Odd()})
+    sandbox.create("odd", "box")
+    assert main(["-p", "odd", "ls", "box", "/x"]) == 0
+    assert main(["-p", "odd", "ls", "--json", "box", "/x"]) == 0
+    text, document = lines(capsys.readouterr().out)
+    assert text == "file\t0644\t0\t-\t\\udcff\\x1bname"
+    assert only_printable(document)
+    assert json.loads(document)[0]["name"] == raw
+
+
+def test_ls_of_a_missing_path_or_a_file_fails_with_one_line(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    sandbox.write_file(handle, "/data/f", b"x")
+    assert cli("ls", "box", "/nothing") == 1
+    assert cli("ls", "box", "/data/f") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert [line.split(":")[2] for line in lines(captured.err)] == [" NotFound", " Invalid"]
 
 
 # -- exec -----------------------------------------------------------------------
@@ -545,7 +724,7 @@ def test_bad_arguments_exit_2_with_usage(
 @pytest.mark.parametrize(
     "subcommand",
     ["create", "get", "list", "destroy", "exec", "spawn", "attach", "sessions", "terminate",
-     "suspend", "resume", "policy", "checkpoint", "restore", "url", "write"],
+     "suspend", "resume", "policy", "checkpoint", "restore", "url", "write", "read", "ls"],
 )
 def test_every_subcommand_has_help_with_examples(
     subcommand: str, capsys: pytest.CaptureFixture[str]

@@ -62,11 +62,40 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
     assert (listed.returncode, listed.stdout) == (0, "")
 
 
+def test_read_and_ls_give_back_what_write_and_a_command_left(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    data = bytes(range(256)) * 64 + b"\x1b[2J\x00"
+    assert run_cli(env, "create", "box").returncode == 0
+    wrote = subprocess.run(
+        [sys.executable, "-m", "managoat_sandbox", "write", "box", "/tmp/d/every-byte.bin"],
+        env=env, cwd=ROOT, input=data, capture_output=True, timeout=120, check=False)
+    assert wrote.returncode == 0, wrote.stderr
+    fifo = sandbox.host_path(sandbox.build_handle("local", "box"), "/tmp/d/fifo")
+    assert run_cli(env, "exec", "box", "--", "mkfifo", fifo).returncode == 0
+    read = subprocess.run(
+        [sys.executable, "-m", "managoat_sandbox", "read", "box", "/tmp/d/every-byte.bin"],
+        env=env, cwd=ROOT, capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
+        check=False)
+    assert (read.returncode, read.stdout, read.stderr) == (0, data, b"")
+    assert run_cli(env, "read", "box", "/tmp/d/every-byte.bin", "-o",
+                   str(tmp_path / "copy")).returncode == 0
+    assert (tmp_path / "copy").read_bytes() == data
+    refused = run_cli(env, "read", "box", "/tmp/d/fifo")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("managoat-sandbox: error: Invalid: ('path', 'not_a_file')")
+    listed = run_cli(env, "ls", "box", "/tmp/d")
+    assert listed.returncode == 0
+    rows = [line.split("\t") for line in listed.stdout.splitlines()]
+    assert [(row[0], row[2], row[4]) for row in rows] == [
+        ("file", str(len(data)), "every-byte.bin"), ("other", "0", "fifo")]
+
+
 # -- the examples of --help, run as printed ---------------------------------------
 
 SUBCOMMANDS = ["create", "get", "list", "suspend", "resume", "exec", "spawn", "attach",
-               "sessions", "terminate", "policy", "url", "write", "checkpoint", "restore",
-               "destroy"]
+               "sessions", "terminate", "policy", "url", "write", "read", "ls", "checkpoint",
+               "restore", "destroy"]
 
 
 def examples(help_text: str) -> list[str]:

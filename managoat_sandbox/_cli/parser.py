@@ -15,7 +15,7 @@ from typing import Any
 
 from .._args import TERMINATION_TIMEOUT_RANGE
 from .._version import __version__
-from . import sandboxes, sessions, streaming
+from . import files, sandboxes, sessions, streaming
 from .console import PROG, Console
 
 __all__ = ["DEFAULT_PROVIDER", "PROVIDER_ENV", "Handler", "build_parser", "default_provider"]
@@ -27,7 +27,8 @@ DEFAULT_PROVIDER = "local"
 
 DESCRIPTION = """\
 Drive sandboxes from the shell through any registered managoat_sandbox
-provider: create them, run and stream commands, re-attach to sessions."""
+provider: create them, run and stream commands, re-attach to sessions,
+write and read their files."""
 
 EPILOG = f"""\
 examples (on local, whose sandboxes outlive each command):
@@ -93,6 +94,16 @@ def _mode(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an octal mode: {text!r}") from None
     if not 0 <= value <= 0o7777:
         raise argparse.ArgumentTypeError(f"mode out of range: {text!r}")
+    return value
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"bytes must be >= 0, got {text!r}")
     return value
 
 
@@ -292,6 +303,24 @@ def _extras(add: Add) -> None:
     write.add_argument("path", metavar="PATH")
     write.add_argument("--mode", type=_mode, default=None, metavar="MODE",
                        help="octal file mode, e.g. 600 or 0o600")
+    read = add("read", files.run_read,
+               "Write a file of the sandbox to stdout, byte for byte (or to -o FILE).",
+               "echo hello | {prog} write box /tmp/greeting.txt",
+               "read box /tmp/greeting.txt",
+               "read box /tmp/greeting.txt -o greeting.txt --max-bytes 1048576")
+    read.add_argument("name", metavar="NAME", help=NAME_HELP)
+    read.add_argument("path", metavar="PATH", help="the file's absolute path in the sandbox")
+    read.add_argument("-o", "--output", metavar="FILE", default=None,
+                      help="write the bytes to FILE (created or replaced) instead of stdout")
+    read.add_argument("--max-bytes", type=_byte_count, metavar="N", default=None,
+                      help="fail with Truncated, writing nothing, if the file holds more "
+                           "than N bytes")
+    ls = add("ls", files.run_ls,
+             "List a directory of the sandbox: one TYPE MODE SIZE MODIFIED NAME line\n"
+             "per entry, tab-separated, by name (a symlink is shown, not followed).",
+             "ls box /home/user", "ls --json box /tmp")
+    ls.add_argument("name", metavar="NAME", help=NAME_HELP)
+    ls.add_argument("path", metavar="PATH", help="the directory's absolute path in the sandbox")
     checkpoint = add("checkpoint", sandboxes.run_checkpoint,
                      "Snapshot a sandbox and print the checkpoint id.",
                      "checkpoint box --comment 'before upgrade'")

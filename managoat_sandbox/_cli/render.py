@@ -23,11 +23,13 @@ from typing import Any
 
 from ..errors import ProviderError, SandboxError, UnknownProvider
 from ..frames import Exit, Stderr, Stdout
-from ..types import Session
+from ..types import FileInfo, Session
 
 __all__ = [
     "error_document",
     "error_line",
+    "file_document",
+    "file_fields",
     "frame_document",
     "json_text",
     "printable",
@@ -139,6 +141,28 @@ def session_fields(session: Session) -> tuple[str, str, str]:
     """``(ID, CREATED, COMMAND)`` of a session's line, ``-`` for what the provider
     did not say (the console escapes and tab-separates them)."""
     return session.id, _iso(session.created_at) or "-", session.command or "-"
+
+
+def file_document(entry: FileInfo) -> dict[str, Any]:
+    """A listing entry as JSON: every :class:`~managoat_sandbox.types.FileInfo` field,
+    ``mode`` as a number (the permission bits), ``modified`` in ISO 8601, absent values
+    ``null``."""
+    return {
+        "name": entry.name,
+        "path": entry.path,
+        "type": entry.type,
+        "size": entry.size,
+        "mode": entry.mode,
+        "modified": _iso(entry.modified),
+    }
+
+
+def file_fields(entry: FileInfo) -> tuple[str, str, str, str, str]:
+    """``(TYPE, MODE, SIZE, MODIFIED, NAME)`` of a listing line: the mode in four octal
+    digits, ``-`` for what the provider did not say (the console escapes and
+    tab-separates them)."""
+    mode = "-" if entry.mode is None else f"{entry.mode:04o}"
+    return entry.type, mode, str(entry.size), _iso(entry.modified) or "-", entry.name
 
 
 def _iso(moment: datetime | None) -> str | None:

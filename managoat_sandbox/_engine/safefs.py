@@ -10,7 +10,14 @@ swaps components meanwhile (each step is one ``openat`` on a descriptor).
 
 ``masked`` paths are those an isolated sandbox sees from the host instead
 (its read-only system mounts): writes resolving under them are refused, as
-they would fail inside.
+they would fail inside, and so are reads and listings — what lies under them
+in the sandbox's root is a mount point, not what a command sees there, and
+what a command sees there is the host's, not the sandbox's own.
+
+Reading never blocks: a FIFO or device is never opened for reading (the type
+is checked before the open, and the opened descriptor again after it), and a
+file is read up to the length it had when opened, so a command that keeps
+growing it cannot keep the reader reading.
 """
 
 from __future__ import annotations
@@ -21,12 +28,16 @@ import os
 import secrets
 import stat
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .trees import remove_entry
 
 _MAX_HOPS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+#: The most :func:`pieces` reads at once.
+PIECE = 1024 * 1024
 
 
 class PathRefused(Exception):
@@ -54,13 +65,15 @@ def _components(path: str) -> list[str]:
 
 
 def resolve(root_fd: int, path: str, *, create_parents: bool = False, follow: bool = True,
-            masked: tuple[str, ...] = ()) -> Resolved:
+            masked: tuple[str, ...] = (), masked_as: str = "read_only") -> Resolved:
     """Resolve sandbox path ``path`` (absolute, or relative to the root) under ``root_fd``.
 
     Symlinks are followed inside the root — the last component's too, unless
     ``follow`` is false. The root itself resolves to the name ``"."``. Missing
     parents are created with ``create_parents``, else FileNotFoundError.
-    PathRefused for a loop, a non-directory parent, or a path under ``masked``.
+    PathRefused for a loop, a non-directory parent, or — as soon as the walk
+    enters one, before anything under it is looked at — a path under
+    ``masked`` (reason ``masked_as``: ``read_only`` or ``system_mount``).
     """
     pending = deque(_components(path))
     stack = [os.dup(root_fd)]
@@ -75,6 +88,8 @@ def resolve(root_fd: int, path: str, *, create_parents: bool = False, follow: bo
                     names.pop()
                 continue
             here = stack[-1]
+            full = "/" + "/".join([*names, part])
+            _check_masked(full, masked, masked_as)
             try:
                 info: os.stat_result | None = os.lstat(part, dir_fd=here)
             except FileNotFoundError:
@@ -92,13 +107,10 @@ def resolve(root_fd: int, path: str, *, create_parents: bool = False, follow: bo
                 pending.extendleft(reversed(_components(target)))
                 continue
             if not pending:
-                full = "/" + "/".join([*names, part])
-                _check_masked(full, masked)
                 return Resolved(os.dup(here), part, full)
             if info is None:
                 if not create_parents:
                     raise FileNotFoundError(errno.ENOENT, "no such directory", path)
-                _check_masked("/" + "/".join([*names, part]), masked)
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=here)
             try:
@@ -119,10 +131,19 @@ def resolve(root_fd: int, path: str, *, create_parents: bool = False, follow: bo
             os.close(fd)
 
 
-def _check_masked(full: str, masked: tuple[str, ...]) -> None:
-    for top in masked:
-        if full == top or full.startswith(top.rstrip("/") + "/"):
-            raise PathRefused("read_only", f"{full!r} is read-only in the sandbox")
+def _check_masked(full: str, masked: tuple[str, ...], reason: str) -> None:
+    if not any(full == top or full.startswith(top.rstrip("/") + "/") for top in masked):
+        return
+    if reason == "read_only":
+        raise PathRefused(reason, f"{full!r} is read-only in the sandbox")
+    raise PathRefused(reason, f"{full!r} is a host system path mounted read-only in the "
+                              f"sandbox, not one of its own files")
+
+
+def _resolve_own(root_fd: int, path: str, masked: tuple[str, ...]) -> Resolved:
+    """:func:`resolve` (links followed) for reading: a path that enters ``masked`` is
+    PathRefused ``system_mount``."""
+    return resolve(root_fd, path, masked=masked, masked_as="system_mount")
 
 
 def _not_root(where: Resolved, path: str) -> None:
@@ -174,28 +195,47 @@ def write_file(root_fd: int, path: str, data: bytes, *, mode: int | None = None,
         where.close()
 
 
-def open_file(root_fd: int, path: str) -> int:
+def open_file(root_fd: int, path: str, *, masked: tuple[str, ...] = ()) -> int:
     """A read descriptor of the regular file at sandbox path ``path``.
 
-    FileNotFoundError if missing; PathRefused ``is_directory`` for a directory
-    and ``not_a_file`` for anything else that is not a regular file (a FIFO is
-    never opened for reading, so it cannot block).
+    FileNotFoundError if missing; PathRefused ``is_directory`` for a directory,
+    ``not_a_file`` for anything else that is not a regular file (a FIFO or
+    device is never opened for reading, so it cannot block; a file swapped for
+    a link meanwhile is refused, never followed) and ``system_mount`` for a
+    path under ``masked``.
     """
-    where = resolve(root_fd, path)
+    where = _resolve_own(root_fd, path, masked)
     try:
         info = os.stat(where.name, dir_fd=where.parent, follow_symlinks=False)
         if stat.S_ISDIR(info.st_mode):
             raise PathRefused("is_directory", f"{path!r} is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise PathRefused("not_a_file", f"{path!r} is not a regular file")
-        fd = os.open(where.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=where.parent)
+        try:
+            fd = os.open(where.name, _READ_FLAGS, dir_fd=where.parent)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PathRefused("not_a_file", f"{path!r} is not a regular file") from None
+            raise
     finally:
         where.close()
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise PathRefused("not_a_file", f"{path!r} is not a regular file")
     return fd
+
+
+def pieces(fd: int, size: int) -> Iterator[bytes]:
+    """The content of the open file ``fd`` from its offset, in pieces of at most
+    :data:`PIECE` bytes, ending at end of file or after ``size`` bytes (its length when
+    opened: a file that keeps growing is read to a bound)."""
+    remaining = size
+    while remaining > 0:
+        piece = os.read(fd, min(PIECE, remaining))
+        if not piece:
+            return
+        remaining -= len(piece)
+        yield piece
 
 
 def read_file(root_fd: int, path: str, *, limit: int | None = None) -> bytes:
@@ -206,14 +246,7 @@ def read_file(root_fd: int, path: str, *, limit: int | None = None) -> bytes:
         size = os.fstat(fd).st_size
         if limit is not None and size > limit:
             raise PathRefused("too_large", f"{path!r} is larger than {limit} bytes")
-        chunks = []
-        total = 0
-        while chunk := os.read(fd, 1024 * 1024):
-            total += len(chunk)
-            if limit is not None and total > limit:
-                raise PathRefused("too_large", f"{path!r} is larger than {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(pieces(fd, size))
     finally:
         os.close(fd)
 
@@ -227,10 +260,12 @@ def stat_path(root_fd: int, path: str, *, follow: bool = True) -> os.stat_result
         where.close()
 
 
-def list_dir(root_fd: int, path: str) -> list[tuple[str, os.stat_result]]:
-    """The entries of the directory at ``path`` with their own status (links not followed),
-    by name. PathRefused ``not_a_directory`` for anything else."""
-    where = resolve(root_fd, path)
+def list_dir(root_fd: int, path: str, *,
+             masked: tuple[str, ...] = ()) -> list[tuple[str, os.stat_result]]:
+    """The entries of the directory at ``path`` (links followed inside the root) with
+    their own status (an entry that is a link is not followed), by name. PathRefused
+    ``not_a_directory`` for anything else, ``system_mount`` under ``masked``."""
+    where = _resolve_own(root_fd, path, masked)
     try:
         try:
             fd = os.open(where.name, _DIR_FLAGS, dir_fd=where.parent)

@@ -127,3 +127,111 @@ def test_reads_past_the_limit_are_refused(tree: tuple[Path, int, Path]) -> None:
     with pytest.raises(safefs.PathRefused) as caught:
         safefs.read_file(fd, "/home/big", limit=5)
     assert caught.value.reason == "too_large"
+
+
+def test_reads_and_listings_under_masked_paths_are_refused_however_reached(
+    tree: tuple[Path, int, Path]
+) -> None:
+    root, fd, _ = tree
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "tool").write_text("a mount point's placeholder")
+    (root / "home" / "sys").symlink_to("/usr/bin")
+    (root / "home" / "back").symlink_to("/usr/bin/..")
+    for path in ("/usr/bin/tool", "/home/sys/tool", "/home/back/bin/tool"):
+        with pytest.raises(safefs.PathRefused) as caught:
+            safefs.open_file(fd, path, masked=("/usr",))
+        assert caught.value.reason == "system_mount", path
+    for path in ("/usr", "/home/sys", "/home/back"):
+        with pytest.raises(safefs.PathRefused) as caught:
+            safefs.list_dir(fd, path, masked=("/usr",))
+        assert caught.value.reason == "system_mount", path
+    assert [name for name, _ in safefs.list_dir(fd, "/", masked=("/usr",))] == ["home", "usr"]
+
+
+def test_a_masked_name_is_refused_whatever_the_root_holds_there(
+    tree: tuple[Path, int, Path]
+) -> None:
+    root, fd, _ = tree
+    (root / "home" / "x").write_text("the sandbox's own")
+    (root / "bin").symlink_to("home")
+    with pytest.raises(safefs.PathRefused) as caught:
+        safefs.open_file(fd, "/bin/x", masked=("/bin",))
+    assert caught.value.reason == "system_mount"
+    with pytest.raises(safefs.PathRefused) as caught:
+        safefs.write_file(fd, "/bin/x", b"written", masked=("/bin",))
+    assert caught.value.reason == "read_only"
+    assert (root / "home" / "x").read_text() == "the sandbox's own"
+
+
+def test_a_file_swapped_for_a_link_after_its_check_is_refused_not_followed(
+    tree: tuple[Path, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, fd, outside = tree
+    (outside / "secret").write_text("secret")
+    (root / "home" / "decoy").write_text("decoy")
+    (root / "home" / "swapped").symlink_to(outside / "secret")
+    regular = os.stat(root / "home" / "decoy")
+    real_stat = os.stat
+
+    real_lstat = os.lstat
+
+    def stale_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        # The checks saw a regular file; the command swapped in a link right after.
+        return regular if path == "swapped" else real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def stale_lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        return regular if path == "swapped" else real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safefs.os, "stat", stale_stat)
+    monkeypatch.setattr(safefs.os, "lstat", stale_lstat)
+    with pytest.raises(safefs.PathRefused) as caught:
+        safefs.open_file(fd, "/home/swapped")
+    assert caught.value.reason == "not_a_file"
+
+
+def test_a_file_swapped_for_a_fifo_after_its_check_is_refused_without_blocking(
+    tree: tuple[Path, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, fd, _ = tree
+    (root / "home" / "decoy").write_text("decoy")
+    os.mkfifo(root / "home" / "pipe")
+    regular = os.stat(root / "home" / "decoy")
+    real_stat = os.stat
+
+    def stale_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        return regular if path == "pipe" else real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safefs.os, "stat", stale_stat)
+    outcome: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            safefs.open_file(fd, "/home/pipe")
+        except safefs.PathRefused as refused:
+            outcome.append(refused.reason)
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert done.wait(10)
+    assert outcome == ["not_a_file"]
+
+
+def test_pieces_stop_at_the_length_given_however_long_the_file_grew(
+    tree: tuple[Path, int, Path]
+) -> None:
+    root, fd, _ = tree
+    (root / "home" / "growing").write_bytes(b"0123456789")
+    file_fd = safefs.open_file(fd, "/home/growing")
+    try:
+        assert b"".join(safefs.pieces(file_fd, 4)) == b"0123"
+        assert b"".join(safefs.pieces(file_fd, 100)) == b"456789"
+    finally:
+        os.close(file_fd)
+    big = b"x" * (safefs.PIECE + 1)
+    (root / "home" / "big").write_bytes(big)
+    file_fd = safefs.open_file(fd, "/home/big")
+    try:
+        assert [len(piece) for piece in safefs.pieces(file_fd, len(big))] == [safefs.PIECE, 1]
+    finally:
+        os.close(file_fd)

@@ -71,3 +71,15 @@ def process_state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+@pytest.fixture(params=[pytest.param("isolated", marks=requires_isolation), "unisolated"])
+def either_mode(request: pytest.FixtureRequest, local: Local) -> Handle:
+    """A sandbox named ``box``, created isolated, then (second run) unisolated: for
+    promises the library keeps whatever the isolation (its own file access, say)."""
+    if request.param == "unisolated":
+        config.configure("local", isolation="off")
+    handle = local.create("box")
+    assert local.get(handle).raw["isolation"] == (
+        "namespaces" if request.param == "isolated" else "none")
+    return handle

@@ -18,6 +18,10 @@ is a private process that leaves nothing on disk and is killed if its deadline
 expires. An agent that dies ends its commands with
 ``Error(…, Unavailable("closed_before_exit"))``; the next operation starts a
 new one.
+
+Files are written and read back (``write_file``, ``read_file``,
+``list_files``) from the host, in the sandbox's own filesystem, without ever
+following a link out of it or opening a FIFO (:mod:`.files`).
 """
 
 from __future__ import annotations
@@ -49,8 +53,8 @@ from ...errors import (
     RestoreFailed,
     Unavailable,
 )
-from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
-from . import checkpoints, layout, mode, retention
+from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from . import checkpoints, files, layout, mode, retention
 from .commands import LocalCommand, end_error, follow_into
 
 __all__ = ["Local"]
@@ -85,6 +89,8 @@ class Local(StreamingAdapter):
             Capability.FORCE_TERMINATE_SESSION,
             Capability.CREATE_NEW,
             Capability.CHECKPOINT,
+            Capability.READ_FILE,
+            Capability.LIST_FILES,
         }
     )
 
@@ -288,6 +294,21 @@ class Local(StreamingAdapter):
             raise Invalid(("path", str(refused))) from None
         except OSError as error:
             raise Invalid(("write_failed", path, error.strerror)) from None
+
+    def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes a command reads at ``path`` in the sandbox's own files (symlinks
+        resolve inside the sandbox, never out of it); a FIFO, device or other non-file
+        and the host's read-only system paths are ``Invalid`` (:mod:`.files`). Works on a
+        suspended sandbox too."""
+        box = self._box(handle.name)
+        return files.read(box, self._sandbox_path(box, path), max_bytes)
+
+    def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+        """The entries of the directory a command sees at ``path`` (a symlinked directory
+        resolves inside the sandbox), each as it is itself: a symlink entry is
+        ``"symlink"``, never followed (:mod:`.files`)."""
+        box = self._box(handle.name)
+        return files.listing(box, self._sandbox_path(box, path))
 
     def host_path(self, handle: Handle, path: str) -> str:
         """The path a command inside sees: the sandbox path itself when isolated, its

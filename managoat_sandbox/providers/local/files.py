@@ -1,0 +1,86 @@
+"""Reading a local sandbox's files back: ``read_file`` and ``list_files``.
+
+A path means what a command in the sandbox sees at it, as for ``write_file``:
+it is resolved inside the sandbox's own filesystem (its ``fs/``) by
+:mod:`managoat_sandbox._engine.safefs`, one component at a time from a
+descriptor of the sandbox's root, so a symlink a command planted (an
+absolute target, ``..`` past the root, a link swapped in between two checks)
+resolves inside the sandbox and can never lead out of it. A FIFO or device
+is refused without being opened; the host's read-only system mounts of an
+isolated sandbox (``/usr``, the ``/etc`` files it is given…) are not the
+sandbox's own files and are refused. See docs/local-sandbox.md.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import datetime, timezone
+
+from ..._engine import safefs
+from ..._engine.box import Box
+from ...errors import Invalid, NotFound
+from ...files import collect
+from ...types import FileInfo, FileType
+
+__all__ = ["listing", "read"]
+
+
+def read(box: Box, path: str, max_bytes: int | None) -> bytes:
+    """The bytes of the regular file at sandbox path ``path`` (links resolved inside the
+    sandbox), read up to its length when opened; ``Truncated`` past ``max_bytes``.
+    ``NotFound`` when nothing is there, ``Invalid`` for anything that is not a regular
+    file or not the sandbox's own."""
+    try:
+        with box.root() as root_fd:
+            fd = safefs.open_file(root_fd, path, masked=box.masked())
+    except (OSError, safefs.PathRefused) as error:
+        raise _error(error, path, "read_failed") from None
+    try:
+        size = os.fstat(fd).st_size
+        return collect(safefs.pieces(fd, size), max_bytes, size=size)
+    except OSError as error:
+        raise _error(error, path, "read_failed") from None
+    finally:
+        os.close(fd)
+
+
+def listing(box: Box, path: str) -> list[FileInfo]:
+    """The entries directly in the directory at sandbox path ``path``, by name, each as
+    it is itself (a symlink is reported as ``"symlink"``, never followed). ``NotFound``
+    when nothing is there, ``Invalid`` for anything that is not a directory or not the
+    sandbox's own."""
+    try:
+        with box.root() as root_fd:
+            entries = safefs.list_dir(root_fd, path, masked=box.masked())
+    except (OSError, safefs.PathRefused) as error:
+        raise _error(error, path, "list_failed") from None
+    prefix = path.rstrip("/")
+    return [_info(name, f"{prefix}/{name}", status) for name, status in entries]
+
+
+def _info(name: str, path: str, status: os.stat_result) -> FileInfo:
+    return FileInfo(name=name, path=path, type=_type(status.st_mode), size=status.st_size,
+                    mode=stat.S_IMODE(status.st_mode),
+                    modified=datetime.fromtimestamp(status.st_mtime, timezone.utc))
+
+
+def _type(mode: int) -> FileType:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def _error(error: OSError | safefs.PathRefused, path: str, failed: str) -> Exception:
+    """``NotFound(("path", path))`` for nothing there; ``Invalid(("path", code))`` (the
+    refusal's code, e.g. ``"not_a_file"``, with its words as ``reason``) for a path that
+    cannot be used; ``Invalid((failed, path, strerror))`` for any other failure."""
+    if isinstance(error, FileNotFoundError):
+        return NotFound(("path", path))
+    if isinstance(error, safefs.PathRefused):
+        return Invalid(("path", error.reason), reason=str(error))
+    return Invalid((failed, path, error.strerror))
