@@ -364,6 +364,9 @@ def test_read_streams_the_files_bytes_with_their_length(
 def test_a_file_that_shrinks_while_read_ends_the_body_short_of_its_length(
     api: Api, emulator: SpritesEmulator
 ) -> None:
+    """The answer promised the size at open; a file cut meanwhile ends the connection
+    before it (never a short body passed off as whole). That the cut shows at all
+    also proves the file is streamed as read, not read whole before answering."""
     api.create("fss")
     host = emulator.sprite_root("fss") / "shrinks.bin"
     host.write_bytes(b"s" * (32 * 1024 * 1024))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,6 +25,7 @@ from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.providers.sprites import files as sprites_files
 from managoat_sandbox.types import FileInfo, Handle
 
+from ..conftest import wait_until
 from .wire import calls, query, url
 
 BOX = Handle("sprites", "box")
@@ -243,6 +245,20 @@ def test_a_20_mib_file_comes_back_byte_for_byte(sprites: Sprites, emu: SpritesEm
     assert facade.read_file(handle, "/large.bin", max_bytes=len(data)) == data
     with pytest.raises(Truncated):
         sprites.read_file(handle, "/large.bin", max_bytes=len(data) - 1)
+
+
+def test_a_read_abandoned_by_the_client_ends_the_emulators_reader(
+    sprites: Sprites, emu: SpritesEmulator
+) -> None:
+    handle = sprites.create("abandoned-read")
+    (emu.sprite_root("abandoned-read") / "large.bin").write_bytes(b"z" * (24 * 1024 * 1024))
+    with pytest.raises(Truncated):
+        sprites.read_file(handle, "/large.bin", max_bytes=1024)
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "sprites-emulator-read"]
+
+    assert wait_until(lambda: not readers(), timeout=10), readers()
 
 
 def test_a_body_cut_short_of_its_length_is_unavailable_never_a_short_file(
