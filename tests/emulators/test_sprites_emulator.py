@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -340,6 +342,126 @@ def test_written_files_are_visible_to_commands(api: Api, emulator: SpritesEmulat
     run(api, emulator, "fsc", "cat in.txt > out.txt")
     read = api("GET", "/v1/sprites/fsc/fs/read", params={"path": "/out.txt", "workingDir": "/"})
     assert read.content == b"hello"
+
+
+def test_read_streams_the_files_bytes_with_their_length(
+    api: Api, emulator: SpritesEmulator
+) -> None:
+    api.create("fsr")
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    (emulator.sprite_root("fsr") / "big.bin").write_bytes(data)
+    answer = api("GET", "/v1/sprites/fsr/fs/read", params={"path": "big.bin", "workingDir": "/"},
+                 stream=True)
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"] == "application/octet-stream"
+    assert answer.headers["Content-Length"] == str(len(data))
+    assert b"".join(answer.iter_content(65536)) == data
+    (emulator.sprite_root("fsr") / "empty").write_bytes(b"")
+    empty = api("GET", "/v1/sprites/fsr/fs/read", params={"path": "/empty", "workingDir": "/"})
+    assert (empty.status_code, empty.content, empty.headers["Content-Length"]) == (200, b"", "0")
+
+
+def test_a_file_that_shrinks_while_read_ends_the_body_short_of_its_length(
+    api: Api, emulator: SpritesEmulator
+) -> None:
+    """The answer promised the size at open; a file cut meanwhile ends the connection
+    before it (never a short body passed off as whole). That the cut shows at all
+    also proves the file is streamed as read, not read whole before answering."""
+    api.create("fss")
+    host = emulator.sprite_root("fss") / "shrinks.bin"
+    host.write_bytes(b"s" * (32 * 1024 * 1024))
+    answer = api("GET", "/v1/sprites/fss/fs/read", params={"path": "/shrinks.bin",
+                                                          "workingDir": "/"}, stream=True)
+    assert answer.headers["Content-Length"] == str(32 * 1024 * 1024)
+    pieces = answer.iter_content(65536)
+    received = len(next(pieces))
+    os.truncate(host, 0)
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        for piece in pieces:
+            received += len(piece)
+    assert received < 32 * 1024 * 1024
+
+
+def test_read_refuses_directories_and_answers_404_for_missing_files(api: Api) -> None:
+    api.create("fsd")
+    api("PUT", "/v1/sprites/fsd/fs/write", data=b"x",
+        params={"path": "/dir/file", "workingDir": "/", "mkdirParents": "true"})
+    read = "/v1/sprites/fsd/fs/read"
+    directory = api("GET", read, params={"path": "/dir", "workingDir": "/"})
+    assert directory.status_code == 400
+    assert directory.json() == {**directory.json(), "code": "EISDIR", "error": "is a directory"}
+    root = api("GET", read, params={"path": "/", "workingDir": "/"})
+    assert (root.status_code, root.json()["code"]) == (400, "EISDIR")
+    missing = api("GET", read, params={"path": "/dir/none", "workingDir": "/"})
+    assert (missing.status_code, missing.json()["code"]) == (404, "ENOENT")
+    through = api("GET", read, params={"path": "/dir/file/x", "workingDir": "/"})
+    assert (through.status_code, through.json()["code"]) == (400, "ENOTDIR")
+
+
+def test_list_shows_each_entry_with_the_fields_the_sdks_parse(
+    api: Api, emulator: SpritesEmulator
+) -> None:
+    api.create("fsl")
+    api("PUT", "/v1/sprites/fsl/fs/write", data=b"abc",
+        params={"path": "/d/a.txt", "workingDir": "/", "mode": "0640", "mkdirParents": "true"})
+    api("PUT", "/v1/sprites/fsl/fs/write", data=b"inner",
+        params={"path": "/d/sub/in.txt", "workingDir": "/", "mkdirParents": "true"})
+    root = emulator.sprite_root("fsl")
+    os.symlink("a.txt", root / "d" / "ln")
+    os.mkfifo(root / "d" / "pipe")
+    answer = api("GET", "/v1/sprites/fsl/fs/list", params={"path": "d", "workingDir": "/"})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["path"], body["count"]) == ("/d", 4)
+    entries = {entry["name"]: entry for entry in body["entries"]}
+    assert sorted(entries) == ["a.txt", "ln", "pipe", "sub"]
+    a_txt = entries["a.txt"]
+    assert {k: v for k, v in a_txt.items() if k != "modTime"} == {
+        "name": "a.txt", "path": "/d/a.txt", "type": "file", "size": 3, "mode": "0640",
+        "isDir": False}
+    assert datetime.fromisoformat(a_txt["modTime"].replace("Z", "+00:00")).tzinfo is not None
+    assert (entries["sub"]["type"], entries["sub"]["isDir"]) == ("directory", True)
+    assert (entries["ln"]["type"], entries["ln"]["size"]) == ("symlink", len("a.txt"))
+    assert (entries["pipe"]["type"], entries["pipe"]["isDir"]) == ("other", False)
+
+
+def test_list_of_anything_but_a_directory_describes_the_path_itself(
+    api: Api, emulator: SpritesEmulator
+) -> None:
+    api.create("fsf")
+    api("PUT", "/v1/sprites/fsf/fs/write", data=b"abc",
+        params={"path": "/d/a.txt", "workingDir": "/", "mkdirParents": "true"})
+    os.mkfifo(emulator.sprite_root("fsf") / "d" / "pipe")
+    listed = "/v1/sprites/fsf/fs/list"
+    file = api("GET", listed, params={"path": "/d/a.txt", "workingDir": "/"}).json()
+    assert (file["count"], file["entries"][0]["path"], file["entries"][0]["size"]) == (
+        1, "/d/a.txt", 3)
+    fifo = api("GET", listed, params={"path": "/d/pipe", "workingDir": "/"}).json()
+    assert [(e["name"], e["type"]) for e in fifo["entries"]] == [("pipe", "other")]
+    missing = api("GET", listed, params={"path": "/d/none", "workingDir": "/"})
+    assert (missing.status_code, missing.json()["code"]) == (404, "ENOENT")
+    through = api("GET", listed, params={"path": "/d/a.txt/x", "workingDir": "/"})
+    assert (through.status_code, through.json()["code"]) == (400, "ENOTDIR")
+    whole = api("GET", listed, params={"path": "/", "workingDir": "/"}).json()
+    assert "d" in {entry["name"] for entry in whole["entries"]}
+
+
+def test_read_and_list_never_follow_a_symlink_out_of_the_sprite(
+    api: Api, emulator: SpritesEmulator, tmp_path: Path
+) -> None:
+    secret = secrets.token_hex(8)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text(secret)
+    api.create("fse")
+    root = emulator.sprite_root("fse")
+    os.symlink(tmp_path / "outside", root / "abs")
+    os.symlink("../" * 40 + str(tmp_path / "outside").lstrip("/"), root / "rel")
+    for link in ("/abs", "/rel"):
+        read = api("GET", "/v1/sprites/fse/fs/read",
+                   params={"path": f"{link}/secret.txt", "workingDir": "/"})
+        assert read.status_code == 404 and secret not in read.text
+        listed = api("GET", "/v1/sprites/fse/fs/list", params={"path": link, "workingDir": "/"})
+        assert listed.status_code == 404 and "secret.txt" not in listed.text
 
 
 # -- checkpoints -------------------------------------------------------------------------------

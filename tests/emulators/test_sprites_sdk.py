@@ -271,6 +271,42 @@ def test_sdk_writes_and_reads_files(sprite: Any, emulator: SpritesEmulator) -> N
         (sprite.filesystem("/") / "absent").read_bytes()
 
 
+def test_sdk_reads_binary_content_byte_for_byte(sprite: Any, emulator: SpritesEmulator) -> None:
+    data = bytes(range(256)) * 4099 + b"\r\n\x00end"
+    (emulator.sprite_root("sdk-box") / "blob.bin").write_bytes(data)
+    assert (sprite.filesystem("/") / "blob.bin").read_bytes() == data
+    assert (sprite.filesystem("/tmp") / "../blob.bin").read_bytes() == data
+
+
+def test_sdk_raises_its_not_found_and_is_a_directory_errors(
+    sprite: Any, emulator: SpritesEmulator
+) -> None:
+    (emulator.sprite_root("sdk-box") / "dir").mkdir()
+    fs = sprite.filesystem("/")
+    with pytest.raises(sdk_errors.FileNotFoundError_):
+        (fs / "dir" / "absent").read_bytes()
+    with pytest.raises(sdk_errors.IsADirectoryError_):
+        (fs / "dir").read_bytes()
+    with pytest.raises(sdk_errors.FileNotFoundError_):
+        (fs / "dir" / "absent").listdir()
+    assert not (fs / "dir" / "absent").exists()
+
+
+def test_sdk_lists_a_directory_and_stats_a_file(sprite: Any, emulator: SpritesEmulator) -> None:
+    fs = sprite.filesystem("/")
+    (fs / "app" / "three.txt").write_bytes(b"abc", mode=0o640)
+    (fs / "app" / "sub" / "inner.txt").write_bytes(b"inner")
+    assert sorted((fs / "app").listdir()) == ["sub", "three.txt"]
+    assert sorted(str(p) for p in (fs / "app").iterdir()) == ["/app/sub", "/app/three.txt"]
+    info = (fs / "app" / "three.txt").stat()
+    assert (info.name, info.path, info.size, info.mode, info.is_dir) == (
+        "three.txt", "/app/three.txt", 3, "0640", False)
+    host = emulator.sprite_root("sdk-box") / "app" / "three.txt"
+    assert abs(info.mod_time.timestamp() - host.stat().st_mtime) < 0.001
+    assert (fs / "app" / "three.txt").is_file()
+    assert (sprite.filesystem("/app") / "sub").listdir() == ["inner.txt"]
+
+
 def test_sdk_checkpoints_and_restores(sprite: Any) -> None:
     path = sprite.filesystem("/") / "state.txt"
     path.write_text("one")

@@ -43,6 +43,8 @@ OPERATIONS: list[tuple[str, Callable[[Sprites], Any]]] = [
     ("suspend", lambda a: a.suspend(BOX)),
     ("resume", lambda a: a.resume(BOX)),
     ("write_file", lambda a: a.write_file(BOX, "/f", b"x")),
+    ("read_file", lambda a: a.read_file(BOX, "/f")),
+    ("list_files", lambda a: a.list_files(BOX, "/")),
     ("exec", lambda a: a.exec(BOX, "true")),
     ("spawn", lambda a: a.spawn(BOX, "true")),
     ("list_sessions", lambda a: a.list_sessions(BOX)),
@@ -118,7 +120,7 @@ def test_dns_label_names_are_accepted(adapter: Sprites, name: str) -> None:
 
 ALWAYS = {
     "suspend", "network_policy", "attach", "tty", "public_url", "terminate_session",
-    "force_terminate_session", "create_new", "destroy_once",
+    "force_terminate_session", "create_new", "destroy_once", "read_file", "list_files",
 }
 
 

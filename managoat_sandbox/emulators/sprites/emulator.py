@@ -14,6 +14,7 @@ from .._server import Emulator, Fault
 from . import wire
 from .behaviour import Behaviour
 from .exec_ws import Exec
+from .files import Files
 from .rest import Rest
 from .state import VERSION, State, abort_connections, dispose
 
@@ -85,6 +86,7 @@ class SpritesEmulator(Emulator):
         self.behaviour = Behaviour()
         self.state = State(self.workdir)
         self._rest = Rest(self.state, self.faults, self.behaviour)
+        self._files = Files(self.state)
         self._exec = Exec(self.state, self.faults, self.behaviour)
 
     # -- the base's hooks ---------------------------------------------------------------------
@@ -93,6 +95,7 @@ class SpritesEmulator(Emulator):
         """The ``/v1`` routes, ``Sprite-Version`` on every answer, JSON 404 elsewhere."""
         app.on_response_prepare.append(_version_header)
         self._rest.add_routes(app)
+        self._files.add_routes(app)
         self._exec.add_routes(app)
         app.router.add_route("*", "/{tail:.*}", _unknown_route)
 

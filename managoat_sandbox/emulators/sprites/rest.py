@@ -1,19 +1,16 @@
-"""The Sprites REST routes: sprites, listing, network policy, files, checkpoints.
+"""The Sprites REST routes: sprites, listing, network policy, checkpoints.
 
 Behaviour follows reference §2, §5 and §8.3 (errata win): create answers 201
 (409 for a taken name), delete 204, the policy POST 204, checkpoint and
 restore answer 200 NDJSON streams; a listing never says ``has_more`` without
 a continuation token.
 
-The filesystem endpoints reach the sprite's files only through
-:mod:`~managoat_sandbox._engine.safefs`, resolving paths as a process inside
-the sprite would; writes under the read-only system mounts its commands see
-(``/usr``, ``/proc``…) are refused with ``EROFS``. A network policy is put in
+The filesystem routes live in :mod:`.files`. A network policy is put in
 force through the box's egress filter where it maps onto one
-(:mod:`.network`). A checkpoint copies the sprite's files (:mod:`managoat_sandbox._engine.trees`);
-a restore first stops the sprite's agent — its commands end, as on a machine
-restored from a snapshot — then swaps the files in; the agent restarts with
-the next command.
+(:mod:`.network`). A checkpoint copies the sprite's files
+(:mod:`managoat_sandbox._engine.trees`); a restore first stops the sprite's
+agent — its commands end, as on a machine restored from a snapshot — then
+swaps the files in; the agent restarts with the next command.
 """
 
 from __future__ import annotations
@@ -22,13 +19,12 @@ import asyncio
 import base64
 import binascii
 import errno
-import posixpath
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from ..._engine import safefs, trees
+from ..._engine import trees
 from .._server import Faults
 from . import wire
 from .aio import in_thread
@@ -69,8 +65,6 @@ class Rest:
         router.add_delete("/v1/sprites/{name}", self.delete)
         router.add_get("/v1/sprites/{name}/policy/network", self.get_policy)
         router.add_post("/v1/sprites/{name}/policy/network", self.set_policy)
-        router.add_put("/v1/sprites/{name}/fs/write", self.write_file)
-        router.add_get("/v1/sprites/{name}/fs/read", self.read_file)
         router.add_post("/v1/sprites/{name}/checkpoint", self.create_checkpoint)
         router.add_get("/v1/sprites/{name}/checkpoints", self.list_checkpoints)
         router.add_get("/v1/sprites/{name}/checkpoints/{checkpoint}", self.get_checkpoint)
@@ -201,44 +195,6 @@ class Rest:
         await in_thread(lambda: sprite.box.set_policy(egress_policy(policy)))
         sprite.policy = policy
         return web.Response(status=204)
-
-    # -- files -------------------------------------------------------------------------------
-
-    async def write_file(self, request: web.Request) -> web.StreamResponse:
-        """``PUT …/fs/write?path=&workingDir=&mode=&mkdirParents=`` with the raw body."""
-        sprite = self.sprite(request)
-        if sprite is None:
-            return wire.not_found("sprite")
-        query = request.query
-        if not query.get("path") or not query.get("workingDir"):
-            return wire.invalid("path and workingDir are required")
-        target = sprite.resolve(query["path"], query["workingDir"])
-        try:
-            mode = int(query.get("mode") or "0644", 8)
-        except ValueError:
-            return wire.invalid("mode must be octal")
-        data = await request.read()
-        parents = wire.flag(query.get("mkdirParents"), False)
-        try:
-            await in_thread(lambda: _write(sprite, target, data, mode, parents))
-        except (OSError, safefs.PathRefused) as failure:
-            return _fs_error(failure)
-        return web.json_response({})
-
-    async def read_file(self, request: web.Request) -> web.StreamResponse:
-        """``GET …/fs/read?path=&workingDir=`` → the raw bytes; 404 if absent."""
-        sprite = self.sprite(request)
-        if sprite is None:
-            return wire.not_found("sprite")
-        target = sprite.resolve(request.query.get("path", ""),
-                                request.query.get("workingDir") or "/")
-        try:
-            data = await in_thread(lambda: _read(sprite, target))
-        except FileNotFoundError:
-            return wire.error(404, "file not found", "file not found", code="ENOENT")
-        except (OSError, safefs.PathRefused) as failure:
-            return _fs_error(failure)
-        return web.Response(body=data, content_type="application/octet-stream")
 
     # -- checkpoints -----------------------------------------------------------------------------
 
@@ -397,42 +353,6 @@ def _decode_token(token: str) -> str | None:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     return "" if name.startswith(f"\0{ENDLESS}") else name
-
-
-def _write(sprite: Sprite, target: str, data: bytes, mode: int, parents: bool) -> None:
-    """Write a sprite file (blocking); FileNotFoundError for a missing parent without
-    ``parents``, PathRefused as :func:`safefs.write_file`."""
-    with sprite.files() as root_fd:
-        if not parents and not safefs.is_directory(root_fd, posixpath.dirname(target)):
-            raise FileNotFoundError(errno.ENOENT, "no such file or directory", target)
-        safefs.write_file(root_fd, target, data, mode=mode, masked=sprite.masked())
-
-
-def _read(sprite: Sprite, target: str) -> bytes:
-    with sprite.files() as root_fd:
-        return safefs.read_file(root_fd, target)
-
-
-_REFUSALS = {
-    "is_directory": (400, "is a directory", "EISDIR"),
-    "is_root": (400, "is a directory", "EISDIR"),
-    "not_a_directory": (400, "not a directory", "ENOTDIR"),
-    "not_a_file": (400, "not a regular file", "EINVAL"),
-    "loop": (400, "too many levels of symbolic links", "ELOOP"),
-    "read_only": (400, "read-only file system", "EROFS"),
-}
-
-
-def _fs_error(failure: OSError | safefs.PathRefused) -> web.Response:
-    """The filesystem API's JSON error for a failed file operation."""
-    if isinstance(failure, safefs.PathRefused):
-        status, text, code = _REFUSALS.get(failure.reason, (400, str(failure), "EINVAL"))
-    elif isinstance(failure, FileNotFoundError):
-        status, text, code = 404, "no such file or directory", "ENOENT"
-    else:
-        status, text = 500, failure.strerror or "input/output error"
-        code = errno.errorcode.get(failure.errno or errno.EIO, "EIO")
-    return wire.error(status, text, text, code=code)
 
 
 def _snapshot(sprite: Sprite, target: Path) -> None:

@@ -29,6 +29,11 @@ Behaviour worth knowing:
   spawns and ``exec`` do not wait for it.
 * ``apply_network_policy(NetworkPolicy(allow=[]))`` sends one explicit rule
   denying ``*`` — an empty rule list would mean "no enforcement" to Sprites.
+* ``read_file`` and ``list_files`` use the filesystem API (``fs/read``,
+  ``fs/list``) with absolute paths; the file's body is streamed, never held
+  twice, and ``max_bytes`` stops it early. A listing's ``mode`` is the
+  permission bits and ``modified`` its ``modTime``. A directory read, or a
+  listing of a file, is ``Invalid``; the wire facts are in :mod:`.files`.
 * Checkpoints (and ``create_checkpoint_once``) exist only while
   ``checkpoint_creation_enabled`` is on; otherwise they are ``NotSupported``
   without a request and the capabilities are not advertised.
@@ -37,10 +42,8 @@ Behaviour worth knowing:
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from ... import _args
@@ -49,12 +52,22 @@ from ..._http import HttpClient
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotSupported, SandboxError
-from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session, Status
-from . import checkpoints, once
+from ...types import (
+    Command,
+    ExecResult,
+    FileInfo,
+    Handle,
+    Info,
+    NetworkPolicy,
+    Session,
+    Status,
+)
+from . import checkpoints, files, once
 from .api import SpritesApi, sprite_path
 from .errors import http_error
 from .exec import SpritesCommand, open_socket
 from .settings import Settings, check_name, checkpoints_enabled, load
+from .timestamps import timestamp
 
 __all__ = ["Sprites"]
 
@@ -62,7 +75,6 @@ log = logging.getLogger("managoat_sandbox.providers.sprites")
 
 _STATUS: dict[str, Status] = {"running": "running", "warm": "suspended", "cold": "suspended"}
 _OPERATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_FRACTION = re.compile(r"(\.\d{1,6})\d*")
 _BOUNDED_LIMIT = 120.0
 _DEFAULT_MODE = 0o644
 
@@ -89,6 +101,8 @@ class Sprites(StreamingAdapter):
             Capability.FORCE_TERMINATE_SESSION,
             Capability.CREATE_NEW,
             Capability.DESTROY_ONCE,
+            Capability.READ_FILE,
+            Capability.LIST_FILES,
         }
     )
     _CHECKPOINTING = frozenset({Capability.CHECKPOINT, Capability.CREATE_CHECKPOINT_ONCE})
@@ -208,6 +222,20 @@ class Sprites(StreamingAdapter):
             raise Invalid(("mode", "must be a permission between 0 and 0o7777"))
         payload = _args.flatten_bytes(data)
         self._api().write_file(name, path, payload, _DEFAULT_MODE if mode is None else mode)
+
+    def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Read through the filesystem endpoint, the body streamed into
+        :func:`~managoat_sandbox.files.collect` (see :mod:`.files`)."""
+        name = self._name(handle)
+        path = _args.file_path(path)
+        limit = _args.max_bytes(max_bytes)
+        return files.read(self._api(), name, path, limit)
+
+    def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+        """List through the filesystem endpoint (see :mod:`.files`)."""
+        name = self._name(handle)
+        path = _args.dir_path(path)
+        return files.listing(self._api(), name, path)
 
     # -- commands ---------------------------------------------------------
 
@@ -426,29 +454,6 @@ def _json_or_none(response: Any) -> Any:
         return None
 
 
-def _timestamp(value: object) -> datetime | None:
-    """An RFC 3339 string or unix seconds as an aware datetime; None if neither."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        if math.isnan(value) or math.isinf(value):
-            return None
-        try:
-            return datetime.fromtimestamp(value, tz=timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        text = _FRACTION.sub(lambda match: match.group(1).ljust(7, "0"), text, count=1)
-        try:
-            return datetime.fromisoformat(text)
-        except ValueError:
-            return None
-    return None
-
-
 def _session(entry: Any) -> Session | None:
     """A listed session as a ``Session``; an entry without a usable id is skipped."""
     if not isinstance(entry, dict):
@@ -460,7 +465,7 @@ def _session(entry: Any) -> Session | None:
     return Session(
         id=str(raw_id),
         command=command if isinstance(command, str) else None,
-        created_at=_timestamp(entry.get("created")),
-        last_activity_at=_timestamp(entry.get("last_activity")),
+        created_at=timestamp(entry.get("created")),
+        last_activity_at=timestamp(entry.get("last_activity")),
         tty=entry.get("tty") is True,
     )

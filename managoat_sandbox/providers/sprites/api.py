@@ -3,20 +3,25 @@
 Every call goes through the adapter's one pooled :class:`~.._http.HttpClient`
 with explicit connect/read timeouts (``timeout_ms``; the policy POST uses
 ``policy_timeout_ms``, because a cold sprite answers it only once booted),
-never follows a redirect, and reads at most 64 KiB of body. A non-2xx answer
-becomes a taxonomy error through :func:`.errors.http_error`.
+never follows a redirect, and reads at most 64 KiB of body (``limit`` says
+otherwise; :meth:`SpritesApi.stream` leaves the reading to the caller). A
+non-2xx answer becomes a taxonomy error through :func:`.errors.http_error`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from ..._http import HttpClient, Response
 from ...errors import ProviderError, Truncated
 from .errors import http_error
 from .settings import Settings, segment
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["PAGE_SIZE", "SpritesApi", "sprite_path"]
 
@@ -56,6 +61,25 @@ class SpritesApi:
             method, self.settings.url(path), timeout=(seconds, seconds), headers=headers,
             **kwargs,
         )
+
+    @contextmanager
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        extra_headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[requests.Response]:
+        """One request whose answer, whatever its status, the caller reads as it arrives
+        (closed on exit); each read waits at most ``timeout_ms``."""
+        seconds = self.settings.timeout
+        headers = {**self.settings.headers, **(extra_headers or {})}
+        with self._http.stream(
+            method, self.settings.url(path), timeout=(seconds, seconds), headers=headers,
+            **kwargs,
+        ) as response:
+            yield response
 
     def ok(self, method: str, path: str, **kwargs: Any) -> Response:
         """One request that must answer 2xx; anything else raises its taxonomy error."""

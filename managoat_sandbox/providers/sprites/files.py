@@ -1,0 +1,190 @@
+"""Reading files back from a sprite: ``read_file`` and ``list_files`` over the
+filesystem API, as the vendor's SDKs call it.
+
+Wire facts relied on:
+
+* ``GET /v1/sprites/<name>/fs/read?path=<abs>&workingDir=/`` answers 200 (or
+  206) with the file's raw bytes. The body is read as it arrives and handed
+  to :func:`managoat_sandbox.files.collect` piece by piece, so ``max_bytes``
+  stops the read early; a ``Content-Length`` over ``max_bytes`` refuses the
+  file before its body is read. The request asks for ``Accept-Encoding:
+  identity`` so the length announced is the file's. A body that ends before
+  its ``Content-Length`` is ``Unavailable`` (transient), never a short file.
+* ``GET /v1/sprites/<name>/fs/list?path=<abs>&workingDir=/`` answers 200
+  ``{"path", "entries", "count"}``; each entry has ``name``, ``path``,
+  ``type`` (``file``, ``directory``, ``symlink``…), ``isDir``, ``size``,
+  ``mode`` (permission bits as octal text, e.g. ``"0644"``) and ``modTime``
+  (RFC 3339). Listing a path that is not a directory answers one entry
+  describing that path itself (the SDKs' ``stat`` reads a file this way): an
+  entry whose ``path`` is the listed path and is no directory makes the
+  listing ``Invalid``. The body is read up to 16 MiB; a larger listing is
+  ``Truncated(("listing_bytes", limit))``, never a part passed off as the
+  whole.
+* Failures carry ``{"error": text, "code": errno name}`` (the code may be
+  missing, e.g. on 404): 404 is ``NotFound``; a body naming ``EISDIR`` or
+  ``ENOTDIR`` — as the ``code``, or "is a directory" / "not a directory" in
+  the text, which is how the SDKs recognise them — is ``Invalid`` whatever
+  its status (the vendor does not document the status); everything else
+  maps like the adapter's other calls (:func:`.errors.http_error`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import stat
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..._http import BODY_LIMIT, Response, body_chunks, parse_body
+from ...errors import Invalid, ProviderError, SandboxError, Truncated, Unavailable
+from ...files import collect
+from ...types import FileInfo, FileType
+from .api import SpritesApi, sprite_path
+from .errors import http_error
+from .timestamps import timestamp
+
+__all__ = ["LISTING_LIMIT", "fs_error", "listing", "read"]
+
+#: The largest listing body read (bytes).
+LISTING_LIMIT = 16 * 1024 * 1024
+
+_TYPES: dict[str, FileType] = {
+    "file": "file",
+    "directory": "dir",
+    "dir": "dir",
+    "symlink": "symlink",
+    "link": "symlink",
+}
+_WRONG_KIND = {"EISDIR": "is a directory", "ENOTDIR": "not a directory"}
+
+
+def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
+    """The bytes of the file at ``path`` in sprite ``name`` (see the module docstring)."""
+    params = {"path": path, "workingDir": "/"}
+    with api.stream("GET", sprite_path(name, "fs", "read"), params=params,
+                    extra_headers={"Accept-Encoding": "identity"}) as response:
+        if not 200 <= response.status_code < 300:
+            body = _head(body_chunks(response), BODY_LIMIT)
+            raise fs_error(Response(response.status_code, dict(response.headers), body))
+        return collect(body_chunks(response), max_bytes, size=_length(response.headers))
+
+
+def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
+    """The entries of the directory at ``path`` in sprite ``name`` (see the module
+    docstring)."""
+    try:
+        response = api.call("GET", sprite_path(name, "fs", "list"),
+                            params={"path": path, "workingDir": "/"}, limit=LISTING_LIMIT)
+    except Unavailable as error:
+        if error.detail == ("response_too_large", LISTING_LIMIT):
+            raise Truncated(("listing_bytes", LISTING_LIMIT)) from None
+        raise
+    if not response.ok:
+        raise fs_error(response)
+    body = response.json()
+    entries = body.get("entries") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        raise ProviderError("sprites", "malformed_file_listing")
+    found = []
+    for entry in entries:
+        info = _info(entry, path)
+        if info is not None:
+            found.append(info)
+    return found
+
+
+def fs_error(response: Response) -> SandboxError:
+    """The taxonomy error of a failed filesystem call (see the module docstring)."""
+    error = http_error(response)
+    if response.status != 404 and _wrong_kind(response):
+        return Invalid(error.detail)
+    return error
+
+
+def _wrong_kind(response: Response) -> bool:
+    """Whether the error body says the path is a directory, or goes through a file."""
+    parsed = parse_body(response.body, response.headers.get("Content-Type"))
+    if not isinstance(parsed, dict):
+        return False
+    if parsed.get("code") in _WRONG_KIND:
+        return True
+    text = " ".join(str(parsed.get(key, "")) for key in ("error", "message")).lower()
+    return any(words in text for words in _WRONG_KIND.values())
+
+
+def _head(pieces: Iterator[bytes], limit: int) -> bytes:
+    """At most the first ``limit`` bytes of ``pieces`` (the rest is never read)."""
+    kept = b""
+    for piece in pieces:
+        kept += piece[: limit - len(kept)]
+        if len(kept) >= limit:
+            break
+    return kept
+
+
+def _length(headers: Mapping[str, str]) -> int | None:
+    """The announced body length: ``Content-Length`` when it is a plain number of bytes
+    of an unencoded body, else None."""
+    encoding = (headers.get("Content-Encoding") or "identity").strip().lower()
+    text = (headers.get("Content-Length") or "").strip()
+    if encoding != "identity" or not text.isdigit() or not text.isascii():
+        return None
+    return int(text)
+
+
+def _info(entry: object, listed: str) -> FileInfo | None:
+    """One entry as a ``FileInfo``; None for ``.``/``..`` and for a directory describing
+    itself. ``Invalid`` when the entry is the listed path itself and no directory."""
+    if not isinstance(entry, dict):
+        raise ProviderError("sprites", "malformed_file_listing")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name or "/" in name or "\x00" in name:
+        raise ProviderError("sprites", "malformed_file_listing")
+    if name in (".", ".."):
+        return None
+    kind = _type(entry)
+    if _is_listed_path(entry.get("path"), listed):
+        if kind == "dir":
+            return None
+        raise Invalid(("not_a_directory", listed))
+    size = entry.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ProviderError("sprites", "malformed_file_listing")
+    modified = timestamp(entry.get("modTime"))
+    return FileInfo(
+        name=name,
+        path=posixpath.join(listed, name),
+        type=kind,
+        size=size,
+        mode=_mode(entry.get("mode")),
+        modified=modified if modified is not None and modified.tzinfo is not None else None,
+    )
+
+
+def _is_listed_path(value: object, listed: str) -> bool:
+    if not isinstance(value, str) or not value.startswith("/"):
+        return False
+    return "/" + posixpath.normpath(value).lstrip("/") == listed
+
+
+def _type(entry: dict[str, Any]) -> FileType:
+    if entry.get("isDir") is True:
+        return "dir"
+    kind = entry.get("type")
+    if kind is None:
+        return "file"
+    return _TYPES.get(kind, "other") if isinstance(kind, str) else "other"
+
+
+def _mode(value: object) -> int | None:
+    """Permission bits from octal text (``"0644"``) or a number; None if neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return stat.S_IMODE(value) if value >= 0 else None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        try:
+            return stat.S_IMODE(int(value, 8))
+        except ValueError:
+            return None
+    return None
