@@ -125,6 +125,58 @@ def test_files_write_and_read_through_the_sdk(emulator: E2BEmulator, sandbox: An
     assert emulator.read_file(sandbox.sandbox_id, "/home/user/dir/a.txt") == b"data"
 
 
+def test_files_read_gives_back_binary_content_byte_for_byte(emulator: E2BEmulator,
+                                                           sandbox: Any) -> None:
+    data = bytes(range(256)) * 1025 + b"\r\n\x00"
+    emulator.write_file(sandbox.sandbox_id, "/tmp/blob.bin", data)
+    read = sandbox.files.read("/tmp/blob.bin", format="bytes")
+    assert bytes(read) == data
+    streamed = b"".join(sandbox.files.read("/tmp/blob.bin", format="stream"))
+    assert streamed == data
+
+
+def test_files_read_of_a_missing_file_or_a_directory_raises_the_sdks_errors(
+        sandbox: Any) -> None:
+    with pytest.raises(e2b.FileNotFoundException):
+        sandbox.files.read("/tmp/no-such-file")
+    with pytest.raises(e2b.InvalidArgumentException):
+        sandbox.files.read("/tmp")
+
+
+def test_files_list_gives_each_entry_with_its_type_size_and_mode(emulator: E2BEmulator,
+                                                                 sandbox: Any) -> None:
+    sandbox.files.write("/tmp/listed/three.txt", b"abc")
+    sandbox.files.write("/tmp/listed/sub/inner.txt", b"inner")
+    assert sandbox.commands.run(
+        "cd /tmp/listed && chmod 640 three.txt && ln -s three.txt link && mkfifo pipe"
+    ).exit_code == 0
+    entries = {entry.name: entry for entry in sandbox.files.list("/tmp/listed")}
+    # The SDK leaves out what envd reports without a type (the FIFO).
+    assert sorted(entries) == ["link", "sub", "three.txt"]
+    three, sub, link = entries["three.txt"], entries["sub"], entries["link"]
+    assert (three.type, three.path, three.size) == (e2b.FileType.FILE, "/tmp/listed/three.txt", 3)
+    assert (three.mode, three.permissions, three.owner) == (0o640, "-rw-r-----", "user")
+    assert three.modified_time.tzinfo is not None
+    assert (sub.type, sub.path) == (e2b.FileType.DIR, "/tmp/listed/sub")
+    assert (link.type, link.symlink_target) == (e2b.FileType.SYMLINK, "/tmp/listed/three.txt")
+    assert [(e.name, e.size) for e in sandbox.files.list("/tmp/listed/sub")] == [("inner.txt", 5)]
+    deep = {entry.path for entry in sandbox.files.list("/tmp/listed", depth=2)}
+    assert "/tmp/listed/sub/inner.txt" in deep
+    with pytest.raises(e2b.FileNotFoundException):
+        sandbox.files.list("/tmp/listed/missing")
+    with pytest.raises(e2b.InvalidArgumentException):
+        sandbox.files.list("/tmp/listed/three.txt")
+
+
+def test_files_exists_and_get_info_use_stat(sandbox: Any) -> None:
+    sandbox.files.write("/tmp/stat/file", b"12345")
+    assert sandbox.files.exists("/tmp/stat/file") is True
+    assert sandbox.files.exists("/tmp/stat/none") is False
+    info = sandbox.files.get_info("/tmp/stat/file")
+    assert (info.name, info.path, info.type, info.size) == ("file", "/tmp/stat/file",
+                                                            e2b.FileType.FILE, 5)
+
+
 def test_pause_and_connect_resume_the_same_sandbox(sandbox: Any) -> None:
     handle = sandbox.commands.run("cat", background=True, stdin=True)
     assert sandbox.pause() is True

@@ -15,11 +15,14 @@ Authorisation: every envd call needs ``X-Access-Token: <envdAccessToken>``
 
 RPCs: ``process.Process`` Start and Connect (server streams, see
 :mod:`.streams`), List, SendInput, CloseStdin, SendSignal and Update (unary;
-it resizes a PTY); ``StreamInput`` and the ``filesystem.Filesystem`` service
+it resizes a PTY); ``filesystem.Filesystem`` ListDir and Stat (unary, see
+:mod:`.filesystem`); ``StreamInput`` and the rest of ``filesystem.Filesystem``
 answer ``unimplemented``. Plain HTTP: ``POST /files`` (multipart part
-``file`` or octet-stream, gzip accepted), ``GET /files``, ``GET /health``
-(204). ``/files`` paths are the sandbox's own (what its commands see at that
-path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
+``file`` or octet-stream, gzip accepted), ``GET /files`` (the file streamed
+with its ``Content-Length``; 404 when missing, 400 for a directory or
+anything not a regular file), ``GET /health`` (204). ``/files`` and
+``filesystem.Filesystem`` paths are the sandbox's own (what its commands see
+at that path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
 :mod:`.layout`).
 
 Fault taken here: ``tag_selector_404`` (a tag selector misses, as after a
@@ -36,6 +39,7 @@ import functools
 import hashlib
 import hmac
 import json
+import os
 import posixpath
 import re
 import threading
@@ -47,7 +51,7 @@ from aiohttp import web
 from ..._engine import safefs
 from ..._engine.subscription import Subscription
 from .._server import Faults
-from . import connect
+from . import connect, filesystem
 from .aio import run_blocking
 from .processes import Process, ProcessTable, RpcError, decode_bytes
 from .state import SandboxRecord
@@ -141,7 +145,7 @@ class Envd:
         if method == "POST" and path.startswith("/process.Process/"):
             return await self._process_rpc(request, record, path.rsplit("/", 1)[1])
         if method == "POST" and path.startswith("/filesystem.Filesystem/"):
-            return _rpc_error(RpcError("unimplemented", f"{path} is not emulated"))
+            return await self._filesystem_rpc(request, record, path.rsplit("/", 1)[1])
         return web.Response(status=404, text="404 page not found\n")
 
     @staticmethod
@@ -236,6 +240,36 @@ class Envd:
         process = self._select(request, table, body.get("process"))
         await run_blocking(lambda: table.resize(process, body.get("pty")))
         return {}
+
+    # -- filesystem.Filesystem ---------------------------------------------------------------
+
+    async def _filesystem_rpc(self, request: web.Request, record: SandboxRecord,
+                              method: str) -> web.StreamResponse:
+        """A unary ``filesystem.Filesystem`` call (:mod:`.filesystem`); the rest of the
+        service answers ``unimplemented``."""
+        handler = filesystem.METHODS.get(method)
+        if handler is None:
+            return _rpc_error(RpcError("unimplemented", f"filesystem.Filesystem/{method} is "
+                                                        "not emulated"))
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return web.Response(status=415, text="unsupported content type\n")
+        try:
+            user = self._user(request)
+            body = json.loads(await request.read() or b"{}")
+            if not isinstance(body, dict):
+                raise RpcError("invalid_argument", "request must be a JSON object")
+            sandbox = self.world.table(record.sandbox_id).sandbox
+            return web.json_response(await run_blocking(lambda: handler(sandbox, body, user)))
+        except ValueError:
+            return _rpc_error(RpcError("invalid_argument", "request body is not valid JSON"))
+        except KeyError:
+            return _rpc_error(RpcError("unavailable", "sandbox is gone"))
+        except RpcError as error:
+            return _rpc_error(error)
+        except OSError as error:
+            return _rpc_error(RpcError("internal", f"error reading the filesystem: "
+                                                   f"{error.strerror or error}"))
 
     # -- streams ----------------------------------------------------------------------------
 
@@ -413,6 +447,8 @@ class Envd:
             return _http_error(401, error.message)
 
     async def _read_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
+        """``GET /files``: the file streamed with its ``Content-Length`` (404 missing, 400 a
+        directory or anything not a regular file)."""
         user = self._file_caller(request, record, "read")
         if isinstance(user, web.StreamResponse):
             return user
@@ -422,7 +458,7 @@ class Envd:
         sandbox = self.world.table(record.sandbox_id).sandbox
         absolute = sandbox.sandbox_path(path, user)
         try:
-            data = await run_blocking(lambda: sandbox.read_file(absolute))
+            fd = await run_blocking(lambda: filesystem.open_file(sandbox, absolute))
         except FileNotFoundError:
             return _http_error(404, f"path '{absolute}' does not exist")
         except safefs.PathRefused as refusal:
@@ -433,8 +469,10 @@ class Envd:
             return _http_error(400, f"cannot read path '{absolute}': {refusal}")
         except OSError as error:
             return _file_os_error(absolute, "reading", error)
-        return web.Response(body=data, content_type="application/octet-stream")
-
+        try:
+            return await _stream_file(request, fd)
+        finally:
+            os.close(fd)
     async def _write_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
         user = self._file_caller(request, record, "write")
         if isinstance(user, web.StreamResponse):
@@ -476,6 +514,34 @@ class Envd:
             written.append({"path": absolute, "name": posixpath.basename(absolute),
                             "type": "file"})
         return web.json_response(written)
+
+
+async def _stream_file(request: web.Request, fd: int) -> web.StreamResponse:
+    """Send the open file ``fd`` as the body, a chunk at a time (read off the loop).
+
+    The length announced is the size when the answer starts; a file that shrinks
+    meanwhile has its connection cut short rather than a short body passed off as whole.
+    """
+    size = os.fstat(fd).st_size
+    response = web.StreamResponse(status=200,
+                                  headers={"Content-Type": "application/octet-stream"})
+    response.content_length = size
+    await response.prepare(request)
+    remaining = size
+    try:
+        while remaining > 0:
+            want = min(filesystem.READ_CHUNK, remaining)
+            chunk = await run_blocking(functools.partial(os.read, fd, want), "e2b-emulator-read")
+            if not chunk:
+                if request.transport is not None:
+                    request.transport.abort()
+                return response
+            await response.write(chunk)
+            remaining -= len(chunk)
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away
+    return response
 
 
 def _file_os_error(path: str, doing: str, error: OSError) -> web.Response:

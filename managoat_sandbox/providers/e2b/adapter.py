@@ -13,7 +13,8 @@ the name. A create/create race can still make two sandboxes of one name.
 always look the name up (they need the sandbox's state).
 
 Remembered sandboxes. The operations that only talk to envd (``exec``,
-``spawn``, ``write_file``, ``list_sessions``, ``attach``) remember, per
+``spawn``, ``write_file``, ``read_file``, ``list_files``, ``list_sessions``,
+``attach``) remember, per
 adapter instance and per control plane and account, the sandbox a name
 resolved to and its envd access token, and use them without a lookup. The
 entry is replaced by ``create`` and ``resume``, dropped by ``destroy`` and
@@ -31,6 +32,16 @@ command that may have started is never sent twice.
 envd. Every envd call carries the sandbox's ``X-Access-Token`` (from the
 create/connect answer, else ``GET /sandboxes/{id}``) and goes to
 ``sandbox_url`` when configured, else to ``https://49983-<id>.<domain>``.
+
+Files. ``write_file`` uploads with ``POST /files`` (then ``chmod`` for a
+``mode``). ``read_file`` streams ``GET /files?path=&username=`` (sent with
+``Accept-Encoding: identity``) into :func:`managoat_sandbox.files.collect`,
+a chunk at a time, refusing at once a ``Content-Length`` over ``max_bytes``;
+envd's 404 is ``NotFound``, its 400 (a directory) ``Invalid``, and a body cut
+short ``Unavailable``. ``list_files`` is the unary Connect call
+``filesystem.Filesystem/ListDir`` (JSON ``{"path", "depth": 1}``), whose
+``not_found`` (404) is ``NotFound`` and ``invalid_argument`` (400: not a
+directory) ``Invalid``; how entries become ``FileInfo`` is in :mod:`.files`.
 
 Commands. ``exec`` and ``spawn`` are envd ``Start`` streams. ``exec`` checks
 its deadline before resolving the name and again after it (``timeout=0``
@@ -77,8 +88,8 @@ from ...errors import (
     SandboxError,
     Unavailable,
 )
-from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session
-from . import journal
+from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from . import files, journal
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
 from .envd import Envd, start_request
 from .errors import PROVIDER
@@ -153,7 +164,8 @@ class E2B(StreamingAdapter):
     provider = "e2b"
     command_type = E2BProcess
 
-    _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH})
+    _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH,
+                               Capability.READ_FILE, Capability.LIST_FILES})
 
     def __init__(
         self,
@@ -387,6 +399,21 @@ class E2B(StreamingAdapter):
                 stderr_to_stdout=True))
             if result.exit_code != 0:
                 raise Invalid(("chmod_failed", result.exit_code, result.text.strip()[:200]))
+
+    def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Stream envd's ``GET /files`` into the shared collector (see :meth:`.envd.Envd.read`)."""
+        s = Settings.load()
+        self._check_handle(handle)
+        return self._on_sandbox(s, handle, lambda envd, _: envd.read(self._http, path,
+                                                                     max_bytes))[1]
+
+    def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+        """envd's ``filesystem.Filesystem/ListDir`` at depth 1 (see :mod:`.files`)."""
+        s = Settings.load()
+        self._check_handle(handle)
+        _, answer = self._on_sandbox(s, handle, lambda envd, _: envd.call(
+            self._http, "ListDir", files.list_request(path), service="filesystem.Filesystem"))
+        return files.listing(path, answer)
 
     # -- commands -----------------------------------------------------------
 

@@ -7,6 +7,13 @@ the sandbox's ``X-Access-Token``, ``Authorization: Basic <user:>`` selecting
 the Linux user, and ``Keepalive-Ping-Interval``. Unary calls are JSON in, JSON
 out; streaming calls send one envelope and read envelopes back (see
 :mod:`.connect`). No gRPC, no protobuf: plain ``requests``/``urllib3``.
+
+Files: ``POST /files`` (multipart part ``file``) writes, ``GET /files`` reads,
+both with ``path`` and ``username`` query parameters; a read is streamed (its
+``Content-Length``, under ``Accept-Encoding: identity``, is the file's size),
+404 when nothing is there, 400 for a directory. A listing is the unary
+``filesystem.Filesystem/ListDir`` with ``{"path", "depth": 1}``
+(:mod:`.files`).
 """
 
 from __future__ import annotations
@@ -21,8 +28,16 @@ import attrs
 import requests
 import urllib3.exceptions
 
-from ..._http import BODY_LIMIT, HttpClient, Response, read_bounded, transport_error
+from ..._http import (
+    BODY_LIMIT,
+    HttpClient,
+    Response,
+    body_chunks,
+    read_bounded,
+    transport_error,
+)
 from ...errors import Unavailable
+from ...files import collect
 from . import connect
 from .errors import http_error
 from .settings import ENVD_PORT
@@ -68,10 +83,12 @@ class Envd:
 
     # -- unary RPCs ---------------------------------------------------------
 
-    def call(self, http: HttpClient, method: str, body: Mapping[str, Any]) -> Any:
-        """A unary ``process.Process`` call; its JSON answer, or the mapped error."""
+    def call(self, http: HttpClient, method: str, body: Mapping[str, Any], *,
+             service: str = "process.Process") -> Any:
+        """A unary call of ``service`` (``process.Process`` unless given); its JSON answer,
+        or the mapped error."""
         response = http.request(
-            "POST", f"{self.base_url}/process.Process/{method}",
+            "POST", f"{self.base_url}/{service}/{method}",
             timeout=(self.timeout, self.timeout),
             headers=self.headers("application/json"),
             data=json.dumps(body, separators=(",", ":")).encode("utf-8"),
@@ -135,6 +152,31 @@ class Envd:
         if not response.ok:
             raise http_error(response)
         return response.body
+
+
+    def read(self, http: HttpClient, path: str, max_bytes: int | None) -> bytes:
+        """``GET /files``, streamed: the file's bytes, gathered by :func:`.files.collect` as
+        they arrive (``Truncated`` past ``max_bytes``, at once when ``Content-Length``
+        says so). ``Accept-Encoding: identity``, so the length announced is the file's.
+        A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``)."""
+        headers = {**self.headers(), "Accept-Encoding": "identity"}
+        with http.stream(
+            "GET", f"{self.base_url}/files",
+            timeout=(self.timeout, self.timeout), headers=headers,
+            params=[("path", path), ("username", self.user)],
+        ) as response:
+            if response.status_code != 200:
+                body = read_bounded(response, BODY_LIMIT)
+                raise http_error(Response(response.status_code, dict(response.headers), body))
+            return collect(body_chunks(response, size=_READ_SIZE), max_bytes,
+                           size=_content_length(response.headers.get("Content-Length")))
+
+
+def _content_length(value: str | None) -> int | None:
+    """The announced body length, or None when absent or not a plain decimal count."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
 
 
 def start_request(

@@ -1,0 +1,249 @@
+"""envd's ``filesystem.Filesystem`` service (``ListDir``, ``Stat``) and the reads of ``GET /files``.
+
+Everything here runs on the sandbox's real files, reached only through
+:mod:`~managoat_sandbox._engine.safefs` from a descriptor of the sandbox's
+root: a symlink a command planted is resolved inside the sandbox (an absolute
+target restarts at the sandbox's ``/``), never on the host, and a file is read
+only when it is a regular file (a FIFO is never opened, so nothing blocks).
+The functions block; the routes call them off the event loop.
+
+``ListDir`` (``{"path", "depth"}``; depth 0 means 1) answers
+``{"entries": [EntryInfo...]}``: directories (and links to them) first, then
+by case-folded name;
+the entries of subdirectories down to ``depth`` (symlinked directories are not
+descended into). A missing path is ``not_found``, one that is not a directory
+(after following symlinks) ``invalid_argument``, a symlink loop
+``invalid_argument``. ``Stat`` (``{"path"}``) answers ``{"entry": EntryInfo}``
+for the path itself (a final symlink not followed), ``not_found`` if nothing
+is there.
+
+An ``EntryInfo`` is protobuf JSON, zero values left out: ``name``, ``type``
+(``FILE_TYPE_FILE``, ``FILE_TYPE_DIRECTORY``, else unspecified and absent),
+``path`` (under the requested path, symlinks in it kept), ``size`` (int64, so
+a string; a symlink's own size), ``mode`` (the permission bits),
+``permissions`` (as Go's ``FileMode.String``, ``-rw-r--r--``),
+``owner``/``group``, ``modifiedTime`` (RFC 3339, UTC) and, for a symlink,
+``isSymlink: true`` with ``type`` and ``mode`` those of its target and
+``symlinkTarget`` the target's resolved sandbox path (both absent when the
+link dangles or loops).
+
+Owners: the box runs every command as one uid (:mod:`.layout`), and what the
+emulator writes is the host's; so files of the emulator's host uid/gid are
+reported as the box user's, anything else as the uid ``65534`` and group
+``nogroup`` (how an unmapped id looks inside the sandbox).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from ..._engine import safefs
+from .layout import SandboxBox, box_user
+from .processes import RpcError
+
+__all__ = ["METHODS", "READ_CHUNK", "entry_info", "list_dir", "open_file", "stat_entry"]
+
+#: Bytes handed to the event loop per read of a ``GET /files`` body.
+READ_CHUNK = 1024 * 1024
+FILE = "FILE_TYPE_FILE"
+DIRECTORY = "FILE_TYPE_DIRECTORY"
+_NOBODY = "65534"
+_NOGROUP = "nogroup"
+
+
+def _permissions(mode: int) -> str:
+    """``mode`` as Go's ``FileMode.String`` writes it (``drwxr-xr-x``, ``Lrwxrwxrwx``): its
+    type and special-bit letters in Go's order (``-`` if none), then the nine bits."""
+    flags = (
+        (stat.S_ISDIR(mode), "d"),
+        (stat.S_ISLNK(mode), "L"),
+        (stat.S_ISBLK(mode) or stat.S_ISCHR(mode), "D"),
+        (stat.S_ISFIFO(mode), "p"),
+        (stat.S_ISSOCK(mode), "S"),
+        (bool(mode & stat.S_ISUID), "u"),
+        (bool(mode & stat.S_ISGID), "g"),
+        (stat.S_ISCHR(mode), "c"),
+        (bool(mode & stat.S_ISVTX), "t"),
+    )
+    letters = "".join(letter for present, letter in flags if present)
+    bits = "".join(char if mode & (1 << (8 - i)) else "-" for i, char in enumerate("rwxrwxrwx"))
+    return (letters or "-") + bits
+
+
+def _timestamp(ns: int) -> str:
+    """A protobuf JSON ``Timestamp``: UTC, with 0, 3, 6 or 9 fractional digits."""
+    seconds, nanos = divmod(ns, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    if nanos:
+        digits = f"{nanos:09d}"
+        while digits.endswith("000"):
+            digits = digits[:-3]
+        text += "." + digits
+    return text + "Z"
+
+
+def _file_type(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return FILE
+    if stat.S_ISDIR(mode):
+        return DIRECTORY
+    return None
+
+
+class _Owners:
+    """Names for the owner and group ids of the sandbox's files (see the module docstring)."""
+
+    def __init__(self, sandbox: SandboxBox) -> None:
+        self.user = box_user(sandbox.users)
+        self.uid = os.geteuid()
+        self.gid = os.getegid()
+
+    def owner(self, uid: int) -> str:
+        return self.user if uid == self.uid else _NOBODY
+
+    def group(self, gid: int) -> str:
+        return self.user if gid == self.gid else _NOGROUP
+
+
+def _link_target(root_fd: int, path: str) -> tuple[str, os.stat_result] | None:
+    """Where the symlink at ``path`` leads inside the sandbox and what is there, or None
+    when it dangles, loops or passes through a non-directory."""
+    try:
+        where = safefs.resolve(root_fd, path)
+    except (OSError, safefs.PathRefused):
+        return None
+    try:
+        return where.path, os.stat(where.name, dir_fd=where.parent, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        where.close()
+
+
+def entry_info(root_fd: int, path: str, info: os.stat_result, owners: _Owners) -> dict[str, Any]:
+    """The ``EntryInfo`` of the entry at sandbox ``path`` whose own status is ``info``."""
+    entry: dict[str, Any] = {"name": posixpath.basename(path) or "/", "path": path}
+    kind, mode = _file_type(info.st_mode), stat.S_IMODE(info.st_mode) & 0o777
+    if stat.S_ISLNK(info.st_mode):
+        entry["isSymlink"] = True
+        target = _link_target(root_fd, path)
+        kind, mode = None, 0
+        if target is not None:
+            entry["symlinkTarget"] = target[0]
+            kind, mode = _file_type(target[1].st_mode), stat.S_IMODE(target[1].st_mode) & 0o777
+    if kind is not None:
+        entry["type"] = kind
+    if info.st_size:
+        entry["size"] = str(info.st_size)
+    if mode:
+        entry["mode"] = mode
+    entry["permissions"] = _permissions(info.st_mode)
+    entry["owner"] = owners.owner(info.st_uid)
+    entry["group"] = owners.group(info.st_gid)
+    entry["modifiedTime"] = _timestamp(info.st_mtime_ns)
+    return entry
+
+
+def _directory(root_fd: int, path: str) -> None:
+    """``not_found`` unless something is at ``path``; ``invalid_argument`` unless it is a
+    directory (symlinks followed inside the sandbox)."""
+    try:
+        info = safefs.stat_path(root_fd, path)
+    except FileNotFoundError:
+        raise RpcError("not_found", f"directory not found: {path}") from None
+    except safefs.PathRefused as refusal:
+        if refusal.reason == "not_a_directory":
+            raise RpcError("not_found", f"directory not found: {path}") from None
+        raise RpcError("invalid_argument", f"cannot list {path}: {refusal}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise RpcError("invalid_argument", f"path is not a directory: {path}")
+
+
+def _sort_key(entry: Mapping[str, Any]) -> tuple[int, str]:
+    return (0 if entry.get("type") == DIRECTORY else 1, str(entry["name"]).lower())
+
+
+def list_dir(sandbox: SandboxBox, path: str, depth: int) -> list[dict[str, Any]]:
+    """The entries under the directory at sandbox ``path`` (absolute, normalised), down to
+    ``depth`` levels (at least 1); RpcError as the module docstring says."""
+    owners = _Owners(sandbox)
+    entries: list[dict[str, Any]] = []
+    with sandbox.root() as root_fd:
+        _directory(root_fd, path)
+        pending = [(path, 1)]
+        while pending:
+            directory, level = pending.pop()
+            try:
+                found = safefs.list_dir(root_fd, directory)
+            except (FileNotFoundError, safefs.PathRefused):
+                if directory == path:
+                    raise RpcError("not_found", f"directory not found: {path}") from None
+                continue  # a subdirectory replaced meanwhile
+            for name, info in found:
+                full = posixpath.join(directory, name)
+                entries.append(entry_info(root_fd, full, info, owners))
+                if level < depth and stat.S_ISDIR(info.st_mode):
+                    pending.append((full, level + 1))
+    entries.sort(key=_sort_key)
+    return entries
+
+
+def stat_entry(sandbox: SandboxBox, path: str) -> dict[str, Any]:
+    """The ``EntryInfo`` of sandbox ``path`` itself (a final symlink not followed)."""
+    with sandbox.root() as root_fd:
+        try:
+            info = safefs.stat_path(root_fd, path, follow=False)
+        except FileNotFoundError:
+            raise RpcError("not_found", f"file not found: {path}") from None
+        except safefs.PathRefused as refusal:
+            if refusal.reason == "not_a_directory":
+                raise RpcError("not_found", f"file not found: {path}") from None
+            raise RpcError("invalid_argument", f"cannot stat {path}: {refusal}") from None
+        return entry_info(root_fd, path, info, _Owners(sandbox))
+
+
+def open_file(sandbox: SandboxBox, path: str) -> int:
+    """A read descriptor of the regular file at sandbox ``path`` (the caller closes it):
+    FileNotFoundError, or PathRefused ``is_directory``/``not_a_file``/... as safefs says."""
+    with sandbox.root() as root_fd:
+        return safefs.open_file(root_fd, path)
+
+
+def _path(body: Mapping[str, Any], sandbox: SandboxBox, user: str) -> str:
+    given = body.get("path", "")
+    if not isinstance(given, str):
+        raise RpcError("invalid_argument", "path must be a string")
+    return sandbox.sandbox_path(given, user)
+
+
+def _depth(body: Mapping[str, Any]) -> int:
+    given = body.get("depth", 0)
+    try:
+        depth = int(given) if isinstance(given, (int, str)) and not isinstance(given,
+                                                                                bool) else -1
+    except ValueError:
+        depth = -1
+    if depth < 0 or depth > 0xFFFFFFFF:
+        raise RpcError("invalid_argument", "depth must be a uint32")
+    return depth or 1
+
+
+def _list_dir(sandbox: SandboxBox, body: Mapping[str, Any], user: str) -> dict[str, Any]:
+    entries = list_dir(sandbox, _path(body, sandbox, user), _depth(body))
+    return {"entries": entries} if entries else {}
+
+
+def _stat(sandbox: SandboxBox, body: Mapping[str, Any], user: str) -> dict[str, Any]:
+    return {"entry": stat_entry(sandbox, _path(body, sandbox, user))}
+
+
+#: The unary ``filesystem.Filesystem`` methods served: (sandbox, request, user) -> answer.
+METHODS: Mapping[str, Callable[[SandboxBox, Mapping[str, Any], str], dict[str, Any]]] = {
+    "ListDir": _list_dir,
+    "Stat": _stat,
+}
