@@ -79,12 +79,12 @@ class _Buffer:
         return taken
 
     def find(self, needle: bytes, limit: int) -> int:
-        """Where ``needle`` starts, reading more as needed; -1 once ``limit`` bytes were
-        searched without it; MalformedMultipart if the body ends first."""
+        """Where ``needle`` starts, reading more as needed; -1 when it does not start
+        within the first ``limit`` bytes; MalformedMultipart if the body ends first."""
         while True:
             found = self.data.find(needle)
             if found >= 0:
-                return found
+                return found if found <= limit else -1
             if len(self.data) > limit:
                 return -1
             if not self.fill():
