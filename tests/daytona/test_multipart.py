@@ -45,7 +45,7 @@ def split_at(data: bytes, *cuts: int) -> list[bytes]:
 
 
 def test_parts_are_the_same_however_the_body_is_cut_into_pieces() -> None:
-    data = body(FILE, ERROR, preamble=b"ignored", epilogue=b"also ignored")
+    data = body(FILE, ERROR, preamble=b"ignored", epilogue=b"\r\n \t\r\n")
     expected = [
         ({"content-disposition": 'form-data; name="file"; filename="/tmp/a"',
           "content-type": "application/octet-stream"}, TRICKY),
@@ -85,6 +85,13 @@ def test_content_streams_before_the_body_has_arrived() -> None:
     part = next(parts(pieces(), BOUNDARY))
     first = next(part.content)
     assert first.startswith(b"x") and len(pulled) < 5
+
+
+def test_data_after_the_closing_delimiter_is_malformed() -> None:
+    """A file holding ``CRLF--boundary--`` seems to end the body early: what follows
+    is refused, so the short file is never taken for the whole one."""
+    with pytest.raises(MalformedMultipart, match="data_after_close"):
+        read([body((b"", b"start")), b"rest of the file"])
 
 
 def test_oversized_headers_and_garbage_are_malformed() -> None:

@@ -42,9 +42,10 @@ def box(mocked: responses.RequestsMock) -> Handle:
     return Handle("daytona", "box")
 
 
-def serve(mocked: responses.RequestsMock, body: bytes, **kwargs: Any) -> None:
-    mocked.post(TOOLBOX + "/files/bulk-download", body=body,
-                headers=kwargs.pop("headers", MULTIPART), **kwargs)
+def serve(mocked: responses.RequestsMock, body: bytes) -> None:
+    """Answer the bulk download with ``body`` (replacing an earlier answer)."""
+    mocked.upsert(responses.POST, TOOLBOX + "/files/bulk-download", body=body,
+                  headers=MULTIPART)
 
 
 def test_both_capabilities_are_advertised(daytona: Daytona) -> None:
@@ -90,7 +91,7 @@ def test_an_error_part_after_the_file_part_is_raised_never_a_short_file(
         daytona.read_file(box, "/w/f")
 
 
-def test_a_body_cut_short_or_not_multipart_is_unavailable(
+def test_a_body_cut_short_is_unavailable_and_one_not_multipart_a_provider_error(
         mocked: responses.RequestsMock, daytona: Daytona, box: Handle) -> None:
     whole = multipart(part("file", "/w/f", b"x" * 1000, "text/plain"))
     serve(mocked, whole[:600])
@@ -98,9 +99,18 @@ def test_a_body_cut_short_or_not_multipart_is_unavailable(
         daytona.read_file(box, "/w/f")
     assert caught.value.detail == ("malformed_multipart", "truncated")
     mocked.replace(responses.POST, TOOLBOX + "/files/bulk-download", json={"files": []})
-    with pytest.raises(Unavailable) as caught:
+    with pytest.raises(ProviderError) as refused:
         daytona.read_file(box, "/w/f")
-    assert caught.value.detail == ("malformed_multipart", "not_multipart")
+    assert refused.value.detail == ("malformed_multipart", "not_multipart")
+
+
+def test_a_file_holding_the_fixed_boundary_is_refused_never_cut_short(
+        mocked: responses.RequestsMock, daytona: Daytona, box: Handle) -> None:
+    for inside in (f"\r\n--{BOUNDARY}--\r\nmore", f"\r\n--{BOUNDARY}\r\nX: 1\r\n\r\nmore"):
+        serve(mocked, multipart(part("file", "/w/f", b"start" + inside.encode(), "text/plain")))
+        with pytest.raises(ProviderError) as refused:
+            daytona.read_file(box, "/w/f")
+        assert refused.value.detail[0] == "malformed_multipart"
 
 
 def test_a_body_without_a_part_for_the_file_is_a_provider_error(
@@ -119,8 +129,7 @@ def test_max_bytes_refuses_a_longer_file_and_a_longer_announced_part(
     assert caught.value.detail == ("max_bytes", 9)
     announced = (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; '
                  f'filename="/w/f"\r\nContent-Length: 500\r\n\r\nabc').encode()
-    mocked.replace(responses.POST, TOOLBOX + "/files/bulk-download", body=announced,
-                   headers=MULTIPART)
+    serve(mocked, announced)
     with pytest.raises(Truncated):
         daytona.read_file(box, "/w/f", max_bytes=100)
 

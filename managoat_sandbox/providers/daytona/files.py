@@ -11,7 +11,11 @@ The wire facts relied on (as the official SDK, daytona 0.226.1, uses them):
   ``400 INVALID_FILE_PATH`` for a directory, ``403 FILE_ACCESS_DENIED``) — or,
   from older daemons, plain text (``file not found or invalid: <path>``). A
   daemon that fails mid-file writes an error part after the file part, so the
-  body is read to its closing delimiter before the bytes are trusted.
+  body is read to its closing delimiter before the bytes are trusted. The
+  boundary is fixed (``DAYTONA-FILE-BOUNDARY``): a file holding
+  ``CRLF--DAYTONA-FILE-BOUNDARY`` cannot be told apart from the end of its
+  part, so a part after the file's or data after the closing delimiter is a
+  ``ProviderError``, never a short file.
 * ``list_files`` is ``GET {toolbox}/files?path=<dir>``: a JSON list of
   ``{name, size, mode, permissions, modTime, modifiedAt?, isDir, owner, group,
   path?}``; 404 for a missing path, 400 for one that is not a directory. The
@@ -95,9 +99,10 @@ def _error_of(part: Part) -> SandboxError:
 def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
     """The bytes of the file at ``path``, collected as they arrive (``files.collect``).
 
-    The body is read to its closing delimiter: an error part after the file's
-    part (the daemon failed mid-file) is raised, and a body cut short is
-    ``Unavailable``, never a short file.
+    The body is read to its closing delimiter: an error part (also after the
+    file's part: the daemon failed mid-file) is raised; a body cut short is
+    ``Unavailable``; any other part after the file's, or a body that is not
+    the multipart answer asked for, is a ``ProviderError`` — never a short file.
     """
     content: bytes | None = None
     with toolbox.download(path) as (content_type, pieces):
@@ -106,10 +111,14 @@ def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
                 field = _field(part)
                 if field == "error":
                     raise _error_of(part)
-                if field == "file" and content is None:
+                if content is not None:
+                    raise ProviderError(PROVIDER, ("malformed_multipart", "extra_part"))
+                if field == "file":
                     content = collect(part.content, max_bytes, size=_length(part))
         except MalformedMultipart as error:
-            raise Unavailable(("malformed_multipart", error.reason)) from None
+            if error.reason == "truncated":
+                raise Unavailable(("malformed_multipart", error.reason)) from None
+            raise ProviderError(PROVIDER, ("malformed_multipart", error.reason)) from None
     if content is None:
         raise ProviderError(PROVIDER, ("no_file_part", path))
     return content

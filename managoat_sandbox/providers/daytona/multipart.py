@@ -8,8 +8,11 @@ never held whole here and a caller can stop early (closing the response).
 It keeps at most one network piece plus the length of the delimiter between
 reads. Each part's content must be consumed (or abandoned with the rest of
 the body) before the next part is read. A body that ends before its closing
-delimiter, or whose part headers run past :data:`HEADER_LIMIT`, raises
-:class:`MalformedMultipart`.
+delimiter, whose part headers run past :data:`HEADER_LIMIT`, or that goes on
+after its closing delimiter with anything but whitespace raises
+:class:`MalformedMultipart` — the last because a server with a fixed boundary
+(the Daytona daemon's) sends a file holding ``CRLF--boundary--`` as a body
+that seems to end early: refusing the epilogue refuses the short file.
 """
 
 from __future__ import annotations
@@ -124,11 +127,21 @@ def _content(buffer: _Buffer, delimiter: bytes) -> Iterator[bytes]:
             raise MalformedMultipart("truncated")
 
 
+def _epilogue(buffer: _Buffer) -> None:
+    """Read what follows the closing delimiter; MalformedMultipart unless it is whitespace."""
+    while True:
+        if buffer.data.strip(b" \t\r\n"):
+            raise MalformedMultipart("data_after_close")
+        buffer.data.clear()
+        if not buffer.fill():
+            return
+
+
 def parts(pieces: Iterable[bytes], boundary: bytes) -> Iterator[Part]:
     """The parts of the multipart body arriving as ``pieces``, in order.
 
-    The preamble before the first delimiter and the epilogue after the
-    closing one are ignored.
+    The preamble before the first delimiter is ignored; after the closing one
+    only whitespace may follow.
     """
     buffer = _Buffer(pieces)
     dash = b"--" + boundary
@@ -141,6 +154,8 @@ def parts(pieces: Iterable[bytes], boundary: bytes) -> Iterator[Part]:
     while True:
         buffer.ensure(2)
         if buffer.data[:2] == b"--":
+            buffer.take(2)
+            _epilogue(buffer)
             return
         end_of_line = buffer.find(_CRLF, limit=HEADER_LIMIT)
         if end_of_line < 0 or buffer.data[:end_of_line].strip(b" \t"):
