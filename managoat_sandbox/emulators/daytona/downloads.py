@@ -35,6 +35,7 @@ import json
 import mimetypes
 import os
 import stat
+import threading
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -113,6 +114,26 @@ def _refusal(path: str, error: BaseException) -> tuple[int, str, str]:
     return 500, "FILE_READ_FAILED", f"error opening file: {error}"
 
 
+class _Reader:
+    """A regular file's descriptor read off the event loop, closed safely: a close waits
+    for a read in progress, so the descriptor (and its number) is never pulled from
+    under a reading thread — also when the request is cancelled mid-read."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    def read(self) -> bytes:
+        with self._lock:
+            return b"" if self._fd is None else os.read(self._fd, _PIECE)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
 async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: str) -> None:
     if not path:
         await parts.error(request, path, 400, "INVALID_FILE_PATH", "path is required")
@@ -122,12 +143,13 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
     except (OSError, safefs.PathRefused) as error:
         await parts.error(request, path, *_refusal(path, error))
         return
+    reader = _Reader(fd)
     try:
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
         await parts.open("file", path, kind)
         while True:
             try:
-                piece = await run_blocking(lambda: os.read(fd, _PIECE))
+                piece = await run_blocking(reader.read)
             except OSError as error:
                 await parts.error(request, path, 500, "FILE_READ_FAILED",
                                   f"error streaming file: {error}")
@@ -136,7 +158,7 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
                 return
             await parts.response.write(piece)
     finally:
-        os.close(fd)
+        reader.close()
 
 
 async def bulk_download(request: web.Request, daemon: Daemon) -> web.StreamResponse:
