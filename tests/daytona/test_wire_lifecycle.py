@@ -312,7 +312,7 @@ def test_capabilities_public_url_and_checkpoints(daytona: Daytona) -> None:
     handle = daytona.build_handle("box")
     assert daytona.capabilities() == frozenset(
         {Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH,
-         Capability.TERMINATE_SESSION}
+         Capability.TERMINATE_SESSION, Capability.READ_FILE, Capability.LIST_FILES}
     )
     assert daytona.public_url(handle) is None
     with pytest.raises(NotSupported):

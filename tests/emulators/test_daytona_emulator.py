@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import email.parser
+import email.policy
 import json
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -22,6 +25,7 @@ from managoat_sandbox._engine import isolation
 from managoat_sandbox.emulators._reap import marked_processes
 from managoat_sandbox.emulators._server import MARKER_ENV
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
+from managoat_sandbox.emulators.daytona.downloads import go_mode
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -621,6 +625,98 @@ def test_uploads_write_into_the_sandbox(client: Client, sandbox: dict[str, Any])
     no_path = client.tb(sandbox, "POST", "/files/upload", files={"file": ("x", b"x")})
     assert no_path.status_code == 400 and no_path.content == b""
     assert client.tb(sandbox, "GET", "/files/download", params={"path": "two.txt"}).content == b"2"
+
+
+def _upload(client: Client, sandbox: dict[str, Any], path: str, data: bytes) -> None:
+    answer = client.tb(sandbox, "POST", "/files/bulk-upload",
+                       files=[("files[0].path", (None, path)), ("files[0].file", ("f", data))])
+    assert answer.status_code == 200, answer.text
+
+
+def _multipart_parts(answer: requests.Response) -> list[tuple[dict[str, str], bytes]]:
+    """The parts of a multipart answer, read with the standard library's email parser."""
+    head = f"Content-Type: {answer.headers['Content-Type']}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        head + answer.content)
+    return [({k.lower(): str(v) for k, v in part.items()}, part.get_payload(decode=True))
+            for part in message.iter_parts()]
+
+
+def test_bulk_download_answers_one_part_per_path_in_order(client: Client,
+                                                          sandbox: dict[str, Any]) -> None:
+    data = bytes(range(256)) * 50
+    _upload(client, sandbox, "/tmp/dl/blob.bin", data)
+    _upload(client, sandbox, "/tmp/dl/note.txt", b"note")
+    answer = client.tb(sandbox, "POST", "/files/bulk-download", json={"paths": [
+        "/tmp/dl/blob.bin", "/tmp/dl/missing", "/tmp/dl", "/tmp/dl/note.txt"]})
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"] == "multipart/form-data; boundary=DAYTONA-FILE-BOUNDARY"
+    assert answer.content.endswith(b"\r\n--DAYTONA-FILE-BOUNDARY--\r\n")
+    (blob, blob_data), (missing, missing_data), (folder, folder_data), (note, note_data) = \
+        _multipart_parts(answer)
+    assert blob["content-disposition"] == 'form-data; name="file"; filename="/tmp/dl/blob.bin"'
+    assert (blob["content-type"], blob_data) == ("application/octet-stream", data)
+    assert (note["content-type"], note_data) == ("text/plain", b"note")
+    for part, content, status, code in ((missing, missing_data, 404, "FILE_NOT_FOUND"),
+                                        (folder, folder_data, 400, "INVALID_FILE_PATH")):
+        assert part["content-disposition"].startswith('form-data; name="error"; filename="/tmp/')
+        assert part["content-type"] == "application/json"
+        error = json.loads(content)
+        assert (error["statusCode"], error["code"], error["source"]) == (
+            status, code, "DAYTONA_DAEMON")
+        assert set(error) >= {"message", "timestamp", "path", "method"}
+
+
+def test_bulk_download_names_a_path_that_cannot_be_quoted_in_rfc_5987_form(
+        client: Client, sandbox: dict[str, Any]) -> None:
+    _upload(client, sandbox, "/tmp/dl/caf\u00e9.txt", b"x")
+    answer = client.tb(sandbox, "POST", "/files/bulk-download",
+                       json={"paths": ["/tmp/dl/caf\u00e9.txt", '/tmp/dl/"q"\nx']})
+    assert b"name=\"file\"; filename*=utf-8''%2Ftmp%2Fdl%2Fcaf%C3%A9.txt\r\n" in answer.content
+    assert b"name=\"error\"; filename*=utf-8''%2Ftmp%2Fdl%2F%22q%22%0Ax\r\n" in answer.content
+    (found, content), _refused = _multipart_parts(answer)
+    assert content == b"x"
+    assert 'filename="/tmp/dl/caf\u00e9.txt"' in found["content-disposition"], "decodable"
+
+
+def test_bulk_download_wants_a_non_empty_list_of_paths(client: Client,
+                                                       sandbox: dict[str, Any]) -> None:
+    for body in ({"paths": []}, {"paths": "x"}, {}, [1]):
+        answer = client.tb(sandbox, "POST", "/files/bulk-download", json=body)
+        assert answer.status_code == 400 and answer.json()["code"] == "BAD_REQUEST", body
+
+
+def test_listing_reports_the_fields_the_sdk_parses(client: Client,
+                                                   sandbox: dict[str, Any]) -> None:
+    _upload(client, sandbox, "/tmp/ls/a.txt", b"abc")
+    _upload(client, sandbox, "/tmp/ls/sub/b.txt", b"b")
+    answer = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls"})
+    assert answer.status_code == 200
+    a_txt, sub = answer.json()
+    assert {k: a_txt[k] for k in ("name", "size", "isDir", "path", "mode", "permissions")} == {
+        "name": "a.txt", "size": 3, "isDir": False, "path": "/tmp/ls/a.txt",
+        "mode": "-rw-r--r--", "permissions": "0644"}
+    assert a_txt["modTime"].endswith(" +0000 UTC") and a_txt["modifiedAt"].endswith("Z")
+    assert a_txt["owner"].isdigit() and a_txt["group"].isdigit()
+    assert (sub["name"], sub["isDir"], sub["mode"][0]) == ("sub", True, "d")
+    deep = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls", "depth": "2"})
+    assert [e["path"] for e in deep.json()] == ["/tmp/ls/a.txt", "/tmp/ls/sub",
+                                                "/tmp/ls/sub/b.txt"]
+    missing = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls/none"})
+    not_dir = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls/a.txt"})
+    bad_depth = client.tb(sandbox, "GET", "/files", params={"path": "/tmp", "depth": "0"})
+    assert (missing.status_code, not_dir.status_code, bad_depth.status_code) == (404, 400, 400)
+
+
+def test_go_mode_renders_every_file_type_as_go_does() -> None:
+    assert go_mode(stat.S_IFREG | 0o644) == "-rw-r--r--"
+    assert go_mode(stat.S_IFDIR | 0o1777) == "dtrwxrwxrwx"
+    assert go_mode(stat.S_IFLNK | 0o777) == "Lrwxrwxrwx"
+    assert go_mode(stat.S_IFIFO | 0o600) == "prw-------"
+    assert go_mode(stat.S_IFSOCK | 0o755) == "Srwxr-xr-x"
+    assert go_mode(stat.S_IFCHR | 0o666) == "Dcrw-rw-rw-"
+    assert go_mode(stat.S_IFBLK | 0o660) == "Drw-rw----"
+    assert go_mode(stat.S_IFREG | 0o6755) == "ugrwxr-xr-x"
 
 
 # -- faults ------------------------------------------------------------------------------

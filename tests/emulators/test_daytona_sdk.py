@@ -88,3 +88,31 @@ def test_sdk_list_walks_every_page(client: Any) -> None:
     fetched = client.get("sdk-list-0")
     fetched.delete()
     assert wait_until(lambda: "sdk-list-0" not in {s.name for s in client.list()}, 5)
+
+
+def test_sdk_downloads_binary_files_and_lists_directories(client: Any) -> None:
+    sandbox = client.create(daytona.CreateSandboxFromSnapshotParams(name="sdk-files"))
+    data = bytes(range(256)) * 1000 + b"\r\n-DAYTONA-FILE-BOUNDARY\r\n\x00"
+    sandbox.fs.upload_file(data, "/tmp/sdk/every-byte.bin")
+    sandbox.fs.upload_file(b"abc", "/tmp/sdk/sub/inner.txt")
+    assert sandbox.fs.download_file("/tmp/sdk/every-byte.bin") == data
+    streamed = b"".join(sandbox.fs.download_file_stream("/tmp/sdk/every-byte.bin"))
+    assert streamed == data
+    with pytest.raises(daytona.DaytonaNotFoundError) as missing:
+        sandbox.fs.download_file("/tmp/sdk/missing")
+    assert missing.value.status_code == 404 and missing.value.code == "FILE_NOT_FOUND"
+    with pytest.raises(daytona.DaytonaError) as directory:
+        sandbox.fs.download_file("/tmp/sdk/sub")
+    assert directory.value.status_code == 400
+    listed = {f.name: f for f in sandbox.fs.list_files("/tmp/sdk")}
+    assert sorted(listed) == ["every-byte.bin", "sub"]
+    blob, sub = listed["every-byte.bin"], listed["sub"]
+    assert (blob.is_dir, blob.size, blob.path) == (False, len(data), "/tmp/sdk/every-byte.bin")
+    assert (blob.mode, blob.permissions) == ("-rw-r--r--", "0644")
+    assert blob.modified_at and blob.mod_time.endswith("+0000 UTC")
+    assert (sub.is_dir, sub.mode[0]) == (True, "d")
+    deep = sandbox.fs.list_files("/tmp/sdk", depth=2)
+    assert sorted(f.path for f in deep) == ["/tmp/sdk/every-byte.bin", "/tmp/sdk/sub",
+                                            "/tmp/sdk/sub/inner.txt"]
+    with pytest.raises(daytona.DaytonaNotFoundError):
+        sandbox.fs.list_files("/tmp/sdk/missing")

@@ -59,6 +59,32 @@ class SandboxFiles:
         with self._box.root() as root:
             return safefs.read_file(root, self.absolute(path), limit=limit)
 
+    def open(self, path: str) -> int:
+        """A read descriptor of the regular file at ``path`` (FileNotFoundError if nothing
+        is there; PathRefused ``is_directory`` for a directory, ``not_a_file`` for a FIFO,
+        socket or device, which is never opened)."""
+        with self._box.root() as root:
+            return safefs.open_file(root, self.absolute(path))
+
+    def listing(self, path: str) -> list[tuple[str, os.stat_result, bool]]:
+        """The entries of the directory at ``path``, by name, as ``(name, status,
+        linked)``: the status of what the entry names — a symlink (``linked``) is
+        followed inside the sandbox, as the daemon's stat follows it, and left out when
+        it leads nowhere. PathRefused ``not_a_directory`` for a path that is not a
+        directory."""
+        target = self.absolute(path)
+        with self._box.root() as root:
+            entries = []
+            for name, own in safefs.list_dir(root, target):
+                linked = stat.S_ISLNK(own.st_mode)
+                try:
+                    info = safefs.stat_path(root, f"{target.rstrip('/')}/{name}") \
+                        if linked else own
+                except (OSError, safefs.PathRefused):
+                    continue
+                entries.append((name, info, linked))
+            return entries
+
     def write(self, path: str, data: bytes) -> str:
         """Replace the file at ``path`` with ``data`` (parents made); its absolute path."""
         target = self.absolute(path)

@@ -5,7 +5,8 @@ started (400 "… Is the Sandbox started?") and bumps its ``lastActivityAt``
 unless ``X-Daytona-Skip-Last-Activity-Update: true``. The daemon part is
 :class:`~.daemon.Daemon`; logs are rendered by :mod:`.logs`.
 
-Every path a request names (``path=`` of the file endpoints, an execute's
+The file reads (bulk download, listing) are :mod:`.downloads`. Every path a
+request names (``path=`` of the file endpoints, an execute's
 ``cwd``) is a sandbox path — absolute, or relative to the sandbox user's home
 — reached through the sandbox's :class:`~.files.SandboxFiles`, never on the
 host. Blocking work (the box, the files) runs on a short-lived thread
@@ -30,6 +31,7 @@ from managoat_sandbox._engine.errors import EngineError
 
 from .. import _cut
 from .._server import Fault
+from . import downloads
 from .blocking import run_blocking
 from .daemon import Command, Daemon, Session
 from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
@@ -110,6 +112,8 @@ class ToolboxRoutes:
             ("POST", "/files/upload-v2", self.upload_v2),
             ("POST", "/files/bulk-upload", self.bulk_upload),
             ("GET", "/files/download", self.download),
+            ("POST", "/files/bulk-download", downloads.bulk_download),
+            ("GET", "/files", downloads.list_files),
             ("GET", "/version", self.version),
             ("GET", "/user-home-dir", self.home_dir),
             ("GET", "/work-dir", self.home_dir),

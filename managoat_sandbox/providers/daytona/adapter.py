@@ -36,6 +36,11 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
 * Stdin goes through the command-input endpoint; ``close_stdin`` really closes
   it (the shim's relay feeding the command ends) and returns normally even if
   that fails.
+* ``read_file`` streams the toolbox's bulk download (one multipart part per
+  file, an error part for a path it cannot serve) into ``files.collect``;
+  ``list_files`` maps the toolbox's listing (``GET /files``). The daemon stats
+  listed entries through symlinks, so a link is listed as what it points at
+  and a dangling one not at all (wire facts: :mod:`.files`).
 * ``apply_network_policy`` sets ``networkBlockAll: true`` with the allowlist as
   ``domainAllowList`` (``""`` for ``allow=[]``: deny all egress).
 * ``public_url`` is ``None``: Daytona's preview URLs need a per-start token
@@ -68,8 +73,17 @@ from ...errors import (
     Truncated,
     Unavailable,
 )
-from ...types import Command, ExecResult, Handle, Info, NetworkPolicy, Session, Status
-from . import shim
+from ...types import (
+    Command,
+    ExecResult,
+    FileInfo,
+    Handle,
+    Info,
+    NetworkPolicy,
+    Session,
+    Status,
+)
+from . import files, shim
 from .api import PROVIDER, Api, Timeouts
 from .commands import DaytonaCommand
 from .errors import conflict_is_transient, is_status
@@ -170,6 +184,8 @@ class Daytona(StreamingAdapter):
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.TERMINATE_SESSION,
+            Capability.READ_FILE,
+            Capability.LIST_FILES,
         }
     )
 
@@ -333,6 +349,16 @@ class Daytona(StreamingAdapter):
             code, output = toolbox.execute(shim.chmod(path, mode))
             if code != 0:
                 raise Invalid(("chmod_failed", code, output.decode("utf-8", "replace")))
+
+    def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of the file at ``path`` from the toolbox's bulk download (a missing
+        path is NotFound, a directory Invalid; see :func:`.files.read`)."""
+        return files.read(self._toolbox(handle), path, max_bytes)
+
+    def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
+        """The entries of the directory at ``path`` from the toolbox's listing (a missing
+        path is NotFound, a file Invalid; see :func:`.files.listing`)."""
+        return files.listing(self._toolbox(handle), path)
 
     # -- commands -------------------------------------------------------------------
 

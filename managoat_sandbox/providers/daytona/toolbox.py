@@ -6,9 +6,10 @@ asynchronously (the answer carries the command id); the command record; the
 command log, followed over a WebSocket (:mod:`.follow`) or read whole as a
 snapshot, streamed, never held whole; command input; one-shot execute (for
 the adapter's own housekeeping, never for user commands, whose stderr it
-would merge) and bulk upload. Every request for a journal carries
-``X-Daytona-Split-Output: true`` so that stdout and stderr stay apart; the
-JSON shapes of SDK-versioned daemons are accepted too.
+would merge), bulk upload, bulk download (streamed) and the directory
+listing. Every request for a journal carries ``X-Daytona-Split-Output: true``
+so that stdout and stderr stay apart; the JSON shapes of SDK-versioned
+daemons are accepted too.
 """
 
 from __future__ import annotations
@@ -264,6 +265,23 @@ class Toolbox:
         if isinstance(code, bool) or not isinstance(code, int):
             raise ProviderError(PROVIDER, ("no_exit_code", answer))
         return code, _text(output)
+
+    @contextmanager
+    def download(self, path: str) -> Iterator[tuple[str | None, Iterator[bytes]]]:
+        """``POST /files/bulk-download {"paths": [path]}``: the answer's Content-Type and
+        its multipart body (one part for the file, or an error part), streamed as read."""
+        with self.api.stream(
+            "POST",
+            self.base + "/files/bulk-download",
+            read_timeout=self.api.timeouts.toolbox,
+            headers={"Accept": "multipart/form-data"},
+            json={"paths": [path]},
+        ) as response:
+            yield response.headers.get("Content-Type"), body_chunks(response, size=_CHUNK)
+
+    def list_files(self, path: str) -> Any:
+        """``GET /files?path=``: the directory's entries (a JSON list of FileInfo)."""
+        return self._call("GET", "/files", params={"path": path}, limit=LISTING_LIMIT).json()
 
     def upload(self, path: str, data: bytes) -> None:
         """``POST /files/bulk-upload`` of one file (the daemon creates parent directories)."""
