@@ -19,6 +19,10 @@ from managoat_sandbox.emulators.e2b import E2BEmulator
 from ..conftest import wait_until
 
 e2b = pytest.importorskip("e2b")
+process_pb = pytest.importorskip("e2b.envd.process.process_pb")
+envd_rpc = pytest.importorskip("e2b.envd.rpc")
+connect_code = pytest.importorskip("connectrpc.code")
+connect_errors = pytest.importorskip("connectrpc.errors")
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -149,3 +153,24 @@ def test_the_sdk_leaves_no_emulator_thread_behind(emulator: E2BEmulator) -> None
     created.kill()
     names = lambda: {t.name for t in threading.enumerate()}  # noqa: E731
     assert wait_until(lambda: not any(n.startswith("e2b-emulator-call") for n in names()))
+
+
+def test_a_command_outliving_its_timeout_is_a_timeout_and_is_killed(sandbox: Any) -> None:
+    handle = sandbox.commands.run("sleep 30", background=True, timeout=1)
+    with pytest.raises(e2b.TimeoutException):
+        handle.wait()
+    assert wait_until(lambda: handle.pid not in [p.pid for p in sandbox.commands.list()])
+
+
+def test_envd_ends_a_stream_past_its_deadline_with_deadline_exceeded(sandbox: Any) -> None:
+    # The SDK's own client, with the deadline sent as a header only: the SDK must not time
+    # out first, so what it raises is what envd answered.
+    request = process_pb.StartRequest(process=process_pb.ProcessConfig(cmd="sleep", args=["30"]))
+    events = sandbox.commands._rpc.start(request, headers={"Connect-Timeout-Ms": "300"})
+    kinds = []
+    with pytest.raises(connect_errors.ConnectError) as ended:
+        for response in events:
+            kinds.append(response.event.event.field)
+    assert kinds == ["start"]
+    assert ended.value.code == connect_code.Code.DEADLINE_EXCEEDED
+    assert isinstance(envd_rpc.handle_rpc_exception(ended.value), e2b.TimeoutException)

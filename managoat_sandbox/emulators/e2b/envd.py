@@ -314,14 +314,13 @@ class Envd:
                 process, subscription = await run_blocking(lambda: table.start(
                     message, user=user, sandbox_env=record.env_vars))
                 self._arm_deadline(request, table, process)
-                deadline = None
             else:
                 selector = message.get("process") if isinstance(message, dict) else None
                 process = self._select(request, table, selector, ended=True)
                 ended = process.end() is not None
                 subscription = None if ended else await run_blocking(
                     lambda: table.follow(process))
-                deadline = self._stream_deadline(request)
+            deadline = self._stream_deadline(request)
         except connect.EnvelopeError as error:
             await writer.send(connect.end_stream(connect.error_body("invalid_argument",
                                                                     str(error))))
