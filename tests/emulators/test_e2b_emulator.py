@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,25 @@ def test_v2_listing_filters_by_metadata_and_state(raw: Raw) -> None:
     assert "X-Total-Running" not in raw.api("GET", "/v2/sandboxes",
                                             params={"state": "paused"}).headers
     assert raw.api("GET", "/v2/sandboxes", params={"state": "dead"}).status_code == 400
+
+
+def test_v2_listing_started_after_includes_its_boundary_at_the_reported_precision(
+        raw: Raw) -> None:
+    created = [raw.create()["sandboxID"] for _ in range(5)]
+    listed = {item["sandboxID"]: item["startedAt"]
+              for item in raw.api("GET", "/v2/sandboxes").json()}
+
+    def ids(started_after: str) -> set[str]:
+        answer = raw.api("GET", "/v2/sandboxes", params={"startedAfter": started_after})
+        assert answer.status_code == 200
+        return {item["sandboxID"] for item in answer.json()}
+
+    for sandbox_id in created:
+        started = datetime.fromisoformat(listed[sandbox_id].replace("Z", "+00:00"))
+        assert sandbox_id in ids(listed[sandbox_id])
+        assert sandbox_id in ids(started.astimezone(timezone(timedelta(hours=2))).isoformat())
+        assert sandbox_id not in ids((started + timedelta(microseconds=1)).isoformat())
+    assert raw.api("GET", "/v2/sandboxes", params={"startedAfter": "soon"}).status_code == 400
 
 
 def test_v2_listing_pages_with_limit_and_x_next_token(raw: Raw) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -174,3 +175,18 @@ def test_envd_ends_a_stream_past_its_deadline_with_deadline_exceeded(sandbox: An
     assert kinds == ["start"]
     assert ended.value.code == connect_code.Code.DEADLINE_EXCEEDED
     assert isinstance(envd_rpc.handle_rpc_exception(ended.value), e2b.TimeoutException)
+
+
+def test_listing_started_after_a_sandboxs_own_start_lists_it(emulator: E2BEmulator) -> None:
+    created = [e2b.Sandbox.create() for _ in range(3)]
+    try:
+        for sandbox in created:
+            started = sandbox.get_info().started_at
+            at = e2b.Sandbox.list(query=e2b.SandboxQuery(started_after=started)).next_items()
+            assert sandbox.sandbox_id in [info.sandbox_id for info in at]
+            later = e2b.SandboxQuery(started_after=started + timedelta(microseconds=1))
+            assert sandbox.sandbox_id not in [
+                info.sandbox_id for info in e2b.Sandbox.list(query=later).next_items()]
+    finally:
+        for sandbox in created:
+            sandbox.kill()
