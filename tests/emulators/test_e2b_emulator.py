@@ -263,11 +263,31 @@ def test_v2_defaults_the_ttl_to_300_s_and_the_deprecated_v1_route_to_15_s(raw: R
     {"templateID": "base", "autoPauseMemory": False},
     {"templateID": "base", "network": {"allowOut": ["example.com"]}},
     {"templateID": "base", "network": {"denyOut": ["example.com"]}},
+    {"templateID": "base", "network": {"allowPublicTraffic": "no"}},
 ])
 def test_create_refuses_bad_bodies_with_400_and_the_error_shape(raw: Raw, body: Any) -> None:
     answer = raw.api("POST", "/v2/sandboxes", json=body)
     assert answer.status_code == 400
     assert answer.json()["code"] == 400 and answer.json()["message"]
+
+
+def test_a_sandbox_closed_to_public_traffic_gets_a_traffic_access_token(
+        raw: Raw, emulator: E2BEmulator) -> None:
+    closed = raw.create(network={"allowPublicTraffic": False})
+    other = raw.create(network={"allowPublicTraffic": False})
+    token = closed["trafficAccessToken"]
+    assert isinstance(token, str) and len(token) >= 16
+    assert token not in (closed["envdAccessToken"], other["trafficAccessToken"])
+    reconnected = raw.api("POST", f"/v2/sandboxes/{closed['sandboxID']}/connect", json={})
+    assert reconnected.json()["trafficAccessToken"] == token
+    assert token not in repr(emulator.record(closed["sandboxID"]))
+    assert raw.create()["trafficAccessToken"] is None
+    assert raw.create(network={"allowPublicTraffic": True})["trafficAccessToken"] is None
+    # Opening the sandbox to the public withdraws the token from the answers.
+    assert raw.api("PUT", f"/sandboxes/{closed['sandboxID']}/network",
+                   json={"allowPublicTraffic": True}).status_code == 204
+    reopened = raw.api("POST", f"/v2/sandboxes/{closed['sandboxID']}/connect", json={})
+    assert reopened.json()["trafficAccessToken"] is None
 
 
 def test_invalid_json_is_400(raw: Raw) -> None:

@@ -190,3 +190,17 @@ def test_listing_started_after_a_sandboxs_own_start_lists_it(emulator: E2BEmulat
     finally:
         for sandbox in created:
             sandbox.kill()
+
+
+def test_a_sandbox_closed_to_public_traffic_carries_a_traffic_access_token(
+        emulator: E2BEmulator) -> None:
+    closed = e2b.Sandbox.create(network={"allow_public_traffic": False})
+    public = e2b.Sandbox.create()
+    try:
+        token = closed.traffic_access_token
+        assert isinstance(token, str) and token
+        assert e2b.Sandbox.connect(closed.sandbox_id).traffic_access_token == token
+        assert public.traffic_access_token is None
+    finally:
+        closed.kill()
+        public.kill()

@@ -125,6 +125,8 @@ class SandboxRecord:
     auto_pause: bool
     auto_resume: bool
     access_token: str = field(repr=False)
+    #: Handed out while public traffic is off (``network.allowPublicTraffic`` false).
+    traffic_token: str = field(repr=False)
     network: dict[str, Any] = field(default_factory=dict)
     allow_internet_access: bool = True
     state: str = "running"
@@ -159,12 +161,17 @@ class SandboxRecord:
             "clientID": CLIENT_ID,
             "envdVersion": ENVD_VERSION,
             "envdAccessToken": self.access_token,
-            "trafficAccessToken": None,
+            "trafficAccessToken": self.traffic_access_token(),
             "domain": domain,
         }
         if self.alias is not None:
             item["alias"] = self.alias
         return item
+
+    def traffic_access_token(self) -> str | None:
+        """The token the sandbox's URLs require, or None while they accept anyone
+        (``allowPublicTraffic`` absent or true)."""
+        return self.traffic_token if self.network.get("allowPublicTraffic") is False else None
 
     def detail(self, domain: str | None) -> dict[str, Any]:
         """The ``SandboxDetail`` shape of ``GET /sandboxes/{id}`` (with the token)."""
@@ -230,8 +237,11 @@ def validate_network(config: Any) -> dict[str, Any]:
             "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' "
             "in deny out to block all other traffic.",
         )
+    public = config.get("allowPublicTraffic")
+    if public is not None and not isinstance(public, bool):
+        raise ApiError(400, "allowPublicTraffic must be a boolean")
     for key in ("allowPublicTraffic", "maskRequestHost"):
-        if key in config:
+        if config.get(key) is not None:
             stored[key] = config[key]
     return stored
 
@@ -347,6 +357,7 @@ class Registry:
                 auto_pause=auto_pause,
                 auto_resume=auto_resume,
                 access_token=secrets.token_urlsafe(24),
+                traffic_token=secrets.token_urlsafe(24),
                 network=network,
                 allow_internet_access=internet is not False,
             )
