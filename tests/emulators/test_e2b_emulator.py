@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import requests
 
-from managoat_sandbox._engine import isolation
+from managoat_sandbox._engine import isolation, safefs
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
 from ..conftest import wait_until
@@ -961,6 +961,30 @@ def test_files_octet_stream_gzip_relative_paths_and_errors(raw: Raw) -> None:
     escape = requests.post(file_url(raw, path="/../../../etc/e2b-escape"), data=b"x",
                            headers=headers, timeout=5)
     assert escape.status_code == 200 and not os.path.exists("/etc/e2b-escape")
+
+
+def test_files_metadata_headers_become_xattrs_and_the_entries_metadata(
+        raw: Raw, emulator: E2BEmulator) -> None:
+    sandbox = raw.create()
+    headers = raw.envd_headers(sandbox, "application/octet-stream",
+                               **{"X-Metadata-Owner": "Alice B", "x-metadata-run-ID": "7"})
+    answer = requests.post(file_url(raw, path="/work/m.txt"), data=b"m", headers=headers,
+                           timeout=5)
+    assert answer.status_code == 200
+    assert answer.json() == [{"path": "/work/m.txt", "name": "m.txt", "type": "file",
+                              "metadata": {"owner": "Alice B", "run-id": "7"}}]
+    with emulator.world.table(sandbox["sandboxID"]).sandbox.root() as root_fd:
+        fd = safefs.open_file(root_fd, "/work/m.txt")
+        try:
+            kept = {name: os.getxattr(fd, name) for name in os.listxattr(fd)}
+        finally:
+            os.close(fd)
+    assert kept == {"user.e2b.owner": b"Alice B", "user.e2b.run-id": b"7"}
+    for bad in ({"X-Metadata-": "v"}, {"X-Metadata-k": "tab\there"}):
+        refused = requests.post(file_url(raw, path="/work/n.txt"), data=b"n",
+                                headers={**headers, **bad}, timeout=5)
+        assert refused.status_code == 400 and refused.json()["code"] == 400
+        assert not emulator.exists(sandbox["sandboxID"], "/work/n.txt")
 
 
 def test_files_accept_a_signed_url_instead_of_the_token(raw: Raw) -> None:

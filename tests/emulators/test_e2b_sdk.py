@@ -130,6 +130,14 @@ def test_files_write_and_read_through_the_sdk(emulator: E2BEmulator, sandbox: An
     assert emulator.read_file(sandbox.sandbox_id, "/home/user/dir/a.txt") == b"data"
 
 
+@pytest.mark.parametrize("octet_stream", [True, False])
+def test_files_written_with_metadata_answer_it(sandbox: Any, octet_stream: bool) -> None:
+    info = sandbox.files.write("/home/user/meta.txt", "data", use_octet_stream=octet_stream,
+                               metadata={"Owner": "alice", "run-id": "7"})
+    assert info.metadata == {"owner": "alice", "run-id": "7"}
+    assert sandbox.files.write("/home/user/plain.txt", "data").metadata is None
+
+
 def test_pause_and_connect_resume_the_same_sandbox(sandbox: Any) -> None:
     handle = sandbox.commands.run("cat", background=True, stdin=True)
     assert sandbox.pause() is True
