@@ -8,6 +8,8 @@ drive our emulator, the emulator is wrong.
 
 from __future__ import annotations
 
+import queue
+import re
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -104,6 +106,67 @@ def test_connect_to_a_running_command_streams_new_output(sandbox: Any) -> None:
     sandbox.commands.send_stdin(handle.pid, "one\n")
     sandbox.commands.send_stdin(handle.pid, "two\n")
     assert attached.wait().stdout == "got-one\ngot-two\n"
+
+
+def _pty_output(handle: Any) -> queue.SimpleQueue[bytes | None]:
+    """The terminal's output as it comes, then None at the end of the stream."""
+    chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            for _, _, pty in handle:
+                if pty is not None:
+                    chunks.put(pty)
+        finally:
+            chunks.put(None)
+
+    threading.Thread(target=read, name="sdk-pty-reader", daemon=True).start()
+    return chunks
+
+
+def _read_until(chunks: queue.SimpleQueue[bytes | None], pattern: bytes) -> bytes:
+    """The first group of the regex ``pattern`` in the output (fails at the stream's end
+    or after 20 s without output)."""
+    seen = b""
+    while (found := re.search(pattern, seen)) is None:
+        chunk = chunks.get(timeout=20)
+        assert chunk is not None, seen
+        seen += chunk
+    return found.group(1)
+
+
+def _read_to_end(chunks: queue.SimpleQueue[bytes | None]) -> None:
+    """Wait for the stream's end (the shell exited), 20 s at most between outputs."""
+    while chunks.get(timeout=20) is not None:
+        pass
+
+
+# The shell prints <...> around what it reports; `echo "<"x">"` shows no <x> when the
+# terminal echoes the line typed, so the marker matches the command's output only.
+
+
+def test_a_pty_starts_at_the_size_asked_and_update_resizes_it(sandbox: Any) -> None:
+    handle = sandbox.pty.create(e2b.PtySize(rows=45, cols=123))
+    chunks = _pty_output(handle)
+    sandbox.pty.send_stdin(handle.pid, b'echo "<"$(stty size)">"\n')
+    assert _read_until(chunks, rb"<(\d+ \d+)>") == b"45 123"
+    sandbox.pty.resize(handle.pid, e2b.PtySize(rows=30, cols=100))
+    sandbox.pty.send_stdin(handle.pid, b'echo "<"$(tput cols) $(stty size)">"; exit\n')
+    assert _read_until(chunks, rb"<(\d+ \d+ \d+)>") == b"100 30 100"
+    _read_to_end(chunks)
+
+
+def test_a_pty_resize_signals_sigwinch(sandbox: Any) -> None:
+    handle = sandbox.pty.create(e2b.PtySize(rows=24, cols=80))
+    chunks = _pty_output(handle)
+    sandbox.pty.send_stdin(
+        handle.pid,
+        b"""trap 'echo "<winch "$(stty size)">"; kill $!; exit' WINCH; echo "<"ready">"; """
+        b"sleep 60 & wait\n")
+    assert _read_until(chunks, rb"<(ready)>") == b"ready"
+    sandbox.pty.resize(handle.pid, e2b.PtySize(rows=50, cols=132))
+    assert _read_until(chunks, rb"<winch (\d+ \d+)>") == b"50 132"
+    _read_to_end(chunks)
 
 
 def test_listing_filters_by_metadata_and_kill_removes_the_sandbox(emulator: E2BEmulator) -> None:
