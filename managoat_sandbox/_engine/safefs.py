@@ -28,7 +28,7 @@ import os
 import secrets
 import stat
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from .trees import remove_entry
@@ -153,12 +153,14 @@ def _not_root(where: Resolved, path: str) -> None:
 
 
 def write_file(root_fd: int, path: str, data: bytes, *, mode: int | None = None,
-               masked: tuple[str, ...] = ()) -> None:
+               masked: tuple[str, ...] = (), xattrs: Mapping[str, bytes] | None = None) -> None:
     """Replace the file at sandbox path ``path`` atomically with ``data``.
 
     Parents are created. The new file gets ``mode`` if given, else the mode of
-    the file it replaces, else 0o644. PathRefused for a directory or any path
-    :func:`resolve` refuses; OSError for other failures.
+    the file it replaces, else 0o644, and the extended attributes ``xattrs``
+    (name → value) before it replaces anything. PathRefused for a directory or
+    any path :func:`resolve` refuses; OSError for other failures (a file
+    system without user xattrs among them).
     """
     where = resolve(root_fd, path, create_parents=True, masked=masked)
     _not_root(where, path)
@@ -178,6 +180,8 @@ def write_file(root_fd: int, path: str, data: bytes, *, mode: int | None = None,
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            for name, value in (xattrs or {}).items():
+                os.setxattr(fd, name, value)
             os.fchmod(fd, mode)
         except BaseException:
             os.close(fd)

@@ -239,6 +239,29 @@ def test_an_error_trailer_code_maps_like_its_http_status(
         e2b.exec(box(e2b), "true")
 
 
+def test_envd_ending_an_exec_with_deadline_exceeded_is_the_exec_timeout(
+    rsps: responses.RequestsMock, e2b: E2B
+) -> None:
+    # envd answers the Connect-Timeout-Ms the exec sent; its clock may run ahead of ours.
+    running(rsps)
+    stream(rsps, start(), stdout(b"partial"),
+           trailer({"code": "deadline_exceeded", "message": "context deadline exceeded"}))
+    with pytest.raises(Unavailable) as caught:
+        e2b.exec(box(e2b), "sleep", ["30"], timeout=30)
+    assert caught.value.detail == ("exec_timeout", 30)
+
+
+def test_deadline_exceeded_without_an_exec_deadline_stays_a_stream_error(
+    rsps: responses.RequestsMock, e2b: E2B
+) -> None:
+    running(rsps)
+    stream(rsps, start(), trailer({"code": "deadline_exceeded", "message": "m"}))
+    with pytest.raises(Unavailable) as caught:
+        e2b.exec(box(e2b), "true")
+    assert not (isinstance(caught.value.detail, tuple)
+                and caught.value.detail[:1] == ("exec_timeout",))
+
+
 def test_a_stream_without_end_is_closed_before_exit(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:

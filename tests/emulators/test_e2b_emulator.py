@@ -21,13 +21,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from managoat_sandbox._engine import isolation
+from managoat_sandbox._engine import isolation, safefs
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
 from ..conftest import wait_until
@@ -262,11 +263,31 @@ def test_v2_defaults_the_ttl_to_300_s_and_the_deprecated_v1_route_to_15_s(raw: R
     {"templateID": "base", "autoPauseMemory": False},
     {"templateID": "base", "network": {"allowOut": ["example.com"]}},
     {"templateID": "base", "network": {"denyOut": ["example.com"]}},
+    {"templateID": "base", "network": {"allowPublicTraffic": "no"}},
 ])
 def test_create_refuses_bad_bodies_with_400_and_the_error_shape(raw: Raw, body: Any) -> None:
     answer = raw.api("POST", "/v2/sandboxes", json=body)
     assert answer.status_code == 400
     assert answer.json()["code"] == 400 and answer.json()["message"]
+
+
+def test_a_sandbox_closed_to_public_traffic_gets_a_traffic_access_token(
+        raw: Raw, emulator: E2BEmulator) -> None:
+    closed = raw.create(network={"allowPublicTraffic": False})
+    other = raw.create(network={"allowPublicTraffic": False})
+    token = closed["trafficAccessToken"]
+    assert isinstance(token, str) and len(token) >= 16
+    assert token not in (closed["envdAccessToken"], other["trafficAccessToken"])
+    reconnected = raw.api("POST", f"/v2/sandboxes/{closed['sandboxID']}/connect", json={})
+    assert reconnected.json()["trafficAccessToken"] == token
+    assert token not in repr(emulator.record(closed["sandboxID"]))
+    assert raw.create()["trafficAccessToken"] is None
+    assert raw.create(network={"allowPublicTraffic": True})["trafficAccessToken"] is None
+    # Opening the sandbox to the public withdraws the token from the answers.
+    assert raw.api("PUT", f"/sandboxes/{closed['sandboxID']}/network",
+                   json={"allowPublicTraffic": True}).status_code == 204
+    reopened = raw.api("POST", f"/v2/sandboxes/{closed['sandboxID']}/connect", json={})
+    assert reopened.json()["trafficAccessToken"] is None
 
 
 def test_invalid_json_is_400(raw: Raw) -> None:
@@ -345,6 +366,25 @@ def test_v2_listing_filters_by_metadata_and_state(raw: Raw) -> None:
     assert "X-Total-Running" not in raw.api("GET", "/v2/sandboxes",
                                             params={"state": "paused"}).headers
     assert raw.api("GET", "/v2/sandboxes", params={"state": "dead"}).status_code == 400
+
+
+def test_v2_listing_started_after_includes_its_boundary_at_the_reported_precision(
+        raw: Raw) -> None:
+    created = [raw.create()["sandboxID"] for _ in range(5)]
+    listed = {item["sandboxID"]: item["startedAt"]
+              for item in raw.api("GET", "/v2/sandboxes").json()}
+
+    def ids(started_after: str) -> set[str]:
+        answer = raw.api("GET", "/v2/sandboxes", params={"startedAfter": started_after})
+        assert answer.status_code == 200
+        return {item["sandboxID"] for item in answer.json()}
+
+    for sandbox_id in created:
+        started = datetime.fromisoformat(listed[sandbox_id].replace("Z", "+00:00"))
+        assert sandbox_id in ids(listed[sandbox_id])
+        assert sandbox_id in ids(started.astimezone(timezone(timedelta(hours=2))).isoformat())
+        assert sandbox_id not in ids((started + timedelta(microseconds=1)).isoformat())
+    assert raw.api("GET", "/v2/sandboxes", params={"startedAfter": "soon"}).status_code == 400
 
 
 def test_v2_listing_pages_with_limit_and_x_next_token(raw: Raw) -> None:
@@ -726,13 +766,17 @@ def test_pause_stops_processes_resume_continues_them_and_tags_stop_resolving(
         assert live.until("trailer")[-2][1]["status"] == "exit status 0"
 
 
-def test_connect_timeout_ms_on_start_bounds_the_process_lifetime(raw: Raw) -> None:
-    started = time.monotonic()
-    events = raw.stream(raw.create(), "Start", {"process": {"cmd": "sleep", "args": ["30"]}},
+def test_connect_timeout_ms_on_start_ends_the_stream_deadline_exceeded_and_kills(
+        raw: Raw) -> None:
+    sandbox = raw.create()
+    events = raw.stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}},
                         **{"Connect-Timeout-Ms": "300"})
-    assert events[-2] == ("end", {"exitCode": -1, "status": "signal: killed",
-                                  "error": "signal: killed"})
-    assert time.monotonic() - started < 10
+    assert [kind for kind, _ in events] == ["start", "trailer"]
+    assert events[-1][1]["error"]["code"] == "deadline_exceeded"
+    # The process was killed, not left running: following it ends with its SIGKILL.
+    followed = raw.stream(sandbox, "Connect", {"process": {"pid": events[0][1]["pid"]}})
+    assert followed[-2] == ("end", {"exitCode": -1, "status": "signal: killed",
+                                    "error": "signal: killed"})
 
 
 def test_keepalives_are_sent_after_the_ping_interval_without_data(
@@ -917,6 +961,30 @@ def test_files_octet_stream_gzip_relative_paths_and_errors(raw: Raw) -> None:
     escape = requests.post(file_url(raw, path="/../../../etc/e2b-escape"), data=b"x",
                            headers=headers, timeout=5)
     assert escape.status_code == 200 and not os.path.exists("/etc/e2b-escape")
+
+
+def test_files_metadata_headers_become_xattrs_and_the_entries_metadata(
+        raw: Raw, emulator: E2BEmulator) -> None:
+    sandbox = raw.create()
+    headers = raw.envd_headers(sandbox, "application/octet-stream",
+                               **{"X-Metadata-Owner": "Alice B", "x-metadata-run-ID": "7"})
+    answer = requests.post(file_url(raw, path="/work/m.txt"), data=b"m", headers=headers,
+                           timeout=5)
+    assert answer.status_code == 200
+    assert answer.json() == [{"path": "/work/m.txt", "name": "m.txt", "type": "file",
+                              "metadata": {"owner": "Alice B", "run-id": "7"}}]
+    with emulator.world.table(sandbox["sandboxID"]).sandbox.root() as root_fd:
+        fd = safefs.open_file(root_fd, "/work/m.txt")
+        try:
+            kept = {name: os.getxattr(fd, name) for name in os.listxattr(fd)}
+        finally:
+            os.close(fd)
+    assert kept == {"user.e2b.owner": b"Alice B", "user.e2b.run-id": b"7"}
+    for bad in ({"X-Metadata-": "v"}, {"X-Metadata-k": "tab\there"}):
+        refused = requests.post(file_url(raw, path="/work/n.txt"), data=b"n",
+                                headers={**headers, **bad}, timeout=5)
+        assert refused.status_code == 400 and refused.json()["code"] == 400
+        assert not emulator.exists(sandbox["sandboxID"], "/work/n.txt")
 
 
 def test_files_accept_a_signed_url_instead_of_the_token(raw: Raw) -> None:

@@ -8,8 +8,11 @@ drive our emulator, the emulator is wrong.
 
 from __future__ import annotations
 
+import queue
+import re
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +22,10 @@ from managoat_sandbox.emulators.e2b import E2BEmulator
 from ..conftest import wait_until
 
 e2b = pytest.importorskip("e2b")
+process_pb = pytest.importorskip("e2b.envd.process.process_pb")
+envd_rpc = pytest.importorskip("e2b.envd.rpc")
+connect_code = pytest.importorskip("connectrpc.code")
+connect_errors = pytest.importorskip("connectrpc.errors")
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -101,6 +108,67 @@ def test_connect_to_a_running_command_streams_new_output(sandbox: Any) -> None:
     assert attached.wait().stdout == "got-one\ngot-two\n"
 
 
+def _pty_output(handle: Any) -> queue.SimpleQueue[bytes | None]:
+    """The terminal's output as it comes, then None at the end of the stream."""
+    chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            for _, _, pty in handle:
+                if pty is not None:
+                    chunks.put(pty)
+        finally:
+            chunks.put(None)
+
+    threading.Thread(target=read, name="sdk-pty-reader", daemon=True).start()
+    return chunks
+
+
+def _read_until(chunks: queue.SimpleQueue[bytes | None], pattern: bytes) -> bytes:
+    """The first group of the regex ``pattern`` in the output (fails at the stream's end
+    or after 20 s without output)."""
+    seen = b""
+    while (found := re.search(pattern, seen)) is None:
+        chunk = chunks.get(timeout=20)
+        assert chunk is not None, seen
+        seen += chunk
+    return found.group(1)
+
+
+def _read_to_end(chunks: queue.SimpleQueue[bytes | None]) -> None:
+    """Wait for the stream's end (the shell exited), 20 s at most between outputs."""
+    while chunks.get(timeout=20) is not None:
+        pass
+
+
+# The shell prints <...> around what it reports; `echo "<"x">"` shows no <x> when the
+# terminal echoes the line typed, so the marker matches the command's output only.
+
+
+def test_a_pty_starts_at_the_size_asked_and_update_resizes_it(sandbox: Any) -> None:
+    handle = sandbox.pty.create(e2b.PtySize(rows=45, cols=123))
+    chunks = _pty_output(handle)
+    sandbox.pty.send_stdin(handle.pid, b'echo "<"$(stty size)">"\n')
+    assert _read_until(chunks, rb"<(\d+ \d+)>") == b"45 123"
+    sandbox.pty.resize(handle.pid, e2b.PtySize(rows=30, cols=100))
+    sandbox.pty.send_stdin(handle.pid, b'echo "<"$(tput cols) $(stty size)">"; exit\n')
+    assert _read_until(chunks, rb"<(\d+ \d+ \d+)>") == b"100 30 100"
+    _read_to_end(chunks)
+
+
+def test_a_pty_resize_signals_sigwinch(sandbox: Any) -> None:
+    handle = sandbox.pty.create(e2b.PtySize(rows=24, cols=80))
+    chunks = _pty_output(handle)
+    sandbox.pty.send_stdin(
+        handle.pid,
+        b"""trap 'echo "<winch "$(stty size)">"; kill $!; exit' WINCH; echo "<"ready">"; """
+        b"sleep 60 & wait\n")
+    assert _read_until(chunks, rb"<(ready)>") == b"ready"
+    sandbox.pty.resize(handle.pid, e2b.PtySize(rows=50, cols=132))
+    assert _read_until(chunks, rb"<winch (\d+ \d+)>") == b"50 132"
+    _read_to_end(chunks)
+
+
 def test_listing_filters_by_metadata_and_kill_removes_the_sandbox(emulator: E2BEmulator) -> None:
     tagged = e2b.Sandbox.create(metadata={"fountain_name": "sdk-a"})
     other = e2b.Sandbox.create()
@@ -177,6 +245,14 @@ def test_files_exists_and_get_info_use_stat(sandbox: Any) -> None:
                                                             e2b.FileType.FILE, 5)
 
 
+@pytest.mark.parametrize("octet_stream", [True, False])
+def test_files_written_with_metadata_answer_it(sandbox: Any, octet_stream: bool) -> None:
+    info = sandbox.files.write("/home/user/meta.txt", "data", use_octet_stream=octet_stream,
+                               metadata={"Owner": "alice", "run-id": "7"})
+    assert info.metadata == {"owner": "alice", "run-id": "7"}
+    assert sandbox.files.write("/home/user/plain.txt", "data").metadata is None
+
+
 def test_pause_and_connect_resume_the_same_sandbox(sandbox: Any) -> None:
     handle = sandbox.commands.run("cat", background=True, stdin=True)
     assert sandbox.pause() is True
@@ -201,3 +277,53 @@ def test_the_sdk_leaves_no_emulator_thread_behind(emulator: E2BEmulator) -> None
     created.kill()
     names = lambda: {t.name for t in threading.enumerate()}  # noqa: E731
     assert wait_until(lambda: not any(n.startswith("e2b-emulator-call") for n in names()))
+
+
+def test_a_command_outliving_its_timeout_is_a_timeout_and_is_killed(sandbox: Any) -> None:
+    handle = sandbox.commands.run("sleep 30", background=True, timeout=1)
+    with pytest.raises(e2b.TimeoutException):
+        handle.wait()
+    assert wait_until(lambda: handle.pid not in [p.pid for p in sandbox.commands.list()])
+
+
+def test_envd_ends_a_stream_past_its_deadline_with_deadline_exceeded(sandbox: Any) -> None:
+    # The SDK's own client, with the deadline sent as a header only: the SDK must not time
+    # out first, so what it raises is what envd answered.
+    request = process_pb.StartRequest(process=process_pb.ProcessConfig(cmd="sleep", args=["30"]))
+    events = sandbox.commands._rpc.start(request, headers={"Connect-Timeout-Ms": "300"})
+    kinds = []
+    with pytest.raises(connect_errors.ConnectError) as ended:
+        for response in events:
+            kinds.append(response.event.event.field)
+    assert kinds == ["start"]
+    assert ended.value.code == connect_code.Code.DEADLINE_EXCEEDED
+    assert isinstance(envd_rpc.handle_rpc_exception(ended.value), e2b.TimeoutException)
+
+
+def test_listing_started_after_a_sandboxs_own_start_lists_it(emulator: E2BEmulator) -> None:
+    created = [e2b.Sandbox.create() for _ in range(3)]
+    try:
+        for sandbox in created:
+            started = sandbox.get_info().started_at
+            at = e2b.Sandbox.list(query=e2b.SandboxQuery(started_after=started)).next_items()
+            assert sandbox.sandbox_id in [info.sandbox_id for info in at]
+            later = e2b.SandboxQuery(started_after=started + timedelta(microseconds=1))
+            assert sandbox.sandbox_id not in [
+                info.sandbox_id for info in e2b.Sandbox.list(query=later).next_items()]
+    finally:
+        for sandbox in created:
+            sandbox.kill()
+
+
+def test_a_sandbox_closed_to_public_traffic_carries_a_traffic_access_token(
+        emulator: E2BEmulator) -> None:
+    closed = e2b.Sandbox.create(network={"allow_public_traffic": False})
+    public = e2b.Sandbox.create()
+    try:
+        token = closed.traffic_access_token
+        assert isinstance(token, str) and token
+        assert e2b.Sandbox.connect(closed.sandbox_id).traffic_access_token == token
+        assert public.traffic_access_token is None
+    finally:
+        closed.kill()
+        public.kill()

@@ -78,6 +78,22 @@ def test_writes_are_atomic_and_keep_or_set_the_mode(tree: tuple[Path, int, Path]
     assert sorted(p.name for p in (root / "home").iterdir()) == ["f", "g"]
 
 
+def test_writes_carry_their_xattrs_and_a_refused_xattr_replaces_nothing(
+    tree: tuple[Path, int, Path]
+) -> None:
+    root, fd, _ = tree
+    target = root / "home" / "x"
+    try:
+        safefs.write_file(fd, "/home/x", b"one", xattrs={"user.e2b.k": b"v"})
+    except OSError as error:
+        pytest.skip(f"no user xattrs on this file system: {error}")
+    assert os.getxattr(target, "user.e2b.k") == b"v"
+    with pytest.raises(OSError):
+        safefs.write_file(fd, "/home/x", b"two", xattrs={"no-namespace": b"v"})
+    assert target.read_bytes() == b"one"
+    assert sorted(p.name for p in (root / "home").iterdir()) == ["x"]
+
+
 def test_a_fifo_is_replaced_or_refused_never_opened(tree: tuple[Path, int, Path]) -> None:
     root, fd, _ = tree
     os.mkfifo(root / "home" / "pipe")

@@ -23,6 +23,13 @@ with its ``Content-Length``; 404 when missing, 400 for a directory or
 anything not a regular file), ``GET /health`` (204). ``/files`` and
 ``filesystem.Filesystem`` paths are the sandbox's own (what its commands see
 at that path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
+
+
+``file`` or octet-stream, gzip accepted; ``X-Metadata-<key>`` headers become
+``user.e2b.<key>`` extended attributes of every file written and the entries'
+``metadata``), ``GET /files``, ``GET /health``
+(204). ``/files`` paths are the sandbox's own (what its commands see at that
+path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
 :mod:`.layout`).
 
 Fault taken here: ``tag_selector_404`` (a tag selector misses, as after a
@@ -62,6 +69,9 @@ __all__ = ["ENVD_PORT", "Envd", "is_envd_request", "sandbox_target"]
 
 ENVD_PORT = 49983
 STREAM_CONTENT_TYPE = "application/connect+json"
+#: Upload headers that carry file metadata (lowercase), and the xattr namespace it is kept in.
+METADATA_HEADER = "x-metadata-"
+XATTR_PREFIX = "user.e2b."
 DEFAULT_KEEPALIVE = 90.0
 _HOST = re.compile(r"^(?P<port>\d+)-(?P<id>[a-z0-9]+)\.")
 _STREAM_FAULTS = ("stream_no_start", "stream_no_end", "stream_error_end", "stream_split",
@@ -348,14 +358,13 @@ class Envd:
                 process, subscription = await run_blocking(lambda: table.start(
                     message, user=user, sandbox_env=record.env_vars))
                 self._arm_deadline(request, table, process)
-                deadline = None
             else:
                 selector = message.get("process") if isinstance(message, dict) else None
                 process = self._select(request, table, selector, ended=True)
                 ended = process.end() is not None
                 subscription = None if ended else await run_blocking(
                     lambda: table.follow(process))
-                deadline = self._stream_deadline(request)
+            deadline = self._stream_deadline(request)
         except connect.EnvelopeError as error:
             await writer.send(connect.end_stream(connect.error_body("invalid_argument",
                                                                     str(error))))
@@ -492,6 +501,11 @@ class Envd:
             return _http_error(400, "path is required for an octet-stream upload")
         if not uploads or any(not path for path, _ in uploads):
             return _http_error(400, "no file to write")
+        try:
+            metadata = _upload_metadata(request)
+        except ValueError as error:
+            return _http_error(400, str(error))
+        xattrs = {XATTR_PREFIX + key: value.encode() for key, value in metadata.items()}
         sandbox = self.world.table(record.sandbox_id).sandbox
         targets = [(sandbox.sandbox_path(path, user), data) for path, data in uploads]
         seen: set[str] = set()
@@ -502,7 +516,8 @@ class Envd:
         written = []
         for absolute, data in targets:
             try:
-                await run_blocking(functools.partial(sandbox.write_file, absolute, data))
+                await run_blocking(functools.partial(sandbox.write_file, absolute, data,
+                                                     xattrs))
             except safefs.PathRefused as refusal:
                 if refusal.reason == "is_directory":
                     return _http_error(400, f"path '{absolute}' is a directory")
@@ -511,8 +526,11 @@ class Envd:
                 return _http_error(400, f"cannot write path '{absolute}': {refusal}")
             except OSError as error:
                 return _file_os_error(absolute, "writing", error)
-            written.append({"path": absolute, "name": posixpath.basename(absolute),
-                            "type": "file"})
+            entry: dict[str, Any] = {"path": absolute, "name": posixpath.basename(absolute),
+                                     "type": "file"}
+            if metadata:
+                entry["metadata"] = dict(metadata)
+            written.append(entry)
         return web.json_response(written)
 
 
@@ -542,6 +560,22 @@ async def _stream_file(request: web.Request, fd: int) -> web.StreamResponse:
     except ConnectionError:
         pass  # the client went away
     return response
+
+
+def _upload_metadata(request: web.Request) -> dict[str, str]:
+    """The file metadata of an upload: ``X-Metadata-<key>: <value>`` headers, keys
+    lowercased; ValueError for an empty key or a value that is not printable ASCII."""
+    metadata: dict[str, str] = {}
+    for name, value in request.headers.items():
+        if not name.lower().startswith(METADATA_HEADER):
+            continue
+        key = name[len(METADATA_HEADER):].lower()
+        if not key:
+            raise ValueError("invalid metadata header: empty key")
+        if not all(" " <= char <= "~" for char in value):
+            raise ValueError(f"invalid metadata value for key '{key}'")
+        metadata[key] = value
+    return metadata
 
 
 def _file_os_error(path: str, doing: str, error: OSError) -> web.Response:

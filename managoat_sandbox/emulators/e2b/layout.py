@@ -131,11 +131,13 @@ class SandboxBox:
         with self.root() as root_fd:
             return safefs.read_file(root_fd, path)
 
-    def write_file(self, path: str, data: bytes) -> None:
-        """Replace the file at ``path`` with ``data``, creating its parents (PathRefused
-        ``is_directory``, ``read_only``... as safefs says)."""
+    def write_file(self, path: str, data: bytes,
+                   xattrs: Mapping[str, bytes] | None = None) -> None:
+        """Replace the file at ``path`` with ``data`` (and the extended attributes
+        ``xattrs``), creating its parents (PathRefused ``is_directory``,
+        ``read_only``... as safefs says)."""
         with self.root() as root_fd:
-            safefs.write_file(root_fd, path, data, masked=self._masked)
+            safefs.write_file(root_fd, path, data, masked=self._masked, xattrs=xattrs)
 
     def exists(self, path: str) -> bool:
         """Whether anything is at ``path`` (a final symlink counts, dangling or not)."""

@@ -86,9 +86,25 @@ class Clock:
 
 
 def rfc3339(seconds: float) -> str:
-    """``2026-01-02T03:04:05.123456Z``."""
+    """``2026-01-02T03:04:05.123456Z``: microseconds, the precision the API reports."""
     moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> float:
+    """The instant an ISO 8601 / RFC 3339 time names, to the microsecond (digits past
+    the sixth are dropped); ValueError if it is not one.
+
+    Two texts naming the same microsecond give the same float, and
+    ``parse_time(rfc3339(parse_time(t))) == parse_time(t)``.
+    """
+    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")).timestamp()
+
+
+def as_reported(seconds: float) -> float:
+    """``seconds`` cut to the precision :func:`rfc3339` reports: a time kept this way
+    compares with a time a client read from an answer exactly as the client expects."""
+    return parse_time(rfc3339(seconds))
 
 
 @dataclass
@@ -109,6 +125,8 @@ class SandboxRecord:
     auto_pause: bool
     auto_resume: bool
     access_token: str = field(repr=False)
+    #: Handed out while public traffic is off (``network.allowPublicTraffic`` false).
+    traffic_token: str = field(repr=False)
     network: dict[str, Any] = field(default_factory=dict)
     allow_internet_access: bool = True
     state: str = "running"
@@ -143,12 +161,17 @@ class SandboxRecord:
             "clientID": CLIENT_ID,
             "envdVersion": ENVD_VERSION,
             "envdAccessToken": self.access_token,
-            "trafficAccessToken": None,
+            "trafficAccessToken": self.traffic_access_token(),
             "domain": domain,
         }
         if self.alias is not None:
             item["alias"] = self.alias
         return item
+
+    def traffic_access_token(self) -> str | None:
+        """The token the sandbox's URLs require, or None while they accept anyone
+        (``allowPublicTraffic`` absent or true)."""
+        return self.traffic_token if self.network.get("allowPublicTraffic") is False else None
 
     def detail(self, domain: str | None) -> dict[str, Any]:
         """The ``SandboxDetail`` shape of ``GET /sandboxes/{id}`` (with the token)."""
@@ -214,8 +237,11 @@ def validate_network(config: Any) -> dict[str, Any]:
             "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' "
             "in deny out to block all other traffic.",
         )
+    public = config.get("allowPublicTraffic")
+    if public is not None and not isinstance(public, bool):
+        raise ApiError(400, "allowPublicTraffic must be a boolean")
     for key in ("allowPublicTraffic", "maskRequestHost"):
-        if key in config:
+        if config.get(key) is not None:
             stored[key] = config[key]
     return stored
 
@@ -319,7 +345,7 @@ class Registry:
             network.setdefault("denyOut", [ALL_TRAFFIC])
         name = template.partition(":")[0]
         with self._lock:
-            now = self.clock.now()
+            now = as_reported(self.clock.now())
             record = SandboxRecord(
                 sandbox_id=self._new_id(),
                 template_id=name,
@@ -331,6 +357,7 @@ class Registry:
                 auto_pause=auto_pause,
                 auto_resume=auto_resume,
                 access_token=secrets.token_urlsafe(24),
+                traffic_token=secrets.token_urlsafe(24),
                 network=network,
                 allow_internet_access=internet is not False,
             )
@@ -372,7 +399,12 @@ class Registry:
             return [r for r in self._records.values() if r.state == "running" and now > r.end_at]
 
     def list_v2(self, query: Mapping[str, str], *, page_size: int | None = None) -> Listing:
-        """One page of ``GET /v2/sandboxes`` (reference §1.5)."""
+        """One page of ``GET /v2/sandboxes`` (reference §1.5).
+
+        ``startedAfter`` keeps the sandboxes started at or after that time: a
+        sandbox's own reported ``startedAt`` lists it (both are compared at the
+        reported microsecond precision).
+        """
         states = self._states(query.get("state"))
         wanted = parse_metadata_filter(query["metadata"]) if query.get("metadata") else {}
         order = query.get("order", "desc")
@@ -389,7 +421,7 @@ class Registry:
                 r for r in self._records.values()
                 if r.state in states
                 and _matches(r.metadata, wanted)
-                and (started_after is None or r.started_at > started_after)
+                and (started_after is None or r.started_at >= started_after)
                 and (template is None or template in (r.template_id, r.alias))
             ]
             running = sum(1 for r in self._records.values() if r.state == "running")
@@ -441,7 +473,7 @@ class Registry:
         if not value:
             return None
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            return parse_time(value)
         except ValueError:
             raise ApiError(400, f"invalid startedAfter {value!r}") from None
 

@@ -8,7 +8,9 @@ the event loop: Start's follows the process from byte zero, Connect's from
 the moment it attached (envd replays no output; see :mod:`.processes`).
 Keepalive events are sent after ``Keepalive-Ping-Interval`` seconds without
 data. When the sandbox is paused or killed under an open stream, the stream
-ends with an ``unavailable`` error.
+ends with an ``unavailable`` error; once the request's ``Connect-Timeout-Ms``
+has passed it ends with a ``deadline_exceeded`` error instead of (or before)
+the ``end`` event, as a connect-go handler whose context expired does.
 
 Each envelope is normally one HTTP chunk. A :class:`StreamPlan` built from
 the emulator's faults changes that (see the emulator's ``stream_fault``).
@@ -41,6 +43,8 @@ MAX_PTY_CHUNK = 16 * 1024
 #: How often an idle stream looks whether its sandbox was paused or killed, or its client left.
 CHECK = 0.05
 DEFAULT_STREAM_ERROR = connect.error_body("unavailable", "stream unavailable")
+#: How a stream ends once its ``Connect-Timeout-Ms`` has passed (no ``end`` event).
+DEADLINE_ERROR = connect.error_body("deadline_exceeded", "context deadline exceeded")
 
 
 class Disconnected(Exception):
@@ -197,7 +201,8 @@ async def pump(
     ``subscription`` is what the stream carries and is closed here whatever
     happens; None streams the process's kept end alone (Connect to a process
     that has ended). An end the subscription delivers becomes the process's
-    kept end.
+    kept end. ``deadline`` (event-loop time) ends the stream with
+    :data:`DEADLINE_ERROR` once reached, whatever is still to be sent.
     """
     plan = writer.plan
     loop = asyncio.get_running_loop()
@@ -225,6 +230,10 @@ async def pump(
             if plan.cut_after is not None and data_events >= plan.cut_after:
                 await writer.send(connect.end_stream(plan.cut_trailer))
                 return
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                await writer.send(connect.end_stream(DEADLINE_ERROR))
+                return
             if pending:
                 item = pending.popleft()
                 if isinstance(item, events.Output):
@@ -242,11 +251,6 @@ async def pump(
                     return
                 await writer.send(_event("end", item))
                 await writer.send(connect.end_stream())
-                return
-            now = loop.time()
-            if deadline is not None and now >= deadline:
-                await writer.send(connect.end_stream(connect.error_body(
-                    "deadline_exceeded", "the operation timed out")))
                 return
             if keepalive is not None and now - quiet_since >= keepalive:
                 await writer.send(_event("keepalive", {}))

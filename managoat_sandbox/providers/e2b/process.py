@@ -9,7 +9,8 @@ the frame contract: stdout/stderr in order, then exactly one terminal frame.
 Event → frame: ``data`` → ``Stdout``/``Stderr`` (``pty`` counts as stdout;
 undecodable base64 is dropped); ``end`` → ``Exit`` with ``exitCode``, an
 absent ``exitCode`` being 0 (proto-JSON omits zero values); an end-of-stream
-envelope carrying an error → ``Error`` with the mapped error; a clean end of
+envelope carrying an error → ``Error`` with the mapped error (``deadline_exceeded``
+on an exec with a deadline → that deadline's ``exec_timeout``); a clean end of
 the body without ``end`` → ``Error(Unavailable("closed_before_exit"))``, made
 by the shared base, never an invented exit. In *replay* mode (``attach``) the
 code at ``end`` comes from the session's exit file instead, and a missing exit
@@ -83,9 +84,21 @@ def _exit_code(end: Any) -> int:
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
-def _trailer_error(envelope: connect.Envelope) -> SandboxError | None:
+def _trailer_error(envelope: connect.Envelope,
+                   deadline: Deadline | None = None) -> SandboxError | None:
+    """The error an end-of-stream envelope carries (None for a clean end).
+
+    envd ends a ``Start`` stream with ``deadline_exceeded`` once the
+    ``Connect-Timeout-Ms`` sent for ``deadline`` has passed: that is the
+    deadline's own error, whichever clock noticed first.
+    """
     error = envelope.message.get("error") if isinstance(envelope.message, Mapping) else None
-    return None if error is None else connect_error(error)
+    if error is None:
+        return None
+    if (deadline is not None and deadline.timeout is not None and isinstance(error, Mapping)
+            and error.get("code") == "deadline_exceeded"):
+        return deadline.error()
+    return connect_error(error)
 
 
 @attrs.define(eq=False)
@@ -149,7 +162,7 @@ class _Pump:
             if stream.stopped.is_set():
                 return True
             if envelope.end_stream:
-                error = _trailer_error(envelope)
+                error = _trailer_error(envelope, self.deadline)
                 if error is None:
                     return False
                 stream.fail(error)
@@ -246,7 +259,7 @@ def _wait_for_start(
             raise codec_error(error.reason) from None
         for index, envelope in enumerate(envelopes):
             if envelope.end_stream:
-                raise _trailer_error(envelope) or Unavailable("closed_before_exit")
+                raise _trailer_error(envelope, deadline) or Unavailable("closed_before_exit")
             event = _event(envelope)
             if event is None:
                 continue
