@@ -2,7 +2,7 @@
 first answer. Our adapters load ``requests`` on first use, so the import figure alone
 (:mod:`inprocess`) could hide a cost; this row counts it.
 
-Sprites only (the import target in DESIGN.md is read against its SDK): ``import
+Sprites only (the import target in docs/performance.md is read against its SDK): ``import
 managoat_sandbox``, configure, ``get`` one sprite, vs ``import sprites``, a client,
 ``get_sprite`` — against the same emulator.
 """

@@ -1,19 +1,20 @@
-"""Minimal raw-protocol clients, one per provider, written from the wire references.
+"""Minimal raw-protocol clients, one per provider, written from docs/protocols/README.md.
 
 Each is what a careful user would write with nothing but ``requests`` or
-``websocket-client`` and the reference at hand (``/work/shared/reference``):
+``websocket-client`` and the protocol notes at hand (``docs/protocols/``):
 no retries, no taxonomy, no threads, one pooled connection. Each creates its
 own sandbox once, outside any timing (our adapter caches what it can, too),
 and runs one command at a time, reading to the command's exit. They are the
 floor our adapters are measured against.
 
-* Sprites (reference §3): one exec WebSocket per command, argv in the query,
+* Sprites (docs/protocols/sprites.md#binary-frame-layout): one exec WebSocket
+  per command, argv in the query,
   binary frames ``0x01`` stdout, ``0x02`` stderr, ``0x03`` exit code.
-* E2B (reference §3.3-3.4): envd's ``process.Process/Start`` as a Connect
+* E2B (docs/protocols/e2b.md#envd-start-stream): envd's ``process.Process/Start`` as a Connect
   server stream over HTTP/1.1: one flag-0 envelope (5-byte header, JSON)
   as the request, envelopes read back until the end-of-stream envelope;
   stdout arrives base64 in ``data`` events, the code in the ``end`` event.
-* Daytona (reference §3.3-3.6): one toolbox session kept for the client's
+* Daytona (docs/protocols/daytona.md#sessions): one toolbox session kept for the client's
   life (its toolbox URL taken once from the sandbox). An exec is one
   synchronous session exec (``runAsync: false``) whose answer carries the
   journal (``X-Daytona-Split-Output: true``: the 3-byte channel markers kept,

@@ -1,6 +1,7 @@
 """HTTP shared by every HTTP adapter: pooled sessions, bounded bodies, status → taxonomy.
 
-One place decides how an HTTP answer becomes an error (SPEC §2.3):
+One place decides how an HTTP answer becomes an error
+(docs/protocols/contract.md#http-status-mapping):
 
 * 404 → ``NotFound``; 401/403 → ``Denied``; 429 → ``RateLimited``; a 503's
   ``Retry-After`` (as urllib3 honours it) becomes ``Unavailable.retry_after``;

@@ -195,13 +195,13 @@ class LocalEnd(Protocol):
     """What a streaming adapter keeps in ``Command.private``: its end of one command."""
 
     def write(self, data: bytes) -> None:
-        """Write to the command's stdin (totality rules of SPEC §5.7)."""
+        """Write to the command's stdin (docs/protocols/contract.md#stdin-is-total)."""
 
     def close_stdin(self) -> None:
-        """Send EOF (SPEC §5.7)."""
+        """Send EOF (docs/protocols/contract.md#stdin-is-total)."""
 
     def stop(self) -> None:
-        """Detach this end; never raises (SPEC §5.6)."""
+        """Detach this end; never raises (docs/protocols/contract.md#stop_command-detaches)."""
 
 
 class StreamingAdapter(Adapter):

@@ -1,4 +1,4 @@
-"""The single monotonic exec deadline and the exec collector (reference §6)."""
+"""The monotonic exec deadline and the exec collector (docs/protocols/contract.md#exec-deadline)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Fake's own promises (reference §9.1), its fault hook and its script vocabulary."""
+"""The Fake's own promises, its fault hook and its script vocabulary.
+
+The promises: docs/protocols/contract.md#fake-promises.
+"""
 
 from __future__ import annotations
 

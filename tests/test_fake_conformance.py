@@ -17,7 +17,7 @@ from managoat_sandbox.testing.fake import Fake
 BULK_CHUNK = 10_000
 BULK_CHUNKS = 100
 
-#: The Fake's fixtures (reference §7.4, plus the optional ones).
+#: The Fake's fixtures (docs/protocols/contract.md#script-vocabulary, plus the optional ones).
 FAKE_FIXTURES: Mapping[str, Sequence[Any]] = {
     "exec_ok": ("emit", ["out:hello"], "hello"),
     "exec_fail": ("emit", ["out:oops", "exit:3"], 3),

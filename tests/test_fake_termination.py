@@ -1,4 +1,7 @@
-"""Fake termination (reference §9.2): confirmed kills, exit 137 once, neighbours untouched."""
+"""Fake termination: confirmed kills, exit 137 once, neighbours untouched.
+
+The rules: docs/protocols/contract.md#fake-termination.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Properties of the frame contract (SPEC §5.2-5.5) with random stop timings and fault points.
+"""Properties of the frame contract with random stop timings and fault points.
+
+The contract: docs/protocols/contract.md#frames-and-streaming.
 
 ``test_fake.py`` checks that spawn, an attach replay and exec agree with a
 model of a random script, and ``test_streaming.py`` races a bare ``Stream``.

@@ -1,4 +1,4 @@
-"""Retry: the with_backoff rules (reference §4.4-4.5, SPEC §7) and the idempotent decorator."""
+"""Retry: the with_backoff rules (docs/protocols/contract.md#retry) and the idempotent decorator."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Each emulator serves one provider's wire protocol on 127.0.0.1, runs the
 requested commands as real processes through the shared process engine, keeps
 a request log, and takes injected faults. They are written from the protocol
-references, never from our adapters (they must not import them), so that an
+notes (docs/protocols/README.md), never from our adapters (they must not import them), so that an
 adapter's misunderstanding shows up as a failing test instead of being
 mirrored. From Python, each is a context manager::
 

@@ -99,7 +99,7 @@ log = logging.getLogger("managoat_sandbox.testing")
 REQUIRED_FIXTURES = frozenset({"exec_ok", "exec_fail", "spawn_ok", "spawn_stay"})
 OPTIONAL_FIXTURES = frozenset({"spawn_drop", "exec_slow", "exec_mixed", "spawn_bulk"})
 
-#: How long "no further terminal frame" is watched for (the reference's 50 ms).
+#: How long "no further terminal frame" is watched for (docs/protocols/contract.md#quiet-window).
 QUIET_WINDOW = 0.05
 #: How long "nothing after stop_command" is watched for.
 STOP_QUIET_WINDOW = 0.1

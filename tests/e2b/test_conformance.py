@@ -1,7 +1,7 @@
 """The conformance suite against the E2B adapter pointed at the E2B emulator.
 
 Real bash runs every fixture; detachable spawns (the journaling shim) are on
-for every spawn, as in the reference's live job. ``spawn_drop`` is the
+for every spawn, so every fixture exercises the journaled path. ``spawn_drop`` is the
 emulator's stream fault: the Start stream closes after one data event, without
 ``end``.
 """

@@ -1,7 +1,7 @@
 """The E2B emulator driven with raw HTTP: every route, the Connect framing, every fault.
 
 The envelope codec below is written here, independently of the emulator's,
-so the bytes on the wire are checked against the reference (§3.3), not
+so the bytes on the wire are checked against docs/protocols/e2b.md#connect-envelopes, not
 against the emulator's own idea of them.
 """
 

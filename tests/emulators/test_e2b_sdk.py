@@ -1,6 +1,6 @@
 """Cross-check: the vendor's own Python SDK (``e2b``) works against the emulator unchanged.
 
-The SDK is pointed at the emulator the way the reference's errata (10) say:
+The SDK is pointed at the emulator as docs/protocols/e2b.md#pointing-the-sdk-here says:
 ``E2B_API_URL`` and ``E2B_SANDBOX_URL`` both at the emulator's base URL,
 ``E2B_DEBUG=false``, ``E2B_HTTP_VERSION=1.1``. If the vendor's client cannot
 drive our emulator, the emulator is wrong.

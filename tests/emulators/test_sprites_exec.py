@@ -1,6 +1,6 @@
 """The Sprites emulator over raw WebSocket: exec frames, stdin, tty, sessions, attach, kill.
 
-Byte layouts are those of reference §3-§4 (errata win): a text ``session_info``
+Byte layouts are those of docs/protocols/sprites.md#exec-over-websocket: a text ``session_info``
 first (always with ``tty``), binary ``01``/``02`` output, ``03`` + one exit
 byte, a normal close; client ``00`` stdin and ``04`` end of input.
 """

@@ -1,11 +1,10 @@
 """Cross-check: the vendor's official Python SDK (sprites-py 0.7.2) drives the emulator unchanged.
 
 If the vendor's own client cannot talk to the emulator, the emulator is wrong
-(and so may be any adapter tested against it). Where the SDK and the
-reference's body disagree, the reference's errata say what the SDK does and
-the emulator follows them (e.g. errata 3: ``tty`` in every ``session_info``;
-errata 4: string session ids in the listing; errata 5: the kill JSON body;
-errata 7: no ``has_more`` without a token).
+(and so may be any adapter tested against it). What the SDK needs of a
+server is listed in docs/protocols/sprites.md#sdk-requirements
+(e.g. ``tty`` in every ``session_info``, string session ids in the listing,
+the kill JSON body, no ``has_more`` without a token), and the emulator keeps it.
 """
 
 from __future__ import annotations
@@ -111,7 +110,7 @@ def test_sdk_creates_gets_and_deletes_a_sprite(client: Any, emulator: SpritesEmu
     client.delete_sprite("life")
     with pytest.raises(sdk_errors.NotFoundError):
         client.get_sprite("life")
-    with pytest.raises(sdk_errors.NotFoundError):  # errata 2
+    with pytest.raises(sdk_errors.NotFoundError):  # docs/protocols/sprites.md#sdk-requirements
         client.delete_sprite("life")
 
 
@@ -224,7 +223,7 @@ def test_sdk_attaches_to_a_tty_session_in_tty_mode(
     attach_sink = Sink()
     attacher.stdout = attach_sink
     attach_run = Background(attacher.run)
-    assert wait_until(lambda: b"tty-first" in attach_sink.value)  # errata 3: not stripped
+    assert wait_until(lambda: b"tty-first" in attach_sink.value)  # not stripped (SDK requirement 3)
     go(emulator)
     assert owner_run.join().error is None and attach_run.join().error is None
     assert attacher.exit_code == 0
@@ -335,7 +334,7 @@ def test_sdk_reports_a_dropped_or_closed_socket_as_a_network_error(
         sprite.run("bash", "-c", f"echo partial; {WAIT_GO}")
     go(emulator)
     emulator.drop_exec(after_frames=0, close_frame=True)
-    with pytest.raises(sdk_errors.NetworkError):  # errata 1: a 1000 close is not exit 0
+    with pytest.raises(sdk_errors.NetworkError):  # 1000 is not exit 0 (SDK requirement 1)
         sprite.run("bash", "-c", "exit 0")
 
 

@@ -1,4 +1,4 @@
-"""The one harness every fault-matrix cell runs through (DESIGN.md §5).
+"""The one harness every fault-matrix cell runs through (docs/reliability.md#fault-matrix).
 
 The matrix is :data:`FAULTS` (rows) by the HTTP adapters (one test module per
 provider). A provider module maps *every* fault name to a :class:`Cell` —

@@ -8,8 +8,9 @@ consecutive failures (``unreachable_after``), listing pages of 2 capped at
 Retry-After above 1 s not waited for).
 
 A command's output is the daemon's log, followed over the WebSocket
-``GET …/logs?follow=true`` (reference §3.6) and, when a follow ends before the
-journal is complete, finished from plain ``GET …/logs`` snapshots (§3.5); its
+``GET …/logs?follow=true`` (docs/protocols/daytona.md#log-follow) and, when a
+follow ends before the journal is complete, finished from plain ``GET …/logs``
+snapshots (docs/protocols/daytona.md#log-snapshot); its
 end and exit code are in the journal itself (the shim's end frames). So
 "mid-stream" faults hit the follow open while a command runs (injected once its
 first output has arrived: the open follow is cut, later ones meet the fault) and

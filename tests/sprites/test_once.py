@@ -1,4 +1,4 @@
-"""The bounded "once" operations on the wire: original contract §10.1-§10.4 outcome matrices."""
+"""The bounded "once" operations on the wire: docs/protocols/sprites.md#bounded-once-operations."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _no_prose(error: SandboxError) -> None:
         assert PROSE not in text
 
 
-# -- create_new (§10.2) ------------------------------------------------------------
+# -- create_new (docs/protocols/sprites.md#create_new) --------------------------------------------
 
 
 def test_create_new_is_one_post_with_the_full_body(
@@ -170,7 +170,7 @@ def test_create_new_unknown_option_is_a_type_error(adapter: Sprites, option: str
         adapter.create_new("box", **{option: True})
 
 
-# -- destroy_once (§10.3) ------------------------------------------------------------
+# -- destroy_once (docs/protocols/sprites.md#destroy_once) ----------------------------------------
 
 
 @pytest.mark.parametrize("status", [200, 202, 204])
@@ -249,7 +249,7 @@ def test_destroy_once_unknown_option_is_a_type_error(adapter: Sprites) -> None:
         adapter.destroy_once(BOX, retry=True)  # type: ignore[call-arg]
 
 
-# -- terminate_session (§10.1) -----------------------------------------------------------
+# -- terminate_session (docs/protocols/sprites.md#terminate_session) ------------------------------
 
 SIGNAL_TERM = {"type": "signal", "message": "Signaling SIGTERM", "signal": "SIGTERM", "pid": 19}
 SIGNAL_KILL = {"type": "signal", "message": "Signaling SIGKILL", "signal": "SIGKILL", "pid": 19}
@@ -435,7 +435,7 @@ def test_invalid_termination_requests_are_refused_before_credentials(
     assert raised.value.detail == "termination_request"
 
 
-# -- create_checkpoint_once (§10.4) ----------------------------------------------------
+# -- create_checkpoint_once (docs/protocols/sprites.md#create_checkpoint_once) --------------------
 
 COMMENT = "sandbox-operation:op-1"
 INFO = {"type": "info", "data": "Creating checkpoint..."}

@@ -1,4 +1,4 @@
-"""WebSocket framing facts against a scripted server (reference §3, errata 8).
+"""WebSocket framing facts, scripted server (docs/protocols/sprites.md#exec-over-websocket).
 
 The emulator runs real processes, so these edge cases — exit payloads, an
 exit frame followed by an abort, text exit messages, unknown stream ids, a

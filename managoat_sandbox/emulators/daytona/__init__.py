@@ -1,6 +1,6 @@
 """A local, protocol-faithful Daytona (control plane ``/api`` and the toolbox).
 
-Written from the Daytona protocol reference, never from our adapter. See
+Written from docs/protocols/daytona.md, never from our adapter. See
 :class:`DaytonaEmulator` for routes, sandbox layout and the fault API.
 """
 

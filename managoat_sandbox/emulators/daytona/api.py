@@ -1,4 +1,4 @@
-"""The control plane: ``/api/sandbox…`` routes (reference §2, errata 1-2, 6)."""
+"""The control plane: ``/api/sandbox…`` routes (docs/protocols/daytona.md#control-plane)."""
 
 from __future__ import annotations
 
@@ -176,7 +176,8 @@ class ApiRoutes:
     # -- settings --------------------------------------------------------------------
 
     async def network_settings(self, request: web.Request) -> web.StreamResponse:
-        """``POST …/network-settings`` with the merge rules of §2.6, put in force in the
+        """``POST …/network-settings`` with the merge rules of
+        docs/protocols/daytona.md#network-settings, put in force in the
         sandbox's box as far as its egress policy can express them (:mod:`.boxes`)."""
         body = await _json_body(request)
         sandbox = self.store.network_settings(request.match_info["idOrName"], body)
@@ -249,6 +250,7 @@ class ApiRoutes:
         return web.Response(status=201)
 
     async def toolbox_proxy_url(self, request: web.Request) -> web.StreamResponse:
-        """``GET …/toolbox-proxy-url`` → ``{"url": …}`` (the fallback of §2.8)."""
+        """``GET …/toolbox-proxy-url`` → ``{"url": …}``
+        (the fallback of docs/protocols/daytona.md#toolbox-proxy-url)."""
         self.store.find(request.match_info["idOrName"])
         return web.json_response({"url": self.emulator.toolbox_url})

@@ -10,7 +10,7 @@ names another valid user name) is the box's one user, with its home at
 
 Network settings map onto the box's egress policy where they can:
 ``networkBlockAll`` denies everything except the hosts of
-``domainAllowList`` (the adapter's reading of §2.6, §6). A CIDR
+``domainAllowList`` (the adapter's reading: docs/protocols/daytona.md#network-settings). A CIDR
 ``networkAllowList`` cannot be expressed by a policy of host names, and is
 stored but not enforced; without ``networkBlockAll`` the sandbox keeps the
 box's default egress (public addresses only).

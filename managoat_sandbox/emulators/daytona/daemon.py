@@ -1,6 +1,6 @@
 """The toolbox daemon of one sandbox incarnation: sessions, commands, one-shot execs.
 
-Written from reference §3.2-§3.4. Everything runs inside the sandbox's box
+Written from docs/protocols/daytona.md#toolbox. Everything runs inside the sandbox's box
 (:mod:`managoat_sandbox._engine.box`), so a command sees only its sandbox:
 
 * a **session** is one long-lived shell, a journaled box session with stdin.
@@ -14,7 +14,8 @@ Written from reference §3.2-§3.4. Everything runs inside the sandbox's box
   readers have drained. So a top-level ``exit N`` in the script ends the
   session shell: no exit code is ever recorded (the v0.190 daemon), unless
   :attr:`Daemon.exit_trap` emulates the newer daemon whose EXIT trap records it
-  (errata 7). ``(exit N)`` or ``return N`` record ``N`` in both. Once it has
+  (docs/protocols/daytona.md#exit-in-a-sourced-script). ``(exit N)`` or
+  ``return N`` record ``N`` in both. Once it has
   recorded a code the wrapper prints a line on the shell's own output, which
   the box streams to whoever waits for a sync command (no polling).
 * a **one-shot execute** is an ephemeral box process, the shell running the
@@ -78,7 +79,7 @@ _RECHECK = 1.0
 _CODE_LIMIT = 4096
 _NOT_STARTED = "no IP address found. Is the Sandbox started?"
 
-# The wrapper handed to the session shell for one command (reference §3.4).
+# The wrapper handed to the session shell per command (docs/protocols/daytona.md#command-wrapper).
 # {dir} is the command's directory (as the sandbox sees it), where the daemon has
 # made the FIFOs; {holder} keeps an async command's stdin FIFO open (a sync
 # command reads {stdin} /dev/null: EOF at once); {trap} is what the shell does
@@ -100,7 +101,8 @@ echo "$__dtn_d"
 rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"
 }}
 """
-# The line readers (reference §3.4): each appends every line of its FIFO to the
+# The line readers (docs/protocols/daytona.md#command-wrapper): each appends every
+# line of its FIFO to the
 # journal as ONE write of marker + line + newline (a last line without one gets it
 # at EOF), so the two readers' lines never interleave mid-line. perl reads its
 # FIFO in blocks; the portable fallback is the shell's `read`, one byte per system
@@ -123,7 +125,8 @@ _NO_STDIN = "__dtn_h="
 #: The FIFOs of a command, made by the daemon in the command's directory.
 _FIFOS = ("stdout.pipe", "stderr.pipe", "stdin.pipe")
 _TRAP_CLEANUP = 'rm -f "$__dtn_so" "$__dtn_se" "$__dtn_si"'
-# Newer daemons (errata 7): the EXIT trap still records the status of a
+# Newer daemons (docs/protocols/daytona.md#exit-in-a-sourced-script): the EXIT
+# trap still records the status of a
 # script that ended the shell with `exit N`, after the readers drained (the
 # shell first lets go of the FIFOs it still holds, or the readers never end).
 _TRAP_RECORD = (
@@ -279,7 +282,8 @@ class Daemon:
         self.home = box.settings.home
         self.config_dir = f"{CONFIG_ROOT}/{run}"
         self.env = env
-        #: Emulate the newer daemon whose EXIT trap records an ``exit N`` (errata 7).
+        #: Emulate the newer daemon whose EXIT trap records an ``exit N``
+        #: (docs/protocols/daytona.md#exit-in-a-sourced-script).
         self.exit_trap = exit_trap
         #: The line readers' program: ``perl`` at that path, else the shell's ``read``.
         self.readers = tuple(

@@ -85,7 +85,8 @@ class DaytonaEmulator(Emulator):
         self.legacy_list = False
         #: Seconds a log follow stays open after the exit code is recorded (~1 s live).
         self.log_idle_close = 1.0
-        #: Emulate the newer daemon whose EXIT trap records ``exit N`` (errata 7).
+        #: Emulate the newer daemon whose EXIT trap records ``exit N``
+        #: (docs/protocols/daytona.md#exit-in-a-sourced-script).
         self.daemon_exit_trap = False
         #: The perl the daemon's line readers run with (None: the shell's ``read``,
         #: correct but slow); applies to daemons started from now on.

@@ -1,6 +1,6 @@
 """Session command logs: the header-dependent renderings and the follow transports.
 
-Reference §3.5-§3.7 with errata 3:
+The log endpoints of docs/protocols/daytona.md#log-snapshot and the sections after it:
 
 * :func:`render_mode` picks how a request sees the journal: ``combined``
   (markers stripped; no headers), ``raw`` (with the 3-byte markers;

@@ -1,7 +1,7 @@
 """The control plane's sandbox records: validation, lifecycle, cursor listing.
 
 A :class:`SandboxStore` holds every sandbox of the emulator's one organisation
-and implements the rules of reference §2 (with the errata): create with
+and implements the rules of docs/protocols/daytona.md#control-plane: create with
 name/label/snapshot validation, lookups by id then by name, soft delete that
 renames to ``DESTROYED_<name>_<ms>``, start/stop/archive with the
 "state change in progress" conflict, network-settings merging, and the
@@ -124,7 +124,7 @@ class Sandbox:
         return values[field]
 
     def list_item(self, toolbox_url: str) -> dict[str, Any]:
-        """The lighter list shape (errata 2: every field the SDK's model requires)."""
+        """The list item shape the SDK requires (docs/protocols/daytona.md#listing)."""
         return {
             "id": self.id,
             "organizationId": ORGANIZATION_ID,
@@ -159,7 +159,7 @@ class Sandbox:
         }
 
     def to_json(self, toolbox_url: str) -> dict[str, Any]:
-        """The full Sandbox DTO (§2.1 plus errata 1)."""
+        """The full Sandbox DTO (docs/protocols/daytona.md#the-sandbox-object)."""
         body = self.list_item(toolbox_url)
         body.update(
             env=dict(self.env),
@@ -389,7 +389,7 @@ class SandboxStore:
         return row
 
     def fail(self, sandbox: Sandbox, reason: str) -> None:
-        """Put a sandbox in ``error`` with ``reason`` (the failed-start case of §2.2)."""
+        """Put a sandbox in ``error`` with ``reason`` (docs/protocols/daytona.md#create)."""
         with self._lock:
             sandbox.state, sandbox.error_reason = "error", reason
             sandbox.updated_at = self.clock.now()
@@ -497,7 +497,7 @@ class SandboxStore:
             return row
 
     def network_settings(self, id_or_name: str, body: Mapping[str, Any]) -> Sandbox:
-        """Apply ``POST …/network-settings`` with the merge rules of §2.6."""
+        """Apply ``POST …/network-settings`` (docs/protocols/daytona.md#network-settings)."""
         with self._lock:
             row = self.find(id_or_name)
             fields = self._network_fields(body, create=False)

@@ -1,6 +1,6 @@
 """Daytona's error bodies: the NestJS API filter's and the toolbox daemon's.
 
-Two families (reference §3.1, §5.1):
+Two families (docs/protocols/daytona.md#errors):
 
 * the control plane (``/api``) answers ``{"path", "timestamp", "statusCode",
   "error", "message"}`` where ``error`` is the HTTP reason phrase;
@@ -27,7 +27,7 @@ __all__ = [
     "iso",
 ]
 
-#: The daemon's error codes and message prefixes by status (reference §3.1).
+#: The daemon's error codes and message prefixes (docs/protocols/daytona.md#daemon-error-shape).
 DAEMON_CODES: dict[int, tuple[str, str]] = {
     400: ("BAD_REQUEST", "bad request: "),
     401: ("UNAUTHORIZED", ""),

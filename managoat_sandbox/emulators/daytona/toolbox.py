@@ -1,4 +1,6 @@
-"""The toolbox, proxy and daemon folded together: ``/toolbox/{sandboxId}/…`` (reference §3).
+"""The toolbox, proxy and daemon folded together: ``/toolbox/{sandboxId}/…``.
+
+See docs/protocols/daytona.md#toolbox.
 
 The proxy part resolves the sandbox by **id**, refuses a sandbox that is not
 started (400 "… Is the Sandbox started?") and bumps its ``lastActivityAt``
@@ -405,7 +407,8 @@ class ToolboxRoutes:
         return web.Response(status=200)
 
     async def upload_v2(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
-        """``POST /files/upload-v2?path=`` (field ``file``) → ``{name, path, type}`` (errata 4)."""
+        """``POST /files/upload-v2?path=`` (field ``file``) → ``{name, path, type}``
+        (docs/protocols/daytona.md#files)."""
         target = await self._single_upload(request, daemon)
         return web.json_response({"name": target.rsplit("/", 1)[-1], "path": target,
                                   "type": "file"})

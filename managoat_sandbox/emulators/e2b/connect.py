@@ -1,6 +1,6 @@
 """The Connect protocol pieces envd speaks: envelopes, end-of-stream trailers, error codes.
 
-Envelope layout (reference §3.3): one flags byte (``0x00`` data, ``0x01``
+Envelope layout (docs/protocols/e2b.md#connect-envelopes): one flags byte (``0x00`` data, ``0x01``
 compressed, ``0x02`` end of stream), then the payload length as an unsigned
 32-bit big-endian integer, then exactly that many bytes of UTF-8 JSON. A
 server stream is a sequence of data envelopes closed by one end-of-stream

@@ -1,6 +1,6 @@
 """The control plane (``https://api.e2b.app``): sandbox lifecycle and listings.
 
-Routes (reference §1.2 and errata 1-3): ``POST /v2/sandboxes`` and the
+Routes (docs/protocols/e2b.md#control-plane-endpoints): ``POST /v2/sandboxes`` and the
 deprecated ``POST /sandboxes``, ``GET /sandboxes/{id}``, ``DELETE
 /sandboxes/{id}``, ``GET /v2/sandboxes`` (and v1 ``GET /sandboxes``),
 ``POST /sandboxes/{id}/timeout``, ``/refreshes``, ``/pause``, ``/connect``,

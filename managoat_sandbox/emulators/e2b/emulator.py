@@ -220,7 +220,7 @@ class E2BEmulator(Emulator):
         """Answer 429 ``{"code":429,"message":"Rate limit exceeded"}`` with ``Retry-After``.
 
         ``retry_after_seconds`` adds the ``retryAfterSeconds`` body field the
-        real service never sends (for taxonomy vectors, reference §8.4).
+        real service never sends (for taxonomy vectors, docs/protocols/e2b.md#rate-limit-advice).
         """
         body: dict[str, Any] = {"code": 429, "message": RATE_LIMIT_MESSAGE}
         if retry_after_seconds is not None:

@@ -9,9 +9,9 @@ and when the port is not envd's (49983). Exactly one of the two headers is a
 400.
 
 Authorisation: every envd call needs ``X-Access-Token: <envdAccessToken>``
-(errata 3) except ``GET /health``; ``/files`` also accepts a signed URL
-(errata 4). The Linux user comes from ``Authorization: Basic <user:>``
-(absent: the default user, errata 7), or from ``username`` on ``/files``.
+(docs/protocols/e2b.md#envd-headers) except ``GET /health``; ``/files`` also accepts a signed URL
+(docs/protocols/e2b.md#signed-file-urls). The Linux user comes from ``Authorization: Basic <user:>``
+(absent: the default user, docs/protocols/e2b.md#envd-headers), or from ``username`` on ``/files``.
 
 RPCs: ``process.Process`` Start and Connect (server streams, see
 :mod:`.streams`), List, SendInput, CloseStdin, SendSignal and Update (unary;
@@ -105,7 +105,8 @@ def _http_error(status: int, message: str) -> web.Response:
 
 
 def signature(path: str, operation: str, user: str, token: str, expiration: int | None) -> str:
-    """envd's file URL signature (errata 4): ``v1_`` + unpadded base64 of a SHA-256."""
+    """envd's file URL signature (docs/protocols/e2b.md#signed-file-urls): ``v1_`` +
+    unpadded base64 of a SHA-256."""
     raw = f"{path}:{operation}:{user}:{token}" + (f":{expiration}" if expiration else "")
     digest = hashlib.sha256(raw.encode()).digest()
     return "v1_" + base64.b64encode(digest).decode().rstrip("=")

@@ -13,7 +13,7 @@ code.
 Ended processes leave the selector table for unary calls (SendInput,
 CloseStdin, SendSignal answer ``not_found``, as envd deletes them once they
 are waited for) and disappear from ``List``; ``Connect`` still finds them and
-replays the kept end event (reference §3.4).
+replays the kept end event (docs/protocols/e2b.md#process-semantics).
 
 Every method that talks to the box (:meth:`ProcessTable.start`,
 :meth:`~ProcessTable.follow`, :meth:`~ProcessTable.write`,

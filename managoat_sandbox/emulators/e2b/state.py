@@ -209,7 +209,7 @@ def is_ip_or_cidr(entry: str) -> bool:
 
 
 def validate_network(config: Any) -> dict[str, Any]:
-    """Check egress rules the way the API does (reference §1.3); the stored config.
+    """Check egress rules as the API does (docs/protocols/e2b.md#egress-rules); the stored config.
 
     ``denyOut`` entries must be IPs or CIDRs; ``allowOut`` may hold domains,
     but then ``denyOut`` must contain ``0.0.0.0/0``. Fields left out are
@@ -251,7 +251,7 @@ def parse_metadata_filter(value: str) -> dict[str, str]:
 
     ``value`` is the query parameter already decoded once; the server unescapes
     the whole string again, splits it on ``&`` and ``=``, and unescapes each
-    key and value a third time (reference §1.5).
+    key and value a third time (docs/protocols/e2b.md#metadata-escaping).
     """
     pairs: dict[str, str] = {}
     text = urllib.parse.unquote(value)
@@ -399,7 +399,7 @@ class Registry:
             return [r for r in self._records.values() if r.state == "running" and now > r.end_at]
 
     def list_v2(self, query: Mapping[str, str], *, page_size: int | None = None) -> Listing:
-        """One page of ``GET /v2/sandboxes`` (reference §1.5).
+        """One page of ``GET /v2/sandboxes`` (docs/protocols/e2b.md#listing-sandboxes).
 
         ``startedAfter`` keeps the sandboxes started at or after that time: a
         sandbox's own reported ``startedAt`` lists it (both are compared at the

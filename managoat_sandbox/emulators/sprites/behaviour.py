@@ -1,4 +1,4 @@
-"""Switches for the points where the reference documents more than one real behaviour."""
+"""Switches for Sprites' behaviours that vary (docs/protocols/sprites.md#behaviours-that-vary)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ STREAM_PATHS = {"kill": KILL_PATH, "checkpoint": CHECKPOINT_PATH, "restore": RES
 
 
 class SpritesEmulator(Emulator):
-    """A protocol-faithful Sprites server (reference sprites.md §2-§6, §8, errata).
+    """A protocol-faithful Sprites server (docs/protocols/sprites.md).
 
     Routes live under ``/v1`` and need ``Authorization: Bearer <token>`` (a
     wrong or missing token gets 401 ``{"error":"unauthorized",…}``). Every

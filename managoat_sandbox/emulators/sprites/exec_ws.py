@@ -1,11 +1,15 @@
-"""Exec over WebSocket, attach, the session listing and the kill endpoint (reference §3, §4).
+"""Exec over WebSocket, attach, the session listing and the kill endpoint.
+
+See docs/protocols/sprites.md#exec-over-websocket and
+docs/protocols/sprites.md#sessions.
 
 Each new command is a journaled session of the sprite's box: a real process
 inside the sprite, started in its own process group with the sprite's
 environment (``PATH``, ``HOME=/home/sprite``, ``USER=sprite``, the proxy
 variables, ``SPRITE_NAME``, then the ``env`` parameters) in ``dir`` (a sprite
 path, ``/`` by default). A socket first gets a text ``session_info`` (always
-with ``tty``, errata 3), then the session's output from byte zero — so output
+with ``tty``, docs/protocols/sprites.md#always-send-tty), then the session's
+output from byte zero — so output
 written while nobody listened is replayed — then live output as the box
 pushes it, then the exit: binary ``03 <code & 0xFF>`` without a tty, text
 ``{"type":"exit","exit_code":N}`` with one; then a normal close. A session

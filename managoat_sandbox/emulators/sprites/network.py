@@ -1,6 +1,6 @@
 """A sprite's network policy as its box's egress filter enforces it.
 
-Sprites rules (reference §5.1) name a host exactly, by subdomain wildcard
+Sprites rules (docs/protocols/sprites.md#network-policy) name a host exactly, by subdomain wildcard
 (``*.example.com``) or ``*``, with ``allow`` or ``deny``, or include a preset;
 ``{"rules": []}`` enforces nothing, and once rules are in force a host no rule
 allows is refused. The box's filter (:mod:`managoat_sandbox._engine.egress`)

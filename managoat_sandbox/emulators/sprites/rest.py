@@ -1,6 +1,6 @@
 """The Sprites REST routes: sprites, listing, network policy, checkpoints.
 
-Behaviour follows reference §2, §5 and §8.3 (errata win): create answers 201
+Behaviour follows docs/protocols/sprites.md#rest-endpoints: create answers 201
 (409 for a taken name), delete 204, the policy POST 204, checkpoint and
 restore answer 200 NDJSON streams; a listing never says ``has_more`` without
 a continuation token.

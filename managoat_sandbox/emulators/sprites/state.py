@@ -24,7 +24,8 @@ The box is laid out at creation without its agent (a ``cold`` sprite has no
 running machine); the agent starts with the first command, and again after a
 restore stopped it.
 
-Status (reference §2.5), deterministic: ``running`` while one of the sprite's
+Status (docs/protocols/sprites.md#status-mapping), deterministic: ``running``
+while one of the sprite's
 commands runs and the sprite is not frozen; otherwise the *resting* status,
 ``cold`` after creation and ``warm`` once a command has run, which
 :meth:`State.set_status` overrides (``warm`` freezes every process of the
@@ -125,7 +126,8 @@ class ExecSession:
             return False
 
     def listing(self) -> dict[str, Any]:
-        """The session as ``GET …/exec`` lists it (id stringified, errata 4); reads the
+        """The session as ``GET …/exec`` lists it (id stringified:
+        docs/protocols/sprites.md#session-listing); reads the
         box's records."""
         record = self.box.session(self.sid)
         last = record.last_activity() if record is not None else self.created

@@ -1,6 +1,6 @@
 """Shapes of the Sprites wire protocol shared by the emulator's routes.
 
-Errors are JSON ``{"error": code, "message": text}`` (reference §6.1); NDJSON
+Errors are JSON ``{"error": code, "message": text}`` (docs/protocols/sprites.md#error-body); NDJSON
 streams (kill, checkpoint, restore) are written one line per chunk, each line
 a JSON object, with ``Content-Type: application/x-ndjson``.
 """

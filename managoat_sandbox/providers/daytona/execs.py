@@ -1,7 +1,7 @@
 """``exec`` on Daytona: kept toolbox sessions and the synchronous session exec.
 
 Each exec runs our shim (:mod:`.shim`) in a toolbox session with one
-synchronous ``POST /process/session/{id}/exec`` (reference §3.3): the daemon
+synchronous ``POST /process/session/{id}/exec`` (docs/protocols/daytona.md#sessions): the daemon
 answers once the command has ended, with the command's journal — the shim's
 frames, stdout and stderr apart and byte-exact — and its exit code. On a warm
 sandbox that is the only toolbox request of an exec.

@@ -1,4 +1,6 @@
-"""The WebSocket follow of a command's log: ``GET …/logs?follow=true`` (reference §3.6).
+"""The WebSocket follow of a command's log: ``GET …/logs?follow=true``.
+
+See docs/protocols/daytona.md#log-follow.
 
 The daemon replays the journal from byte zero, then tails it, in binary
 frames of at most 1024 bytes, and closes with 1000 about a second after the

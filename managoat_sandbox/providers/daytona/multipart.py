@@ -1,4 +1,5 @@
-"""A streaming reader of ``multipart/form-data`` response bodies (RFC 2046 §5.1).
+"""A streaming reader of ``multipart/form-data`` response bodies
+(docs/protocols/daytona.md#reading-and-listing).
 
 The toolbox answers a bulk download with one part per requested file. This
 reader walks such a body as it comes off the wire: :func:`parts` yields each

@@ -4,7 +4,8 @@ Every command (an exec in a kept session, a spawn in a session of its own)
 runs through this shim. The daemon *sources* the submitted script in the
 session's shell and records as ``exitCode`` the status of the script's last
 statement — so a script ending in ``exit N`` would kill the session shell and
-no exit code would ever be recorded (reference §3.4). The submitted script
+no exit code would ever be recorded
+(docs/protocols/daytona.md#exit-in-a-sourced-script). The submitted script
 therefore runs in a child shell — a spawn's is a single ``/bin/sh -c
 '<shim>'``, an exec's a subshell ``( … )`` (:func:`exec_script`) — which may
 ``exit`` freely, and its status — the command's real exit code — is the last

@@ -76,7 +76,8 @@ def _access_of(answer: Any) -> SandboxAccess:
 
 def metadata_query(pairs: Mapping[str, str]) -> str:
     """The ``metadata`` query value: each key and value quoted, then url-encoded, as
-    the server unescapes it once more than the HTTP layer does (reference §1.5)."""
+    the server unescapes it once more than the HTTP layer does
+    (docs/protocols/e2b.md#metadata-escaping)."""
     return urlencode({quote(k, safe=""): quote(v, safe="") for k, v in pairs.items()})
 
 

@@ -20,7 +20,7 @@ ENVD_PORT = 49983
 
 @attrs.frozen
 class Settings:
-    """One call's view of config scope ``e2b`` (SPEC §8).
+    """One call's view of config scope ``e2b`` (docs/protocols/e2b.md#configuration).
 
     ``api_key`` never appears in ``repr``. ``timeout`` is ``timeout_ms`` in
     seconds: the receive timeout of every non-streaming request and the bound

@@ -158,7 +158,8 @@ class Sprites(StreamingAdapter):
                       instance_id=instance_id if isinstance(instance_id, str) else None)
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
-        """One POST that never adopts: 409 is ``AlreadyExists`` (original contract §10.2).
+        """One POST that never adopts: 409 is ``AlreadyExists``
+        (docs/protocols/sprites.md#create_new).
 
         Only option: ``wait_for_capacity`` (bool). ``0 < timeout <= 120``
         seconds bounds the whole call.
@@ -189,7 +190,8 @@ class Sprites(StreamingAdapter):
             raise http_error(response)
 
     def destroy_once(self, handle: Handle, *, timeout: float = 120.0) -> None:
-        """One DELETE, confirmed by exactly one GET answering 404 (original contract §10.3)."""
+        """One DELETE, confirmed by exactly one GET answering 404
+        (docs/protocols/sprites.md#destroy_once)."""
         seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "delete_timeout")
         name = self._name(handle)
         once.destroy_once(load(), name, timeout=seconds)
@@ -373,7 +375,8 @@ class Sprites(StreamingAdapter):
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
-        """Kill the session's process group with confirmation (original contract §10.1).
+        """Kill the session's process group with confirmation
+        (docs/protocols/sprites.md#terminate_session).
 
         Graceful sends SIGTERM with ``timeout`` as the grace period before
         SIGKILL; force sends SIGKILL. A session that has already ended is
@@ -414,7 +417,8 @@ class Sprites(StreamingAdapter):
     def create_checkpoint_once(
         self, handle: Handle, *, operation_id: str, timeout: float = 120.0
     ) -> str:
-        """Exactly one checkpoint correlated to ``operation_id`` (original contract §10.4)."""
+        """Exactly one checkpoint correlated to ``operation_id``
+        (docs/protocols/sprites.md#create_checkpoint_once)."""
         self._checkpointing("create_checkpoint_once")
         if not isinstance(operation_id, str) or _OPERATION_ID.fullmatch(operation_id) is None:
             raise Invalid("checkpoint_operation_id")

@@ -1,7 +1,7 @@
 """Sprites' special cases on top of the shared status → taxonomy map (:mod:`.._http`).
 
 * ``retry_after`` comes from the body's ``retry_after_seconds``, else the
-  ``Retry-After`` header (errata 9: body first, then header);
+  ``Retry-After`` header (body first, then header: docs/protocols/sprites.md#rate-limit-advice);
 * a refused WebSocket upgrade is mapped like any HTTP answer (a 503 while a
   fresh sprite boots is therefore ``Unavailable``, which is transient);
 * the bounded "once" operations drop the provider's body (``sanitised``), so

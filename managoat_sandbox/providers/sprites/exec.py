@@ -1,6 +1,7 @@
 """Exec and attach over the Sprites WebSocket (``/v1/sprites/<name>/exec``).
 
-Wire facts (reference §3): every binary message is one stream-id byte plus a
+Wire facts (docs/protocols/sprites.md#binary-frame-layout): every binary
+message is one stream-id byte plus a
 payload — ``0x00`` stdin and ``0x04`` stdin EOF from the client; ``0x01``
 stdout, ``0x02`` stderr and ``0x03`` exit from the server. The exit payload is
 **one byte**, the code 0-255; trailing bytes are ignored and an empty payload
@@ -10,7 +11,8 @@ mode, ``{"type": "exit", "exit_code": N}``. In TTY mode binary frames are raw
 terminal bytes (all stdout) and stdin is raw keystrokes with no EOF frame.
 
 The reader thread reports the exit as soon as the exit frame arrives (it does
-not wait for the server's close, errata 8) and then closes its side. A close
+not wait for the server's close, docs/protocols/sprites.md#exit-before-close)
+and then closes its side. A close
 or a drop without an exit frame ends the stream through the shared
 :class:`~..._streaming.Stream`, which turns it into
 ``Error(ref, Unavailable("closed_before_exit"))``; frames are read in order, so

@@ -1,4 +1,4 @@
-"""The bounded "once" operations (original contract §10.1-§10.4, in seconds).
+"""The bounded "once" operations (docs/protocols/sprites.md#bounded-once-operations, in seconds).
 
 Each makes the fewest requests the rule allows (one, or one plus one
 confirming GET), on fresh connections, never retried, never redirected, within

@@ -1,6 +1,6 @@
 """The Sprites adapter's settings, read from config scope ``sprites`` at call time.
 
-Keys (SPEC §8): ``token`` (``$SPRITES_TOKEN``), ``base_url``
+Keys (docs/protocols/sprites.md#configuration): ``token`` (``$SPRITES_TOKEN``), ``base_url``
 (``$SPRITES_BASE_URL``, else ``https://api.sprites.dev``), ``timeout_ms``,
 ``policy_timeout_ms``, ``public_urls``, ``checkpoint_creation_enabled``. A
 missing token is ``Denied`` naming the setting and its environment variable,
