@@ -22,6 +22,7 @@ from .contract import KNOWN_CAPABILITIES, Adapter, Capability
 from .errors import (
     AlreadyExists,
     CommandExited,
+    DeadlineExpired,
     Denied,
     Invalid,
     NotFound,
@@ -77,6 +78,7 @@ __all__ = [
     "Capability",
     "Command",
     "CommandExited",
+    "DeadlineExpired",
     "Denied",
     "Error",
     "ExecResult",

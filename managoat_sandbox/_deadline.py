@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import Unavailable
+from . import reasons
+from .errors import DeadlineExpired, Unavailable
 from .frames import Error, Exit, Stderr, Stdout
 from .types import Command, ExecResult
 
@@ -37,7 +38,7 @@ class Deadline:
 
     def error(self) -> Unavailable:
         """The error an expired deadline raises: ``Unavailable(("exec_timeout", timeout))``."""
-        return Unavailable(("exec_timeout", self.timeout))
+        return DeadlineExpired((reasons.EXEC_TIMEOUT, self.timeout))
 
     def check(self) -> None:
         """Raise :meth:`error` if no time is left."""

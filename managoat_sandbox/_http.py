@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from . import reasons
 from .errors import Denied, Invalid, NotFound, RateLimited, SandboxError, Unavailable
 
 if TYPE_CHECKING:
@@ -133,9 +134,16 @@ def error_for(
     *,
     retry_after_field: str | None = None,
 ) -> SandboxError:
-    """The taxonomy error for a non-2xx answer (see the module docstring)."""
+    """The taxonomy error for a non-2xx answer (see the module docstring), carrying the
+    answer's ``status`` and ``request_id`` as context."""
+    return _mapped(status, body, headers, retry_after_field).with_context(
+        status=status, request_id=request_id_from(headers))
+
+
+def _mapped(status: int, body: bytes, headers: Mapping[str, str],
+            retry_after_field: str | None) -> SandboxError:
     parsed = parse_body(body, headers.get("Content-Type") or headers.get("content-type"))
-    detail = ("http", status, parsed)
+    detail = (reasons.HTTP, status, parsed)
     if status == 404:
         return NotFound(detail)
     if status in (401, 403):
@@ -146,6 +154,24 @@ def error_for(
         advice = retry_after_from(headers, parsed, retry_after_field) if status == 503 else None
         return Unavailable(detail, retry_after=advice)
     return Invalid(detail)
+
+
+#: Headers a provider's request id may come in, most specific first.
+REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "Fly-Request-Id", "X-Amzn-RequestId")
+#: The longest request id kept (a hostile server cannot fill an error with text).
+_REQUEST_ID_LIMIT = 128
+
+
+def request_id_from(headers: Mapping[str, str]) -> str | None:
+    """The provider's id of the request an answer belongs to, when it sent one: the
+    first of :data:`REQUEST_ID_HEADERS` present, if printable and at most 128
+    characters."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    for name in REQUEST_ID_HEADERS:
+        value = lowered.get(name.lower())
+        if value and len(value) <= _REQUEST_ID_LIMIT and value.isprintable():
+            return value
+    return None
 
 
 def requests_module() -> Any:

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from . import reasons
+
 __all__ = [
     "AlreadyExists",
     "CommandExited",
+    "DeadlineExpired",
     "Denied",
     "Invalid",
     "NotFound",
@@ -33,15 +36,27 @@ __all__ = [
 class SandboxError(Exception):
     """Base of the taxonomy; never raised itself.
 
-    Instances compare equal when they are of the same class with equal
-    ``args``, and pickle like ordinary exceptions.
+    Instances compare equal when they belong to the same taxonomy class (a
+    refinement such as :class:`DeadlineExpired` counts as its taxonomy class)
+    with equal ``args``, and pickle like ordinary exceptions, context included.
+
+    Context, each ``None`` unless known: ``status`` and ``body`` (the HTTP
+    status and parsed body of the answer the error was made from; read from an
+    ``("http", status, body)`` detail when not set), ``request_id`` (the
+    provider's id of that request, when it sends one), ``attempts`` (how many
+    tries a retried operation made; set by
+    :func:`managoat_sandbox.retry.with_backoff`). ``repr`` shows ``status`` and
+    ``request_id``.
     """
 
     transient: ClassVar[bool] = True
 
-    #: How many attempts a retried operation made before raising this (set by
-    #: :func:`managoat_sandbox.retry.with_backoff`; ``None`` for a single try).
     attempts: int | None = None
+    request_id: str | None = None
+    _status: int | None = None
+
+    #: Context attributes ``repr`` shows when they are set.
+    _shown: ClassVar[tuple[str, ...]] = ("status", "request_id")
 
     def __init__(self, detail: Any = None) -> None:
         super().__init__(detail)
@@ -54,16 +69,58 @@ class SandboxError(Exception):
         return text
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.detail!r})"
+        extra = "".join(f", {name}={getattr(self, name)!r}" for name in self._shown
+                        if getattr(self, name) is not None)
+        return f"{type(self).__name__}({self.detail!r}{extra})"
+
+    @property
+    def status(self) -> int | None:
+        """The HTTP status this error was made from, else ``None``."""
+        if self._status is not None:
+            return self._status
+        http = self._http_detail()
+        return None if http is None else http[0]
+
+    @property
+    def body(self) -> Any:
+        """The parsed body of the HTTP answer this error was made from, else ``None``."""
+        http = self._http_detail()
+        return None if http is None else http[1]
+
+    def _http_detail(self) -> tuple[int, Any] | None:
+        """``(status, body)`` of an ``("http", status, body)`` detail (the one place that
+        reads that shape), else ``None``."""
+        detail = self.detail
+        if (isinstance(detail, tuple) and len(detail) == 3 and detail[0] == reasons.HTTP
+                and isinstance(detail[1], int)):
+            return detail[1], detail[2]
+        return None
+
+    @classmethod
+    def taxonomy(cls) -> type[SandboxError]:
+        """The closed-set class this error belongs to: itself, or the one it refines
+        (``DeadlineExpired.taxonomy()`` is ``Unavailable``)."""
+        for klass in cls.__mro__:
+            if klass in _TAXONOMY:
+                return klass
+        return cls
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.args == getattr(other, "args", None)
+        return (isinstance(other, SandboxError) and self.taxonomy() is other.taxonomy()
+                and self.args == other.args)
 
     def __hash__(self) -> int:
-        return hash((type(self), _hashable(self.args)))
+        return hash((self.taxonomy(), _hashable(self.args)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), self.args, dict(self.__dict__))
+
+    def with_context(self, *, status: int | None = None,
+                     request_id: str | None = None) -> SandboxError:
+        """Set the HTTP context this error was made from; returns the error."""
+        self._status = status
+        self.request_id = request_id
+        return self
 
 
 def _hashable(value: Any) -> Any:
@@ -122,9 +179,21 @@ class Unavailable(SandboxError):
     retry policy waits at least that long, as it does for :class:`RateLimited`.
     """
 
+    _shown = ("status", "request_id", "retry_after")
+
     def __init__(self, detail: Any = None, *, retry_after: float | None = None) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class DeadlineExpired(Unavailable):
+    """A deadline passed: exec's (``("exec_timeout", seconds)``), a bounded
+    operation's (``"<operation>_timeout"``) or a request's own bound (``"timeout"``).
+
+    An :class:`Unavailable` (it is transient, and equal to the ``Unavailable``
+    with the same detail), so ``except Unavailable`` still catches it; catch
+    ``DeadlineExpired`` for every expiry at once, without reading details.
+    """
 
 
 class Denied(SandboxError):
@@ -143,6 +212,7 @@ class Invalid(SandboxError):
     """
 
     transient = False
+    _shown = ("reason", "status", "request_id")
 
     def __init__(self, detail: Any = None, *, reason: str | None = None) -> None:
         super().__init__(detail)
@@ -152,11 +222,6 @@ class Invalid(SandboxError):
         if self.reason is None:
             return super().__str__()
         return f"{super().__str__()}: {self.reason}"
-
-    def __repr__(self) -> str:
-        if self.reason is None:
-            return super().__repr__()
-        return f"Invalid({self.detail!r}, reason={self.reason!r})"
 
 
 class RestoreFailed(SandboxError):
@@ -198,3 +263,10 @@ class UnknownProvider(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.provider, self.configured))
+
+
+#: The closed set: every error a contract operation raises is an instance of one of these.
+_TAXONOMY: frozenset[type[SandboxError]] = frozenset({
+    NotFound, Truncated, NotSupported, AlreadyExists, CommandExited, RateLimited,
+    Unavailable, Denied, Invalid, RestoreFailed, WriteFailed, ProviderError,
+})

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from . import _args
+from . import _args, reasons
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
-from .errors import NotSupported, SandboxError, Unavailable
+from .errors import DeadlineExpired, NotSupported, SandboxError
 from .registry import adapter_for, adapters
 from .retry import budget_for, idempotent
 from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
@@ -277,7 +277,7 @@ def exec(
     limit = _args.optional_seconds(timeout)
     merge = _args.flag(stderr_to_stdout, "stderr_to_stdout")
     if limit is not None and limit <= 0:
-        raise Unavailable(("exec_timeout", timeout))
+        raise DeadlineExpired((reasons.EXEC_TIMEOUT, timeout))
     return adapter.exec(
         handle, cmd, argv, env=env, dir=dir, timeout=timeout, stderr_to_stdout=merge
     )

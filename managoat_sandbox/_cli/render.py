@@ -84,7 +84,8 @@ def _json_escape(char: str) -> str:
 
 
 def error_line(error: SandboxError | UnknownProvider) -> str:
-    """``<ClassName>: <detail>`` on one bounded line (just the class when no detail).
+    """``<Class>: <detail>`` on one bounded line (just the class when no detail), the
+    class being the error's taxonomy class (a ``DeadlineExpired`` is an ``Unavailable``).
 
     An :class:`UnknownProvider` is its own message, which names the
     configured providers. Details never hold credentials (a library promise).
@@ -95,17 +96,16 @@ def error_line(error: SandboxError | UnknownProvider) -> str:
     if len(text) > MAX_DETAIL:
         text = text[:MAX_DETAIL] + "…"
     text = printable(text)
-    name = type(error).__name__
+    name = error.taxonomy().__name__
     return f"{name}: {text}" if text else name
 
 
 def error_document(error: SandboxError | UnknownProvider) -> dict[str, Any]:
     """The ``{"type": "error", ...}`` document for a failure."""
-    doc: dict[str, Any] = {"type": "error", "error": type(error).__name__}
     if isinstance(error, UnknownProvider):
-        doc["detail"] = str(error)
-        doc["configured"] = list(error.configured)
-        return doc
+        return {"type": "error", "error": type(error).__name__, "detail": str(error),
+                "configured": list(error.configured)}
+    doc: dict[str, Any] = {"type": "error", "error": error.taxonomy().__name__}
     doc["detail"] = _plain(error.detail)
     doc["transient"] = error.transient
     if isinstance(error, ProviderError):

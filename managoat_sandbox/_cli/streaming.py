@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Callable
 
 from .. import facade as sandbox
+from .. import reasons
 from ..contract import Capability
 from ..errors import SandboxError, Unavailable
 from ..frames import Error, Exit, Stderr, Stdout
@@ -79,8 +80,7 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
 
 def is_exec_timeout(error: Unavailable) -> bool:
     """Whether ``error`` is exec's expired deadline, ``Unavailable(("exec_timeout", S))``."""
-    detail = error.detail
-    return isinstance(detail, tuple) and detail[:1] == ("exec_timeout",)
+    return reasons.reason_of(error) == reasons.EXEC_TIMEOUT
 
 
 def run_spawn(args: argparse.Namespace, console: Console) -> int:

@@ -317,8 +317,8 @@ def _matches(expected: Any, actual: Any) -> bool:
 
 def _check_error(error: BaseException, expect: Expect) -> None:
     assert expect.error is not None, f"expected the fault to be ridden out, got {error!r}"
-    assert type(error) is expect.error, f"expected {expect.error.__name__}, got {error!r}"
     assert isinstance(error, SandboxError)
+    assert error.taxonomy() is expect.error, f"expected {expect.error.__name__}, got {error!r}"
     if expect.detail is not None:
         assert _matches(expect.detail, error.detail), f"unexpected detail: {error.detail!r}"
     if expect.retry_after is not None:

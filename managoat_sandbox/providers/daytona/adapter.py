@@ -58,12 +58,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ... import _args
+from ... import _args, reasons
 from ..._deadline import Deadline
 from ..._http import HttpClient
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
+    DeadlineExpired,
     Invalid,
     NotFound,
     NotSupported,
@@ -158,9 +159,8 @@ def _sanitised(error: SandboxError) -> SandboxError:
     """A terminate_session failure without provider prose (bodies as ``{}``)."""
     if isinstance(error, RateLimited):
         return RateLimited(None)
-    detail = error.detail
-    if isinstance(detail, tuple) and len(detail) == 3 and detail[0] == "http":
-        return type(error)(("http", detail[1], {}))
+    if error.status is not None and reasons.reason_of(error) == reasons.HTTP:
+        return type(error)((reasons.HTTP, error.status, {}))
     return Unavailable("termination_unconfirmed")
 
 
@@ -488,7 +488,7 @@ class Daytona(StreamingAdapter):
         try:
             toolbox = self._toolbox(handle, wake=False)
         except NotFound as error:
-            if isinstance(error.detail, tuple) and error.detail[:1] == ("sandbox_not_running",):
+            if reasons.reason_of(error) == reasons.SANDBOX_NOT_RUNNING:
                 return []
             raise
         found = []
@@ -527,7 +527,8 @@ class Daytona(StreamingAdapter):
         stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live),
+            private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live,
+                                   attached=True),
             session_id=session_id,
         )
 
@@ -549,7 +550,7 @@ class Daytona(StreamingAdapter):
         try:
             toolbox = self._toolbox(handle, wake=False, limit=timeout_ms / 1000)
         except NotFound as error:
-            if isinstance(error.detail, tuple) and error.detail[:1] == ("sandbox_not_running",):
+            if reasons.reason_of(error) == reasons.SANDBOX_NOT_RUNNING:
                 return
             raise NotFound(("session", session_id)) from None
         except SandboxError as error:
@@ -564,8 +565,8 @@ class Daytona(StreamingAdapter):
             raise NotFound(("session", session_id)) from None
         except Unavailable as error:
             if error.detail == "timeout":
-                raise Unavailable("termination_timeout") from None
-            if isinstance(error.detail, tuple) and error.detail[:1] == ("transport",):
+                raise DeadlineExpired(reasons.TERMINATION_TIMEOUT) from None
+            if reasons.reason_of(error) == reasons.TRANSPORT:
                 raise Unavailable("termination_transport_failed") from error
             raise _sanitised(error) from None
         except SandboxError as error:

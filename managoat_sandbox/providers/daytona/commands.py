@@ -31,6 +31,10 @@ class DaytonaCommand:
 
     ``live`` is false for an attach to a command that had already exited: it
     replays, but is not connected (stdin calls raise ``CommandExited``).
+    ``attached`` marks an end made by ``attach``: the daemon's exit code can lag
+    the exit the journal records, so an attach may find a finished command
+    still "running"; once its replay has delivered the exit, its stdin calls
+    raise ``CommandExited`` as a not-live attach's do.
     """
 
     stream: Stream
@@ -38,6 +42,7 @@ class DaytonaCommand:
     session_id: str
     command_id: str
     live: bool = True
+    attached: bool = False
     _stdin_closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
@@ -67,6 +72,8 @@ class DaytonaCommand:
         Always returns normally while connected, even if that kill fails.
         """
         self._check()
+        if self.attached and self.stream.finished.is_set():
+            raise CommandExited("exited")
         with self._lock:
             if self._stdin_closed or self.stream.finished.is_set():
                 return

@@ -77,15 +77,14 @@ def error_from(response: Response) -> SandboxError:
     if response.status == 429:
         parsed = parse_body(response.body, response.headers.get("Content-Type"))
         return RateLimited(rate_limit_delay(response.headers, parsed))
-    detail = error.detail
-    if response.status == 500 and isinstance(detail, tuple) and _session_not_found(detail[2]):
-        return NotFound(detail)
+    if response.status == 500 and _session_not_found(error.body):
+        return NotFound(error.detail).with_context(status=error.status,
+                                                   request_id=error.request_id)
     return error
 
 
 def _message(error: SandboxError) -> str:
-    detail = error.detail
-    body = detail[2] if isinstance(detail, tuple) and len(detail) == 3 else None
+    body = error.body
     message = body.get("message") if isinstance(body, Mapping) else body
     return message if isinstance(message, str) else ""
 
@@ -114,12 +113,12 @@ def session_ended(error: SandboxError) -> bool:
 
 def is_status(error: SandboxError, status: int) -> bool:
     """Whether ``error`` came from an HTTP answer with ``status``."""
-    detail = error.detail
-    return isinstance(detail, tuple) and len(detail) == 3 and detail[:2] == ("http", status)
+    return error.status == status
 
 
 def conflict_is_transient(error: SandboxError) -> SandboxError:
     """A 409 (a state transition in progress) as ``Unavailable``; anything else unchanged."""
     if isinstance(error, Invalid) and is_status(error, 409):
-        return Unavailable(error.detail)
+        return Unavailable(error.detail).with_context(status=error.status,
+                                                      request_id=error.request_id)
     return error

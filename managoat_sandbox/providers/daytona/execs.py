@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from ... import reasons
 from ..._deadline import Deadline, collect_exec
 from ..._streaming import Stream, new_ref
 from ...errors import Invalid, NotFound, SandboxError, Unavailable
@@ -198,9 +199,8 @@ def run_exec(
 
 def _lost_answer(error: SandboxError) -> bool:
     """A transport failure or timeout: the command may run on, its answer lost."""
-    detail = error.detail
-    return isinstance(error, Unavailable) and (
-        detail == "timeout" or (isinstance(detail, tuple) and detail[:1] == ("transport",)))
+    return isinstance(error, Unavailable) and reasons.reason_of(error) in (reasons.TIMEOUT,
+                                                                           reasons.TRANSPORT)
 
 
 def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ... import reasons
 from ..._http import BODY_LIMIT, Response
 from ...errors import ProviderError, SandboxError, Truncated, Unavailable
 from ...files import collect
@@ -201,7 +202,7 @@ def listing(toolbox: Toolbox, directory: str) -> list[FileInfo]:
     try:
         answer = toolbox.list_files(directory)
     except Unavailable as error:
-        if isinstance(error.detail, tuple) and error.detail[:1] == ("response_too_large",):
+        if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
             raise Truncated(("listing", f"the listing of {directory} is larger than "
                                         f"{LISTING_LIMIT} bytes")) from None
         raise

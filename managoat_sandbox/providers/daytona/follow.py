@@ -26,8 +26,9 @@ from typing import Any
 
 import websocket
 
+from ... import reasons
 from ..._http import Response, transport_error
-from ...errors import SandboxError, Unavailable
+from ...errors import DeadlineExpired, SandboxError
 from .errors import error_from
 
 __all__ = ["LogSocket"]
@@ -82,7 +83,7 @@ class LogSocket:
             raise _upgrade_error(error, url) from None
         except websocket.WebSocketTimeoutException:
             ws.shutdown()
-            raise Unavailable("timeout") from None
+            raise DeadlineExpired(reasons.TIMEOUT) from None
         except (websocket.WebSocketException, OSError) as error:
             ws.shutdown()
             raise transport_error(error, url) from None

@@ -41,8 +41,9 @@ from collections.abc import Callable
 
 import attrs
 
+from ... import reasons
 from ..._streaming import Stream
-from ...errors import Denied, NotFound, RateLimited, SandboxError, Unavailable
+from ...errors import DeadlineExpired, Denied, NotFound, RateLimited, SandboxError, Unavailable
 from . import shim
 from .follow import LogSocket
 from .journal import STDOUT, Event, Journal, JournalRead
@@ -234,7 +235,7 @@ class LogFollower:
                     if quiet.due(now) and self._quiet_over(stream, quiet, now):
                         return True
                     if now - heard >= _DEAD_AFTER * policy.read_timeout:
-                        raise Unavailable("timeout") from None
+                        raise DeadlineExpired(reasons.TIMEOUT) from None
                     if now - max(heard, pinged) >= policy.read_timeout:
                         socket.ping()
                         pinged = now

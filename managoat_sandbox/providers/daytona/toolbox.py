@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import attrs
 
+from ... import reasons
 from ..._http import Response, body_chunks, set_read_timeout
 from ...errors import ProviderError, Truncated, Unavailable
 from .api import PROVIDER, Api
@@ -145,7 +146,7 @@ class Toolbox:
         try:
             answer = self._call("GET", "/process/session", limit=LISTING_LIMIT).json()
         except Unavailable as error:
-            if isinstance(error.detail, tuple) and error.detail[:1] == ("response_too_large",):
+            if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
                 raise Truncated(("sessions", f"the session listing is larger than "
                                              f"{LISTING_LIMIT} bytes")) from None
             raise

@@ -73,20 +73,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ... import _args
+from ... import _args, reasons
 from ..._deadline import Deadline, collect_exec
 from ..._http import HttpClient
 from ..._streaming import StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import (
+    DeadlineExpired,
     Denied,
     Invalid,
     NotFound,
     NotSupported,
     ProviderError,
     SandboxError,
-    Unavailable,
 )
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from . import files, journal
@@ -125,10 +125,9 @@ def _stale(error: SandboxError, sandbox_id: str) -> bool:
     sandbox, or no sandbox at all. Any other 502 (say, a gateway that lost an
     upstream it had already sent the request to) is not.
     """
-    detail = error.detail
-    if not (isinstance(detail, tuple) and len(detail) == 3 and detail[0] == "http"):
+    status, body = error.status, error.body
+    if status is None:
         return False
-    status, body = detail[1], detail[2]
     if status == 401:
         return isinstance(error, Denied)
     if status != 502 or not isinstance(body, Mapping):
@@ -484,10 +483,8 @@ class E2B(StreamingAdapter):
         try:
             return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted,
                                  stderr_to_stdout=stderr_to_stdout)
-        except Unavailable as error:
-            if isinstance(error.detail, tuple) and error.detail[:1] == ("exec_timeout",):
-                raise Unavailable("timeout") from None
-            raise
+        except DeadlineExpired:
+            raise DeadlineExpired(reasons.TIMEOUT) from None
 
     def exec(
         self,

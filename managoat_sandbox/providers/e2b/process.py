@@ -45,7 +45,15 @@ from ..._deadline import Deadline
 from ..._http import HttpClient, interrupt, set_read_timeout
 from ..._streaming import Stream, new_ref
 from ...contract import Owner
-from ...errors import CommandExited, Invalid, NotFound, SandboxError, Unavailable, WriteFailed
+from ...errors import (
+    CommandExited,
+    DeadlineExpired,
+    Invalid,
+    NotFound,
+    SandboxError,
+    Unavailable,
+    WriteFailed,
+)
 from . import connect
 from .envd import Envd, read_chunks
 from .errors import codec_error, connect_error
@@ -235,7 +243,7 @@ def _wait_for_start(
     def expired() -> SandboxError:
         if deadline is not None and deadline.remaining() == 0:
             return deadline.error()
-        return Unavailable("start_timeout")
+        return DeadlineExpired("start_timeout")
 
     while True:
         left = give_up - time.monotonic()
@@ -354,9 +362,9 @@ class E2BProcess:
 
 
 def _stdin_closed(error: SandboxError) -> bool:
-    detail = error.detail
-    if isinstance(detail, tuple) and len(detail) == 3 and isinstance(detail[2], Mapping):
-        return "stdin not enabled or closed" in str(detail[2].get("message", ""))
+    body = error.body
+    if isinstance(body, Mapping):
+        return "stdin not enabled or closed" in str(body.get("message", ""))
     return False
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import websocket
 
+from ... import reasons
 from ..._http import Response, error_for, transport_error
-from ...errors import SandboxError, Unavailable
+from ...errors import DeadlineExpired, SandboxError, Unavailable
 
 __all__ = ["RETRY_AFTER_FIELD", "http_error", "sanitised", "transport", "upgrade_error"]
 
@@ -57,5 +58,5 @@ def transport(error: BaseException, url: str) -> Unavailable:
     """A transport failure (requests, websocket or socket) talking to ``url`` as
     ``Unavailable``: ``"timeout"``, else :func:`.._http.transport_error`'s detail."""
     if isinstance(error, websocket.WebSocketTimeoutException):
-        return Unavailable("timeout")
+        return DeadlineExpired(reasons.TIMEOUT)
     return transport_error(error, url)

@@ -33,8 +33,15 @@ from urllib.parse import quote, urlencode
 import attrs
 import websocket
 
+from ... import reasons
 from ..._streaming import Stream
-from ...errors import CommandExited, Invalid, ProviderError, Unavailable, WriteFailed
+from ...errors import (
+    CommandExited,
+    DeadlineExpired,
+    Invalid,
+    ProviderError,
+    WriteFailed,
+)
 from .errors import transport, upgrade_error
 from .settings import Settings
 
@@ -183,7 +190,7 @@ class SpritesCommand:
                     opcode, data = ws.recv_data(control_frame=True)
                 except websocket.WebSocketTimeoutException:
                     if time.monotonic() - heard >= _DEAD_AFTER * self.keepalive:
-                        stream.fail(Unavailable("timeout"))
+                        stream.fail(DeadlineExpired(reasons.TIMEOUT))
                         return
                     try:
                         ws.ping()

@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ... import reasons
 from ..._deadline import Deadline
 from ..._http import BODY_LIMIT, endpoint
-from ...errors import AlreadyExists, NotFound, Unavailable
+from ...errors import AlreadyExists, DeadlineExpired, NotFound, Unavailable
 from .api import sprite_path
 from .bounded import Answer, Cut, Expired, Failed, TooLarge, exchange
 from .errors import sanitised
@@ -68,7 +69,7 @@ def _request(
         return exchange(method, url, headers=settings.headers, deadline=deadline, limit=limit,
                         **kwargs)
     except Expired:
-        raise Unavailable(f"{operation}_timeout") from None
+        raise DeadlineExpired(reasons.timed_out(operation)) from None
     except Failed:
         where = Unavailable(("transport", "connect", endpoint(url)))
         raise Unavailable(f"{operation}_transport_failed") from where

@@ -1,0 +1,93 @@
+"""The reasons the library puts in error details, named once.
+
+An error's ``detail`` is a reason string, or a tuple whose first element is
+one (``Unavailable(("exec_timeout", 0.5))``). Code that decides by reason
+compares :func:`reason_of` with a constant here instead of indexing details
+or repeating the string.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CLOSED_BEFORE_EXIT",
+    "COMMAND_TOO_LARGE",
+    "DETACHED",
+    "EXEC_TIMEOUT",
+    "EXITED",
+    "HTTP",
+    "MAX_BYTES",
+    "RESPONSE_TOO_LARGE",
+    "SANDBOX_NOT_RUNNING",
+    "STDIN_NOT_OPEN",
+    "TERMINATION_REQUEST",
+    "TERMINATION_TIMEOUT",
+    "TERMINATION_TRANSPORT_FAILED",
+    "TERMINATION_UNCONFIRMED",
+    "TIMEOUT",
+    "TRANSPORT",
+    "reason_of",
+    "timed_out",
+    "transport_failed",
+    "unconfirmed",
+]
+
+#: A stream ended without the command's exit: never a guessed code.
+CLOSED_BEFORE_EXIT = "closed_before_exit"
+#: ``exec``'s deadline passed: ``("exec_timeout", seconds)``.
+EXEC_TIMEOUT = "exec_timeout"
+#: A request or stream waited past its own bound.
+TIMEOUT = "timeout"
+#: The connection failed: ``("transport", kind, "host:port")``.
+TRANSPORT = "transport"
+#: A non-2xx HTTP answer: ``("http", status, body)``.
+HTTP = "http"
+#: An answer larger than the client reads: ``("response_too_large", limit)``.
+RESPONSE_TOO_LARGE = "response_too_large"
+#: A file larger than ``read_file``'s ``max_bytes``: ``("max_bytes", n)``.
+MAX_BYTES = "max_bytes"
+#: A stdin write raced the command's exit.
+EXITED = "exited"
+#: A stdin call on a command whose local end was stopped.
+DETACHED = "detached"
+#: A stdin call on a command started without stdin, or after EOF.
+STDIN_NOT_OPEN = "stdin_not_open"
+#: A malformed ``terminate_session`` request.
+TERMINATION_REQUEST = "termination_request"
+#: The provider did not confirm a termination in time.
+TERMINATION_UNCONFIRMED = "termination_unconfirmed"
+#: ``terminate_session``'s bound passed.
+TERMINATION_TIMEOUT = "termination_timeout"
+#: ``terminate_session`` could not reach the provider.
+TERMINATION_TRANSPORT_FAILED = "termination_transport_failed"
+#: The provider refused because the sandbox is not running (Daytona).
+SANDBOX_NOT_RUNNING = "sandbox_not_running"
+#: A command too large for the provider to record (Daytona).
+COMMAND_TOO_LARGE = "command_too_large"
+
+
+def timed_out(operation: str) -> str:
+    """A bounded "once" operation's deadline passed: ``"<operation>_timeout"``."""
+    return f"{operation}_timeout"
+
+
+def transport_failed(operation: str) -> str:
+    """A bounded "once" operation could not reach the provider."""
+    return f"{operation}_transport_failed"
+
+
+def unconfirmed(operation: str) -> str:
+    """A bounded "once" operation's outcome could not be confirmed."""
+    return f"{operation}_unconfirmed"
+
+
+def reason_of(value: Any) -> str | None:
+    """The reason of an error (or of a detail): the detail itself when it is a str, its
+    first element when it is a tuple starting with a str, else ``None``."""
+    detail = getattr(value, "detail", value)
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, tuple) and detail and isinstance(detail[0], str):
+        return detail[0]
+    return None
