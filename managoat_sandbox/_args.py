@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from . import reasons
 from .errors import Invalid
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -272,7 +273,7 @@ def termination_request(session: object, timeout: object, mode: object) -> tuple
 
 
 def _bad_termination(reason: str) -> Invalid:
-    return Invalid("termination_request", reason=reason)
+    return Invalid(reasons.TERMINATION_REQUEST, reason=reason)
 
 
 def bounded_timeout(value: object, limit: float, detail: str) -> float:

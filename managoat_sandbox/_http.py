@@ -211,7 +211,7 @@ def transport_error(error: BaseException, url: str) -> Unavailable:
     """
     if isinstance(error, requests_module().Timeout):
         return Unavailable("timeout")
-    return Unavailable(("transport", type(error).__name__, endpoint(url)))
+    return Unavailable((reasons.TRANSPORT, type(error).__name__, endpoint(url)))
 
 
 class HttpClient:
@@ -312,7 +312,7 @@ def read_bounded(response: requests.Response, limit: int) -> bytes:
     for chunk in body_chunks(response):
         size += len(chunk)
         if size > limit:
-            raise Unavailable(("response_too_large", limit))
+            raise Unavailable((reasons.RESPONSE_TOO_LARGE, limit))
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from . import reasons
 from ._args import flatten_bytes
 from ._frame_queue import FrameQueue
 from .contract import Adapter, Owner
@@ -147,7 +148,7 @@ class Stream:
         except Exception as error:
             log.exception("%s: reader for %s failed", self.label, self.ref)
             self.fail(Unavailable(("reader_failed", type(error).__name__)))
-        self.fail(Unavailable("closed_before_exit"))
+        self.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
 
     # -- local state ----------------------------------------------------
 
@@ -181,7 +182,7 @@ class Stream:
         if self.stopped.is_set():
             raise CommandExited("detached")
         if not self.stdin:
-            raise Invalid("stdin_not_open")
+            raise Invalid(reasons.STDIN_NOT_OPEN)
 
     def check_writable(self) -> None:
         """:meth:`check_stdin`, and an exited command is ``CommandExited``."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox._cli.render import frame_document
 from managoat_sandbox._cli.streaming import exit_status
 from managoat_sandbox.cli import main
@@ -412,7 +412,7 @@ def test_json_exec_timeout_is_an_error_document(
     sandbox.create("fake", "box")
     assert cli("--json", "exec", "box", "--timeout", "0.2", "--", "emit", "sleep:5") == 124
     assert json.loads(capsys.readouterr().out) == {
-        "type": "error", "error": "Unavailable", "detail": ["exec_timeout", 0.2],
+        "type": "error", "error": "Unavailable", "detail": [reasons.EXEC_TIMEOUT, 0.2],
         "transient": True,
     }
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox._deadline import Deadline, collect_exec
 from managoat_sandbox.errors import Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
@@ -31,7 +32,7 @@ def test_a_finite_deadline_counts_down_and_names_its_timeout() -> None:
     deadline.check()
     clock.now += 0.04
     assert deadline.remaining() == pytest.approx(0.06)
-    assert deadline.error() == Unavailable(("exec_timeout", 0.1))
+    assert deadline.error() == Unavailable((reasons.EXEC_TIMEOUT, 0.1))
 
 
 def test_zero_and_expired_deadlines_have_nothing_left() -> None:
@@ -42,7 +43,7 @@ def test_zero_and_expired_deadlines_have_nothing_left() -> None:
     assert deadline.remaining() == 0
     with pytest.raises(Unavailable) as caught:
         deadline.check()
-    assert caught.value.detail == ("exec_timeout", 0.01)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.01)
 
 
 def test_no_timeout_never_expires() -> None:
@@ -87,7 +88,7 @@ def test_output_cannot_renew_the_deadline(stream: type[Stdout] | type[Stderr], m
     starter = Starter(frames_every(script, 0.01))
     with pytest.raises(Unavailable) as caught:
         collect_exec(starter.start, starter.stop, deadline=Deadline(0.04), stderr_to_stdout=merge)
-    assert caught.value.detail == ("exec_timeout", 0.04)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.04)
     assert len(starter.stopped) == 1
 
 
@@ -110,7 +111,7 @@ def test_queued_frames_stop_once_the_budget_is_spent() -> None:
     stopped: list[Command] = []
     with pytest.raises(Unavailable) as caught:
         collect_exec(start, stopped.append, deadline=Scripted(1.0))
-    assert caught.value.detail == ("exec_timeout", 1.0)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 1.0)
     # One answer went to the check before dispatch, three to the first three waits.
     assert 11 - owners[0].qsize() == 3
     assert stopped
@@ -131,7 +132,7 @@ def test_queued_success_after_startup_used_the_deadline_is_refused() -> None:
 
     with pytest.raises(Unavailable) as caught:
         collect_exec(start, starter.stop, deadline=Deadline(0.001))
-    assert caught.value.detail == ("exec_timeout", 0.001)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.001)
 
 
 def test_the_deadline_is_rechecked_after_the_terminal_success() -> None:
@@ -146,7 +147,7 @@ def test_the_deadline_is_rechecked_after_the_terminal_success() -> None:
     starter = Starter(frames_every([Stdout("r", b"x"), Exit("r", 0)], 0))
     with pytest.raises(Unavailable) as caught:
         collect_exec(starter.start, starter.stop, deadline=FailsOnSecondCheck(1.0))
-    assert caught.value.detail == ("exec_timeout", 1.0)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 1.0)
     assert checks["n"] == 2
 
 
@@ -154,7 +155,7 @@ def test_zero_timeout_does_not_dispatch() -> None:
     starter = Starter(frames_every([Exit("r", 0)], 0))
     with pytest.raises(Unavailable) as caught:
         collect_exec(starter.start, starter.stop, deadline=Deadline(0))
-    assert caught.value.detail == ("exec_timeout", 0)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0)
     assert starter.started == 0
 
 
@@ -174,7 +175,7 @@ def test_unmerged_stderr_is_dropped() -> None:
 
 
 def test_an_error_frame_is_raised_and_partial_output_discarded() -> None:
-    reason = Unavailable("closed_before_exit")
+    reason = Unavailable(reasons.CLOSED_BEFORE_EXIT)
     starter = Starter(frames_every([Stdout("r", b"partial"), Error("r", reason)], 0))
     with pytest.raises(Unavailable) as caught:
         collect_exec(starter.start, starter.stop, deadline=Deadline(None))

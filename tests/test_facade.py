@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import config, registry
+from managoat_sandbox import config, reasons, registry
 from managoat_sandbox.contract import Capability
 from managoat_sandbox.errors import (
     Invalid,
@@ -243,7 +243,7 @@ def test_terminate_session_validates_before_checking_capabilities(
     config.configure(adapters={"plain": NoTerminate()})
     with pytest.raises(Invalid) as caught:
         sandbox.terminate_session(Handle("plain", "x"), session_id, **kwargs)
-    assert caught.value.detail == "termination_request"
+    assert caught.value.detail == reasons.TERMINATION_REQUEST
 
 
 @pytest.mark.parametrize(
@@ -260,10 +260,10 @@ def test_a_refused_termination_says_which_argument_and_what_it_must_be(
         sandbox.terminate_session(Handle("fake", "x"), session_id, **kwargs)
     error = caught.value
     assert str(error) == f"'termination_request': {reason}"
-    assert error.detail == "termination_request"
-    assert error == Invalid("termination_request")
+    assert error.detail == reasons.TERMINATION_REQUEST
+    assert error == Invalid(reasons.TERMINATION_REQUEST)
     copy = pickle.loads(pickle.dumps(error))
-    assert (copy.detail, copy.reason) == ("termination_request", reason)
+    assert (copy.detail, copy.reason) == (reasons.TERMINATION_REQUEST, reason)
 
 
 def test_terminate_session_without_the_capability_is_not_supported_and_never_destroys() -> None:
@@ -433,7 +433,7 @@ def test_zero_timeout_exec_raises_at_once_and_dispatches_nothing(fake: Fake) -> 
     fake.fail_next("exec", Unavailable("would have been called"))
     with pytest.raises(Unavailable) as caught:
         sandbox.exec(handle, "emit", ["out:x"], timeout=0)
-    assert caught.value.detail == ("exec_timeout", 0)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0)
     with pytest.raises(Unavailable) as caught:
         sandbox.exec(handle, "emit", ["out:x"])
     assert caught.value.detail == "would have been called"

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from managoat_sandbox import reasons
 from managoat_sandbox.errors import (
     AlreadyExists,
     CommandExited,
@@ -92,7 +93,7 @@ def test_exec_answers_a_dropped_transport_as_the_stream_frame_does(fake: Fake) -
     handle = fake.create("drop")
     with pytest.raises(Unavailable) as caught:
         fake.exec(handle, "emit", ["out:partial", "drop"])
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
 
 
 def test_exec_folds_the_script_as_spawn_runs_it(fake: Fake) -> None:
@@ -108,7 +109,7 @@ def test_exec_honours_its_deadline_across_sleeps(fake: Fake) -> None:
     handle = fake.create("slow")
     with pytest.raises(Unavailable) as caught:
         fake.exec(handle, "emit", ["out:a", "sleep:5", "exit:0"], timeout=0.05)
-    assert caught.value.detail == ("exec_timeout", 0.05)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.05)
 
 
 def test_attach_replays_the_error_verdict_of_a_dropped_session(fake: Fake) -> None:
@@ -121,7 +122,7 @@ def test_attach_replays_the_error_verdict_of_a_dropped_session(fake: Fake) -> No
     attached = fake.attach(handle, session.id, owner=replay)
     assert replay.expect(is_stdout(attached.ref), 2) == Stdout(attached.ref, b"partial")
     error = replay.expect(lambda f: isinstance(f, Error) and f.ref == attached.ref, 2)
-    assert error.reason == Unavailable("closed_before_exit")
+    assert error.reason == Unavailable(reasons.CLOSED_BEFORE_EXIT)
     replay.refute(is_exit(attached.ref), 0.05)
 
 
@@ -166,7 +167,7 @@ def test_destroy_ends_running_sessions_with_closed_before_exit(fake: Fake) -> No
     box.expect(is_stdout(command.ref), 2)
     fake.destroy(handle)
     error = box.expect(lambda f: isinstance(f, Error), 2)
-    assert error.reason == Unavailable("closed_before_exit")
+    assert error.reason == Unavailable(reasons.CLOSED_BEFORE_EXIT)
     fake.stop_command(command)
 
 
@@ -204,7 +205,7 @@ def test_a_command_without_stdin_refuses_writes_as_invalid(fake: Fake) -> None:
     for call in (lambda: fake.write_stdin(command, b"x"), lambda: fake.close_stdin(command)):
         with pytest.raises(Invalid) as caught:
             call()
-        assert caught.value.detail == "stdin_not_open"
+        assert caught.value.detail == reasons.STDIN_NOT_OPEN
 
 
 @pytest.mark.parametrize("arg", ["-lc", "echo", "exit:x", "exit:256", "exit:-1", "sleep:nan",
@@ -317,7 +318,7 @@ def _model(script: list[str]) -> tuple[list[tuple[str, bytes]], tuple[str, objec
         elif kind == "exit":
             return _runs(output), ("exit", int(value))
         else:
-            return _runs(output), ("error", Unavailable("closed_before_exit"))
+            return _runs(output), ("error", Unavailable(reasons.CLOSED_BEFORE_EXIT))
     return _runs(output), ("exit", 0)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox.errors import CommandExited, Invalid, NotFound
 from managoat_sandbox.testing import Fake
 from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
@@ -70,7 +71,7 @@ def test_an_absent_session_on_another_sandbox_cannot_stop_the_owned_one(fake: Fa
         fake.terminate_session(fake.build_handle("worker"), "absent")
     with pytest.raises(Invalid) as caught:
         fake.terminate_session(fake.build_handle("worker"), "../id")
-    assert caught.value.detail == "termination_request"
+    assert caught.value.detail == reasons.TERMINATION_REQUEST
 
 
 def test_concurrent_terminations_emit_one_terminal_frame(fake: Fake) -> None:

@@ -35,6 +35,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from managoat_sandbox import reasons
 from managoat_sandbox.errors import Denied, NotFound, RateLimited, SandboxError, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
 from managoat_sandbox.testing import Fake
@@ -65,7 +66,7 @@ class Script:
             for kind, value in self.steps if kind != "sleep"
         ]
         if self.end[0] == "drop":
-            frames.append(Error(ref, Unavailable("closed_before_exit")))
+            frames.append(Error(ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)))
         else:
             frames.append(Exit(ref, self.end[1]))
         return frames
@@ -73,7 +74,7 @@ class Script:
     def exec_result(self) -> ExecResult | SandboxError:
         """What ``exec`` must answer (stdout only)."""
         if self.end[0] == "drop":
-            return Unavailable("closed_before_exit")
+            return Unavailable(reasons.CLOSED_BEFORE_EXIT)
         output = b"".join(value.encode() for kind, value in self.steps if kind == "out")
         return ExecResult(output, self.end[1])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from managoat_sandbox import _frame_queue
+from managoat_sandbox import _frame_queue, reasons
 from managoat_sandbox._frame_queue import FrameQueue
 from managoat_sandbox.errors import Unavailable
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
@@ -19,7 +19,7 @@ def test_output_waiting_to_be_taken_is_merged_in_order_and_terminals_never_are()
     assert [frames.get_nowait() for _ in range(frames.qsize())] == [
         Stdout("a", b"12"), Stderr("a", b"ef"), Stdout("a", b"3"), Exit("a", 0)]
     frames.put(Stdout("a", b"late"))
-    frames.put(Error("a", Unavailable("closed_before_exit")))
+    frames.put(Error("a", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
     frames.put(Stdout("a", b"after"))
     assert frames.qsize() == 3
 

@@ -9,6 +9,7 @@ import pytest
 import requests
 import responses
 
+from managoat_sandbox import reasons
 from managoat_sandbox._http import BODY_LIMIT, HttpClient, endpoint, error_for, retry_after_from
 from managoat_sandbox.errors import Denied, Invalid, NotFound, RateLimited, Unavailable
 
@@ -54,7 +55,7 @@ def test_redirects_are_never_followed_and_bodies_are_bounded() -> None:
     responses.replace(responses.GET, URL, body=b"x" * 100)
     with pytest.raises(Unavailable) as caught:
         client.request("GET", URL, timeout=(1, 1), limit=10)
-    assert caught.value.detail == ("response_too_large", 10)
+    assert caught.value.detail == (reasons.RESPONSE_TOO_LARGE, 10)
 
 
 @responses.activate
@@ -62,7 +63,7 @@ def test_transport_failures_are_unavailable_and_name_the_endpoint_not_the_url() 
     responses.add(responses.GET, URL, body=requests.ConnectionError("boom at " + URL))
     with pytest.raises(Unavailable) as caught:
         HttpClient().request("GET", URL, timeout=(1, 1))
-    assert caught.value.detail == ("transport", "ConnectionError", "provider.test:443")
+    assert caught.value.detail == (reasons.TRANSPORT, "ConnectionError", "provider.test:443")
     assert "/v1/thing" not in str(caught.value)
     responses.replace(responses.GET, URL, body=requests.ReadTimeout("slow"))
     with pytest.raises(Unavailable) as caught:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from managoat_sandbox import reasons
 from managoat_sandbox._streaming import Stream, new_ref
 from managoat_sandbox.errors import CommandExited, Invalid, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
@@ -42,7 +43,7 @@ def test_a_pump_that_ends_without_exit_yields_closed_before_exit() -> None:
     stream = Stream("r", frames, label="t")
     stream.start(lambda s: s.stdout(b"partial") and None)
     assert frames.get(timeout=2) == Stdout("r", b"partial")
-    assert frames.get(timeout=2) == Error("r", Unavailable("closed_before_exit"))
+    assert frames.get(timeout=2) == Error("r", Unavailable(reasons.CLOSED_BEFORE_EXIT))
     stream.join(2)
     assert frames.empty()
 
@@ -183,7 +184,7 @@ def test_stdin_checks_follow_the_totality_rules() -> None:
     no_stdin = Stream("r", None, label="t", stdin=False)
     with pytest.raises(Invalid) as caught:
         no_stdin.check_writable()
-    assert caught.value.detail == "stdin_not_open"
+    assert caught.value.detail == reasons.STDIN_NOT_OPEN
     live = Stream("r", None, label="t", stdin=True)
     live.check_writable()
     live.exit(0)

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import SandboxError, Unavailable
@@ -38,7 +38,8 @@ def closed_port() -> int:
     return port
 
 
-def _assert_names_endpoint(error: SandboxError, port: int, *, first: str = "transport") -> None:
+def _assert_names_endpoint(error: SandboxError, port: int, *,
+                           first: str = reasons.TRANSPORT) -> None:
     """``first`` is the detail's first element; a bounded operation's documented bare
     ``<operation>_transport_failed`` names the endpoint in its cause instead."""
     assert isinstance(error, Unavailable) and error.transient
@@ -46,7 +47,7 @@ def _assert_names_endpoint(error: SandboxError, port: int, *, first: str = "tran
         assert error.detail == first
         assert isinstance(error.__cause__, Unavailable)
         error = error.__cause__
-    assert isinstance(error.detail, tuple) and error.detail[0] == "transport"
+    assert isinstance(error.detail, tuple) and error.detail[0] == reasons.TRANSPORT
     where = f"127.0.0.1:{port}"
     assert where in str(error), str(error)
     for text in (str(error), repr(error)):
@@ -163,4 +164,4 @@ def test_daytona_termination_names_the_endpoint(
             adapter.terminate_session(handle, "session-1")
     finally:
         adapter.destroy(handle)
-    _assert_names_endpoint(caught.value, closed_port, first="termination_transport_failed")
+    _assert_names_endpoint(caught.value, closed_port, first=reasons.TERMINATION_TRANSPORT_FAILED)

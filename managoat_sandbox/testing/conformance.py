@@ -72,6 +72,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
+from .. import reasons
 from ..contract import KNOWN_CAPABILITIES, Adapter, Capability
 from ..errors import (
     AlreadyExists,
@@ -506,12 +507,12 @@ class ConformanceTests(_Base):
         started = time.monotonic()
         error = self._raises(Unavailable, adapter.exec, handle, cmd, args, timeout=EXEC_DEADLINE)
         elapsed = time.monotonic() - started
-        self.assertEqual(error.detail, ("exec_timeout", EXEC_DEADLINE))
+        self.assertEqual(error.detail, (reasons.EXEC_TIMEOUT, EXEC_DEADLINE))
         self.assertLess(elapsed, EXEC_DEADLINE_BOUND, "exec outlived its deadline")
         started = time.monotonic()
         error = self._raises(Unavailable, adapter.exec, handle, cmd, args, timeout=0)
         elapsed = time.monotonic() - started
-        self.assertEqual(error.detail, ("exec_timeout", 0))
+        self.assertEqual(error.detail, (reasons.EXEC_TIMEOUT, 0))
         self.assertLess(elapsed, self.frame_timeout, "timeout=0 must raise at once")
 
     def test_exec_merges_stderr_only_when_asked(self) -> None:

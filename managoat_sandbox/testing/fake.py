@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from .. import _args
+from .. import _args, reasons
 from .._deadline import Deadline
 from .._streaming import Stream, new_ref
 from ..contract import Adapter, Capability, Owner
@@ -271,7 +271,7 @@ class Fake(Adapter):
                 return
             for session in sandbox.sessions.values():
                 if self._kill(session):
-                    self._conclude(session, ("error", Unavailable("closed_before_exit")))
+                    self._conclude(session, ("error", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
 
     def list_all_names(self) -> frozenset[str]:
         self._inject("list_all_names")
@@ -390,7 +390,7 @@ class Fake(Adapter):
             elif isinstance(step, ExitWith):
                 code = step.code
             elif isinstance(step, Drop):
-                raise Unavailable("closed_before_exit")
+                raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
         deadline.check()
         return ExecResult(bytes(output), code, bytes(errors))
 
@@ -488,7 +488,7 @@ class Fake(Adapter):
             elif isinstance(step, ExitWith):
                 self._finish(session, ("exit", step.code))
             elif isinstance(step, Drop):
-                self._finish(session, ("error", Unavailable("closed_before_exit")))
+                self._finish(session, ("error", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
             elif isinstance(step, Stay):
                 self._stay(session)
 
@@ -609,5 +609,5 @@ class Fake(Adapter):
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_ms / 1000)
             if thread.is_alive():
-                raise Unavailable("termination_unconfirmed")
+                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
         self._conclude(session, ("exit", 137))

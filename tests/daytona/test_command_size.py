@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid, Truncated
 from managoat_sandbox.providers.daytona import Daytona
@@ -62,7 +62,7 @@ def test_a_command_over_the_limit_is_invalid_before_anything_is_sent(
         with pytest.raises(Invalid) as caught:
             run()
         kind, message = caught.value.detail
-        assert kind == "command_too_large" and str(COMMAND_LIMIT) in message
+        assert kind == reasons.COMMAND_TOO_LARGE and str(COMMAND_LIMIT) in message
         assert not caught.value.transient
     assert [r for r in emulator.requests if "/process/session" in r.path] == []
 

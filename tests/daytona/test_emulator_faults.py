@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from managoat_sandbox import NetworkPolicy
+from managoat_sandbox import NetworkPolicy, reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid, RateLimited, Truncated, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
@@ -70,7 +70,7 @@ def test_a_session_shell_killed_mid_command_is_closed_before_exit(
     command, box = spawn(daytona, handle, ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]))
     frames = follow_to_end(daytona, command, box)
     assert stdout_of(frames) == b"hi\n"
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
 
 
 def test_a_command_the_daemon_lost_mid_stream_is_closed_before_exit(
@@ -81,7 +81,7 @@ def test_a_command_the_daemon_lost_mid_stream_is_closed_before_exit(
     emulator.faults.add("status", path=COMMAND_PATHS, status=404, times=10_000,
                         body={"statusCode": 404, "message": "not found: command not found"})
     frames = follow_to_end(daytona, command, box)
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     assert not any(isinstance(f, Exit) for f in frames)
 
 
@@ -174,7 +174,7 @@ def test_a_dropped_connection_is_unavailable(
     emulator.drop_connections(path=r"^/api/sandbox/[^/]+$", method="GET")
     with pytest.raises(Unavailable) as caught:
         daytona.get(handle)
-    assert caught.value.detail[0] == "transport"
+    assert caught.value.detail[0] == reasons.TRANSPORT
 
 
 @pytest.mark.parametrize("fault", ["rate_limit", "json_503", "text_503", "drop"])
@@ -214,7 +214,7 @@ def test_a_sandbox_destroyed_under_a_command_ends_it_closed_before_exit(
     box.expect(is_stdout(command.ref), 5)
     daytona.destroy(handle)
     frames = follow_to_end(daytona, command, box)
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
 
 
 # -- creation, transitions and the listing -------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import attrs
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.emulators.daytona.daemon import Daemon
 from managoat_sandbox.errors import Unavailable
@@ -125,7 +126,7 @@ def test_a_command_lost_by_the_daemon_after_its_exit_is_closed_before_exit_not_e
     command.private.toolbox.delete_session(command.session_id)
     emulator.faults.clear()
     frames = terminal_of(daytona, command, box)
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     assert not any(isinstance(f, Exit) for f in frames)
     assert stdout_of(frames) == FIRST
 
@@ -143,7 +144,7 @@ def test_a_shim_exit_whose_log_reads_stay_stale_is_closed_before_exit_not_exit(
     follows_stay_short(emulator, len(record.journal()))
     finish_behind_the_follower(daemon, command)
     frames = terminal_of(daytona, command, box)
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     assert not any(isinstance(f, Exit) for f in frames)
     assert stdout_of(frames) == FIRST
 

@@ -23,6 +23,7 @@ import pytest
 import requests
 import responses
 
+from managoat_sandbox import reasons
 from managoat_sandbox.errors import (
     CommandExited,
     Invalid,
@@ -103,7 +104,7 @@ class Follows:
     def open(self, url: str, headers: Mapping[str, str], *, timeout: float) -> FakeSocket:
         self.opened.append((url, dict(headers)))
         if not self.scripts:
-            raise Unavailable(("transport", "ConnectionRefusedError"))
+            raise Unavailable((reasons.TRANSPORT, "ConnectionRefusedError"))
         script = self.scripts.pop(0)
         if isinstance(script, BaseException):
             raise script
@@ -464,7 +465,7 @@ def test_a_vanished_session_without_an_exit_is_closed_before_exit_never_exit_zer
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"partial"
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
 
 
 def test_a_vanished_session_whose_journal_is_complete_ends_in_its_real_exit(
@@ -490,7 +491,7 @@ def test_a_shim_that_died_without_a_code_is_closed_before_exit_after_its_output(
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"last words\n"
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
 
 
 def test_an_exit_recorded_over_an_incomplete_log_is_closed_before_exit(
@@ -502,7 +503,7 @@ def test_an_exit_recorded_over_an_incomplete_log_is_closed_before_exit(
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"half"
-    assert frames[-1] == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     assert not fake.executes, "the daemon's record was enough"
 
 
@@ -623,7 +624,7 @@ def test_stdin_was_not_opened(daytona: Daytona, fake: FakeCommand) -> None:
     command, _ = run(daytona)
     with pytest.raises(Invalid) as caught:
         daytona.write_stdin(command, "x")
-    assert caught.value.detail == "stdin_not_open"
+    assert caught.value.detail == reasons.STDIN_NOT_OPEN
     daytona.stop_command(command)
     with pytest.raises(CommandExited):
         daytona.write_stdin(command, "x")
@@ -711,7 +712,7 @@ def test_exec_with_no_time_left_dispatches_nothing(
 ) -> None:
     with pytest.raises(Unavailable) as caught:
         daytona.exec(handle_of(daytona), "x", timeout=0)
-    assert caught.value.detail == ("exec_timeout", 0)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0)
     assert len(mocked.calls) == 0
 
 
@@ -721,7 +722,7 @@ def test_an_answer_without_the_whole_log_is_closed_before_exit(
     fake.sync_journal = OUT + framed(b"half")
     with pytest.raises(Unavailable) as caught:
         daytona.exec(handle_of(daytona), "x")
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
     assert fake.deleted == fake.sessions, "the session is not kept"
 
 
@@ -779,7 +780,7 @@ def test_a_session_shell_that_died_under_the_command_is_closed_before_exit(
                                        "result"}))
     with pytest.raises(Unavailable) as caught:
         daytona.exec(handle_of(daytona), "x")
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
     assert len(fake.exec_bodies) == 1, "a command that ran is never run again"
     assert fake.deleted == fake.sessions
 
@@ -822,7 +823,7 @@ def test_an_exec_past_its_deadline_is_abandoned_and_its_session_deleted(
     fake.sync = late
     with pytest.raises(Unavailable) as caught:
         daytona.exec(handle_of(daytona), "x", timeout=0.1)
-    assert caught.value.detail == ("exec_timeout", 0.1)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.1)
     assert fake.deleted == fake.sessions
 
 

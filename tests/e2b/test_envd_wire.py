@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import responses
 
+from managoat_sandbox import reasons
 from managoat_sandbox.errors import (
     CommandExited,
     Denied,
@@ -197,7 +198,7 @@ def test_exec_on_a_paused_sandbox_connects_before_start(
 def test_exec_with_zero_timeout_makes_no_request(rsps: responses.RequestsMock, e2b: E2B) -> None:
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true", timeout=0)
-    assert caught.value.detail == ("exec_timeout", 0)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0)
     assert len(rsps.calls) == 0
 
 
@@ -212,7 +213,7 @@ def test_a_lookup_that_spends_the_budget_dispatches_nothing(
     rsps.add(responses.GET, f"{API}/sandboxes/sbx1", json=sandbox())
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true", timeout=0.01)
-    assert caught.value.detail == ("exec_timeout", 0.01)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.01)
     assert start_calls(rsps) == []
 
 
@@ -248,7 +249,7 @@ def test_envd_ending_an_exec_with_deadline_exceeded_is_the_exec_timeout(
            trailer({"code": "deadline_exceeded", "message": "context deadline exceeded"}))
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "sleep", ["30"], timeout=30)
-    assert caught.value.detail == ("exec_timeout", 30)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 30)
 
 
 def test_deadline_exceeded_without_an_exec_deadline_stays_a_stream_error(
@@ -259,7 +260,7 @@ def test_deadline_exceeded_without_an_exec_deadline_stays_a_stream_error(
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true")
     assert not (isinstance(caught.value.detail, tuple)
-                and caught.value.detail[:1] == ("exec_timeout",))
+                and caught.value.detail[:1] == (reasons.EXEC_TIMEOUT,))
 
 
 def test_a_stream_without_end_is_closed_before_exit(
@@ -269,7 +270,7 @@ def test_a_stream_without_end_is_closed_before_exit(
     stream(rsps, start(), stdout(b"partial"), trailer())
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true")
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
 
 
 def test_a_body_that_just_ends_is_closed_before_exit(
@@ -279,7 +280,7 @@ def test_a_body_that_just_ends_is_closed_before_exit(
     stream(rsps, start(), stdout(b"partial"))
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true")
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
 
 
 def test_a_malformed_envelope_is_a_provider_error(rsps: responses.RequestsMock, e2b: E2B) -> None:
@@ -319,7 +320,7 @@ def test_a_silent_stream_before_start_is_bounded_by_the_exec_deadline(
     try:
         with pytest.raises(Unavailable) as caught:
             e2b.exec(box(e2b), "true", timeout=0.1)
-        assert caught.value.detail == ("exec_timeout", 0.1)
+        assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.1)
     finally:
         timer.cancel()
 
@@ -348,7 +349,7 @@ def test_spawn_closed_without_end_is_an_error_frame(rsps: responses.RequestsMock
     mailbox = Mailbox()
     command = e2b.spawn(box(e2b), "bash", owner=mailbox)
     frame = mailbox.expect(is_terminal(command.ref), 2)
-    assert frame == Error(command.ref, Unavailable("closed_before_exit"))
+    assert frame == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     mailbox.refute(is_terminal(command.ref), 0.05)
     assert mailbox.history(command.ref)[0] == Stdout(command.ref, b"partial")
 
@@ -361,7 +362,7 @@ def test_spawn_of_a_stream_that_ends_before_start_raises(
     mailbox = Mailbox()
     with pytest.raises(Unavailable) as caught:
         e2b.spawn(box(e2b), "bash", owner=mailbox)
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
     mailbox.refute(lambda frame: True, 0.05)
 
 
@@ -420,7 +421,7 @@ def test_stdin_on_a_command_without_stdin_is_stdin_not_open(
     command = e2b.spawn(box(e2b), "cat", owner=Mailbox())
     with pytest.raises(Invalid) as caught:
         e2b.write_stdin(command, "x")
-    assert caught.value.detail == "stdin_not_open"
+    assert caught.value.detail == reasons.STDIN_NOT_OPEN
     pipe.close()
     e2b.stop_command(command)
 
@@ -623,7 +624,7 @@ def test_attach_closed_without_end_is_closed_before_exit_despite_the_exit_file(
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
     assert mailbox.expect(is_terminal(command.ref), 2) == Error(
-        command.ref, Unavailable("closed_before_exit")
+        command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)
     )
 
 
@@ -637,7 +638,7 @@ def test_attach_without_a_readable_exit_file_never_invents_a_code(
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
     assert mailbox.expect(is_terminal(command.ref), 2) == Error(
-        command.ref, Unavailable("closed_before_exit")
+        command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)
     )
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox._http import HttpClient
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import (
@@ -88,7 +88,7 @@ def test_a_stream_closed_before_start_fails_spawn_and_exec(
     box = Mailbox()
     with pytest.raises(Unavailable) as caught:
         e2b.spawn(handle, *SCRIPT, owner=box)
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
     with pytest.raises(Unavailable):
         e2b.exec(handle, *SCRIPT)
     box.refute(lambda frame: True, 0.1)
@@ -100,11 +100,11 @@ def test_a_stream_without_end_is_one_closed_before_exit_error(
 ) -> None:
     emulator.stream_fault("no_end", after=1)
     box, ref = spawn(e2b, handle, detachable=detachable)
-    assert one_terminal(box, ref) == Error(ref, Unavailable("closed_before_exit"))
+    assert one_terminal(box, ref) == Error(ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     emulator.stream_fault("no_end", after=1)
     with pytest.raises(Unavailable) as caught:
         e2b.exec(handle, *SCRIPT)
-    assert caught.value.detail == "closed_before_exit"
+    assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
 
 
 @pytest.mark.parametrize(("body", "expected"), [
@@ -149,7 +149,7 @@ def test_a_silent_hang_is_bounded_by_the_exec_deadline(
     started = time.monotonic()
     with pytest.raises(Unavailable) as caught:
         e2b.exec(handle, *SCRIPT, timeout=0.5)
-    assert caught.value.detail == ("exec_timeout", 0.5)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.5)
     assert time.monotonic() - started < 3.0
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox._http import HttpClient
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import (
@@ -161,7 +162,7 @@ def test_a_body_cut_short_is_unavailable_never_a_short_file(short_body: str) -> 
     envd = Envd(short_body, "sandbox", "token", "user", 10.0)
     with pytest.raises(Unavailable) as cut:
         envd.read(HttpClient(), "/file", None)
-    assert cut.value.detail[0] == "transport", cut.value.detail
+    assert cut.value.detail[0] == reasons.TRANSPORT, cut.value.detail
 
 
 def entry(**fields: Any) -> dict[str, Any]:

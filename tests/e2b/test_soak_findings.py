@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
+from managoat_sandbox import reasons
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import NotFound, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
@@ -140,7 +141,7 @@ def test_a_cut_replay_of_a_finished_session_is_one_error_never_an_exit(
     emulator.stream_fault("no_end", rpc="Start", after=after)
     attached, box = attach(e2b, handle, spawned.session_id)
     frames = frames_of(attached, box)
-    assert frames[-1] == Error(attached.ref, Unavailable("closed_before_exit"))
+    assert frames[-1] == Error(attached.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     assert stdout_of(frames) == (b"" if after == 0 else b"a\nb\n")
 
 

@@ -52,7 +52,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import RateLimited, Truncated, Unavailable
 from managoat_sandbox.providers.daytona import Daytona
@@ -77,7 +77,7 @@ COMMAND = r"/command/[^/]+(/logs)?$"
 LINES = 30
 COUNTER = f"for i in $(seq 1 {LINES}); do echo line-$i; sleep 0.02; done"
 EXPECTED = b"".join(b"line-%d\n" % i for i in range(1, LINES + 1))
-CLOSED = Unavailable("closed_before_exit").detail
+CLOSED = Unavailable(reasons.CLOSED_BEFORE_EXIT).detail
 #: Spawning (session, exec) and reaching the first output: two toolbox round trips.
 TO_FIRST_OUTPUT = 2 * T
 _names = itertools.count(1)
@@ -94,7 +94,7 @@ def _http(status: int) -> object:
 
 
 def _transport(detail: object) -> bool:
-    return isinstance(detail, tuple) and detail[0] == "transport"
+    return isinstance(detail, tuple) and detail[0] == reasons.TRANSPORT
 
 
 def _spawn(script: str) -> object:
@@ -171,7 +171,7 @@ CELLS = {
         inject=lambda ctx: ctx.emulator.faults.add("oversize", size=200_000, method="GET",
                                                    path=SANDBOX),
         run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, ("response_too_large", 64 * 1024))),
+        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024))),
     "endless_pagination": Cell(
         inject=lambda ctx: ctx.emulator.endless_listing(),
         run=lambda ctx: ctx.adapter.list_all_names(), bound=MAX_PAGES * T,

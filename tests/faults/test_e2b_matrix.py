@@ -42,7 +42,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import RateLimited, Truncated, Unavailable
 from managoat_sandbox.providers.e2b import E2B
@@ -56,7 +56,7 @@ pytestmark = pytest.mark.timeout(60)
 T = 2.0
 LIST = r"^/v2/sandboxes$"
 START = r"^/process\.Process/Start$"
-CLOSED = Unavailable("closed_before_exit").detail
+CLOSED = Unavailable(reasons.CLOSED_BEFORE_EXIT).detail
 _names = itertools.count(1)
 
 
@@ -65,7 +65,7 @@ def _http(status: int) -> object:
 
 
 def _transport(detail: object) -> bool:
-    return isinstance(detail, tuple) and detail[0] == "transport"
+    return isinstance(detail, tuple) and detail[0] == reasons.TRANSPORT
 
 
 def _partial_then_sleep(ctx: Ctx) -> object:
@@ -120,7 +120,7 @@ CELLS = {
         inject=lambda ctx: ctx.emulator.faults.add("oversize", size=200_000, method="GET",
                                                    path=LIST),
         run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, ("response_too_large", 64 * 1024))),
+        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024))),
     "endless_pagination": Cell(
         inject=lambda ctx: ctx.emulator.endless_listing(),
         run=lambda ctx: ctx.adapter.list_all_names(), bound=MAX_PAGES * T,

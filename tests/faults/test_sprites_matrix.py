@@ -39,7 +39,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.errors import RateLimited, Truncated, Unavailable
 from managoat_sandbox.providers.sprites import Sprites
@@ -55,7 +55,7 @@ KEEPALIVE = 10.0
 PAGE_CAP = 5
 SPRITE = r"^/v1/sprites/matrix-[0-9]+$"
 EXEC = r"^/v1/sprites/[^/]+/exec$"
-CLOSED = Unavailable("closed_before_exit").detail
+CLOSED = Unavailable(reasons.CLOSED_BEFORE_EXIT).detail
 _names = itertools.count(1)
 
 
@@ -122,12 +122,12 @@ CELLS = {
         run=lambda ctx: ctx.adapter.terminate_session(ctx.handle, ctx.notes["session"],
                                                       timeout=0.001),
         bound=0.001 + 5.0,  # the grace period plus the adapter's 5 s transport slack
-        expect=Expect(Unavailable, "termination_unconfirmed"),
+        expect=Expect(Unavailable, reasons.TERMINATION_UNCONFIRMED),
         requests=Requests("POST", r"/kill$", 1)),
     "oversized_body": Cell(
         inject=lambda ctx: ctx.emulator.oversize(200_000, method="GET", path=SPRITE),
         run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, ("response_too_large", 64 * 1024))),
+        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024))),
     "endless_pagination": Cell(
         inject=lambda ctx: ctx.emulator.endless_listing(),
         run=lambda ctx: ctx.adapter.list_all_names(), bound=PAGE_CAP * T,

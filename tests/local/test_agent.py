@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox._engine import events
 from managoat_sandbox._engine.box import Box
 from managoat_sandbox.errors import CommandExited, Unavailable
@@ -111,13 +112,13 @@ def test_an_agent_that_dies_ends_its_commands_with_closed_before_exit(
     box.expect(is_stdout(command.ref), 10)
     os.kill(agent_pid(root, handle), signal.SIGKILL)
     error = box.expect(lambda f: f.ref == command.ref and f.terminal, 10)
-    assert error == Error(command.ref, Unavailable("closed_before_exit"))
+    assert error == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     box.refute(is_exit(command.ref), 0.1)
     replay = Mailbox()
     assert command.session_id is not None
     attached = local.attach(handle, command.session_id, owner=replay)
     assert collect(replay, attached.ref) == (
-        b"hi\n", Error(attached.ref, Unavailable("closed_before_exit")))
+        b"hi\n", Error(attached.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)))
     assert local.exec(handle, "echo", ["next"]).output == b"next\n"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox._engine import launch, tree
 from managoat_sandbox.errors import (
     AlreadyExists,
@@ -165,7 +165,7 @@ def test_terminate_is_confirmed_by_the_recorded_end(local: Local) -> None:
     assert box.expect(is_exit(graceful.ref), 10) == Exit(graceful.ref, 143)
     with pytest.raises(Unavailable) as caught:
         local.terminate_session(handle, forced.session_id, timeout=0.2)
-    assert caught.value.detail == "termination_unconfirmed"
+    assert caught.value.detail == reasons.TERMINATION_UNCONFIRMED
     local.terminate_session(handle, forced.session_id, mode="force")
     assert box.expect(is_exit(forced.ref), 10) == Exit(forced.ref, 137)
     # Ended sessions: success in both modes; a session that never existed: NotFound.
@@ -180,7 +180,7 @@ def test_exec_timeout_abandons_and_kills_its_process(local: Local, root: Path) -
     handle = local.create("slow")
     with pytest.raises(Unavailable) as caught:
         local.exec(handle, "bash", ["-c", "touch started; sleep 30"], timeout=1)
-    assert caught.value.detail == ("exec_timeout", 1)
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 1)
     assert local.exec(handle, "ls", ["started"]).exit_code == 0
     survivors = local.exec(handle, "pgrep", ["-f", "sleep 30"])
     assert survivors.exit_code == 1, survivors

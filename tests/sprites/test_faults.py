@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.errors import (
     AlreadyExists,
@@ -72,7 +72,7 @@ def test_socket_dropped_before_exit(sprites: Sprites, emu: SpritesEmulator, box:
     command = sprites.spawn(box, "bash", ["-c", "echo partial; sleep 5; echo never"])
     frames = _drain(command)
     assert frames == [Stdout(command.ref, b"partial\n"),
-                      Error(command.ref, Unavailable("closed_before_exit"))]
+                      Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))]
 
 
 def test_exec_of_a_dropped_stream_raises_and_drops_partial_output(
@@ -80,7 +80,7 @@ def test_exec_of_a_dropped_stream_raises_and_drops_partial_output(
 ) -> None:
     emu.drop_exec(after_frames=1)
     error = _within(10, lambda: sprites.exec(box, "bash", ["-c", "echo partial; sleep 5"]))
-    assert error == Unavailable("closed_before_exit")
+    assert error == Unavailable(reasons.CLOSED_BEFORE_EXIT)
 
 
 @pytest.mark.parametrize("code", [0, 1, 127, 128, 130, 255])
@@ -148,7 +148,7 @@ def test_exec_deadline_covers_a_stalled_upgrade(
 ) -> None:
     emu.stall(3, method="GET", path=r"/exec$")
     error = _within(2, lambda: sprites.exec(box, "true", timeout=0.5))
-    assert error == Unavailable(("exec_timeout", 0.5))
+    assert error == Unavailable((reasons.EXEC_TIMEOUT, 0.5))
 
 
 def test_a_stalled_upgrade_times_out_at_timeout_ms(
@@ -167,7 +167,7 @@ def test_stdin_totality(sprites: Sprites, box: Handle) -> None:
     quiet = sprites.spawn(box, "bash", ["-c", "echo hi"])
     with pytest.raises(Invalid) as raised:
         sprites.write_stdin(quiet, "x")
-    assert raised.value.detail == "stdin_not_open"
+    assert raised.value.detail == reasons.STDIN_NOT_OPEN
     assert _drain(quiet)[-1] == Exit(quiet.ref, 0)
     done = sprites.spawn(box, "bash", ["-c", "echo hi"], stdin=True)
     assert _drain(done)[-1] == Exit(done.ref, 0)
@@ -271,7 +271,7 @@ def test_an_oversized_body_is_refused(sprites: Sprites, emu: SpritesEmulator,
     emu.oversize(200_000, method="GET", path=r"/v1/sprites/")
     with pytest.raises(Unavailable) as raised:
         sprites.get(box)
-    assert raised.value.detail == ("response_too_large", 64 * 1024)
+    assert raised.value.detail == (reasons.RESPONSE_TOO_LARGE, 64 * 1024)
 
 
 def test_a_dropped_connection_is_unavailable(sprites: Sprites, emu: SpritesEmulator,
@@ -349,7 +349,7 @@ def test_malformed_ndjson_is_unconfirmed(sprites: Sprites, emu: SpritesEmulator,
         else:
             sprites.create_checkpoint_once(box, operation_id="op-1")
     sprites.stop_command(command)
-    assert raised.value.detail in ("termination_unconfirmed", "checkpoint_unconfirmed")
+    assert raised.value.detail in (reasons.TERMINATION_UNCONFIRMED, "checkpoint_unconfirmed")
 
 
 def test_an_oversized_kill_stream_is_unconfirmed(sprites: Sprites, emu: SpritesEmulator,
@@ -357,7 +357,7 @@ def test_an_oversized_kill_stream_is_unconfirmed(sprites: Sprites, emu: SpritesE
     emu.oversize(20_000, method="POST", path=r"/kill$")
     with pytest.raises(Unavailable) as raised:
         sprites.terminate_session(box, "12")
-    assert raised.value.detail == "termination_unconfirmed"
+    assert raised.value.detail == reasons.TERMINATION_UNCONFIRMED
 
 
 @pytest.mark.parametrize(("operation", "detail"), [
@@ -381,7 +381,7 @@ def test_a_stalled_termination_ends_within_grace_plus_five_seconds(
 ) -> None:
     emu.stall(8, method="POST", path=r"/kill$")
     error = _within(6.5, lambda: sprites.terminate_session(box, "12", timeout=0.001))
-    assert error == Unavailable("termination_timeout")
+    assert error == Unavailable(reasons.TERMINATION_TIMEOUT)
 
 
 def test_create_new_then_destroy_once_round_trip(sprites: Sprites, emu: SpritesEmulator) -> None:

@@ -9,7 +9,7 @@ import pytest
 import requests
 import responses
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.errors import (
     AlreadyExists,
     Denied,
@@ -329,7 +329,7 @@ def test_anything_else_with_200_is_unconfirmed(
     api.post(url(KILL_PATH), body=kill_stream)
     with pytest.raises(Unavailable) as raised:
         adapter.terminate_session(BOX, "19", mode=mode)
-    assert raised.value.detail == "termination_unconfirmed"
+    assert raised.value.detail == reasons.TERMINATION_UNCONFIRMED
     assert len(api.calls) == 1
 
 
@@ -350,7 +350,7 @@ def test_force_without_a_sigkill_pid_event_is_unconfirmed(
     api.post(url(KILL_PATH), body=ndjson(signal_event, KILLED, complete(137)))
     with pytest.raises(Unavailable) as raised:
         adapter.terminate_session(BOX, "19", mode="force")
-    assert raised.value.detail == "termination_unconfirmed"
+    assert raised.value.detail == reasons.TERMINATION_UNCONFIRMED
 
 
 # One answer for "already gone" (the facade's terminate_session docstring): a session that
@@ -406,7 +406,7 @@ def test_termination_non_200_success_is_unconfirmed(
     api.post(url(KILL_PATH), body=ndjson(SIGNAL_TERM, EXITED, complete(0)), status=202)
     with pytest.raises(Unavailable) as raised:
         adapter.terminate_session(BOX, "19")
-    assert raised.value.detail == "termination_unconfirmed"
+    assert raised.value.detail == reasons.TERMINATION_UNCONFIRMED
 
 
 def test_termination_transport_failure_leaks_nothing(
@@ -415,7 +415,7 @@ def test_termination_transport_failure_leaks_nothing(
     api.post(url(KILL_PATH), body=requests.ConnectionError(PROSE))
     with pytest.raises(Unavailable) as raised:
         adapter.terminate_session(BOX, "19")
-    assert raised.value.detail == "termination_transport_failed"
+    assert raised.value.detail == reasons.TERMINATION_TRANSPORT_FAILED
     assert "api.sprites.test:443" in str(raised.value.__cause__)
     _no_prose(raised.value)
 
@@ -432,7 +432,7 @@ def test_invalid_termination_requests_are_refused_before_credentials(
     monkeypatch.delenv("SPRITES_TOKEN", raising=False)
     with pytest.raises(Invalid) as raised:
         Sprites().terminate_session(BOX, session, timeout=timeout, mode=mode)
-    assert raised.value.detail == "termination_request"
+    assert raised.value.detail == reasons.TERMINATION_REQUEST
 
 
 # -- create_checkpoint_once (docs/protocols/sprites.md#create_checkpoint_once) --------------------

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import config, reasons
 from managoat_sandbox.errors import CommandExited, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
 from managoat_sandbox.providers.sprites import Sprites
@@ -94,7 +94,7 @@ def test_a_close_without_exit_is_closed_before_exit_never_exit_0(
 ) -> None:
     command, frames = _frames(server, [INFO, binary(b"\x01partial"), ending])
     assert frames == [Stdout(command.ref, b"partial"),
-                      Error(command.ref, Unavailable("closed_before_exit"))]
+                      Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))]
 
 
 @pytest.mark.usefixtures("no_leaked_threads")

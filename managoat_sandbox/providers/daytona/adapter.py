@@ -161,7 +161,7 @@ def _sanitised(error: SandboxError) -> SandboxError:
         return RateLimited(None)
     if error.status is not None and reasons.reason_of(error) == reasons.HTTP:
         return type(error)((reasons.HTTP, error.status, {}))
-    return Unavailable("termination_unconfirmed")
+    return Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
 class Daytona(StreamingAdapter):
@@ -302,7 +302,7 @@ class Daytona(StreamingAdapter):
         waiting = state in _BOOTING
         if state in _WAKE_FROM:
             if not wake:
-                raise NotFound(("sandbox_not_running", state))
+                raise NotFound((reasons.SANDBOX_NOT_RUNNING, state))
             try:
                 sandbox = self.api.start(name)
             except SandboxError as error:
@@ -567,7 +567,7 @@ class Daytona(StreamingAdapter):
             if error.detail == "timeout":
                 raise DeadlineExpired(reasons.TERMINATION_TIMEOUT) from None
             if reasons.reason_of(error) == reasons.TRANSPORT:
-                raise Unavailable("termination_transport_failed") from error
+                raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from error
             raise _sanitised(error) from None
         except SandboxError as error:
             raise _sanitised(error) from None

@@ -191,7 +191,7 @@ def run_exec(
             if deadline.remaining() == 0:
                 raise deadline.error() from None
             if session_ended(error):
-                raise Unavailable("closed_before_exit") from None
+                raise Unavailable(reasons.CLOSED_BEFORE_EXIT) from None
             raise
         return _result(pool, session, answer, job)
     raise AssertionError("unreachable")
@@ -231,7 +231,7 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
     code = journal.code
     if not journal.complete or code is None:
         pool.drop(session)
-        raise Unavailable("closed_before_exit")
+        raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
     if answer.command_id is not None:
         session.ran.add(answer.command_id)
     pool.release(session)
@@ -286,7 +286,7 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
         if remaining == 0:
             raise job.deadline.error()
         if time.monotonic() >= expires:
-            raise Unavailable("closed_before_exit")
+            raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
         pause = _LOOKUP_PAUSE if remaining is None else min(_LOOKUP_PAUSE, remaining)
         threading.Event().wait(pause)
 

@@ -206,7 +206,7 @@ class LogFollower:
                     stream.fail(error)
                     return
                 if failures % _PROBE_EVERY == 0 and self._sandbox_gone():
-                    stream.fail(Unavailable("closed_before_exit"))
+                    stream.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
                     return
             if quiet.due(now) and self._quiet_over(stream, quiet, now):
                 return
@@ -344,7 +344,7 @@ class LogFollower:
                 break
             except SandboxError as error:
                 log.debug("daytona: log read of %s failed: %r", self.session_id, error)
-        stream.fail(Unavailable("closed_before_exit"))
+        stream.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
 
     def _lost(self, stream: Stream, error: SandboxError) -> None:
         """The command or its session is gone (``NotFound``: finish from what can still be

@@ -60,6 +60,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from ... import reasons
 from ...errors import Invalid
 from .journal import NO_DIR
 
@@ -125,7 +126,7 @@ def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
     run = Program((cmd, *args), cwd, " && ".join(steps))
     size = echoed_size(run.text)
     if size > COMMAND_LIMIT:
-        raise Invalid(("command_too_large",
+        raise Invalid((reasons.COMMAND_TOO_LARGE,
                        f"the command's argv, env and dir come to {size} bytes as the daemon "
                        f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes"))
     return run

@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 import requests
 
+from ... import reasons
 from ..._deadline import Deadline
 from ..._http import HttpClient, interrupt, set_read_timeout
 from ..._streaming import Stream, new_ref
@@ -224,7 +225,7 @@ class _Pump:
         except SandboxError:
             code = None
         if code is None:
-            stream.fail(Unavailable("closed_before_exit"))
+            stream.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
         else:
             stream.exit(code)
 
@@ -256,7 +257,7 @@ def _wait_for_start(
         try:
             chunk = next(chunks)
         except StopIteration:
-            raise _late(deadline) or Unavailable("closed_before_exit") from None
+            raise _late(deadline) or Unavailable(reasons.CLOSED_BEFORE_EXIT) from None
         except Unavailable as error:
             if error.detail == "timeout":
                 raise expired() from None
@@ -267,7 +268,7 @@ def _wait_for_start(
             raise codec_error(error.reason) from None
         for index, envelope in enumerate(envelopes):
             if envelope.end_stream:
-                raise _trailer_error(envelope, deadline) or Unavailable("closed_before_exit")
+                raise _trailer_error(envelope, deadline) or Unavailable(reasons.CLOSED_BEFORE_EXIT)
             event = _event(envelope)
             if event is None:
                 continue
@@ -324,7 +325,7 @@ class E2BProcess:
         self._check_connected()
         self.stream.check_writable()
         if self.stdin_closed:
-            raise Invalid("stdin_not_open")
+            raise Invalid(reasons.STDIN_NOT_OPEN)
         with self._lock:
             try:
                 pid = self._target()
@@ -338,7 +339,7 @@ class E2BProcess:
                 raise CommandExited("the process has exited") from None
             except SandboxError as error:
                 if _stdin_closed(error):
-                    raise Invalid("stdin_not_open") from None
+                    raise Invalid(reasons.STDIN_NOT_OPEN) from None
                 raise WriteFailed(error.detail) from None
 
     def close_stdin(self) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import _args, config
+from ... import _args, config, reasons
 from ..._deadline import Deadline
 from ..._engine import egress, events, safefs, trees
 from ..._engine.box import AgentDown, Box, Refused
@@ -461,7 +461,7 @@ class Local(StreamingAdapter):
         try:
             follower = box.attach(session_id, from_end=True)
             if follower is None:
-                raise Unavailable("termination_unconfirmed")
+                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
             if mode == "force":
                 box.signal(session_id, signal.SIGKILL)
             elif box.signal(session_id, signal.SIGTERM):
@@ -471,9 +471,9 @@ class Local(StreamingAdapter):
             finally:
                 follower.close()
         except (EngineError, OSError):
-            raise Unavailable("termination_transport_failed") from None
+            raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from None
         if not isinstance(end, events.Exited):
-            raise Unavailable("termination_unconfirmed")
+            raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
     # -- policy and URLs ----------------------------------------------------------------
 

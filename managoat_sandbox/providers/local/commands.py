@@ -6,6 +6,7 @@ import threading
 
 import attrs
 
+from ... import reasons
 from ..._engine import events
 from ..._engine.box import Box, Channel, Refused
 from ..._engine.errors import EngineError
@@ -21,7 +22,7 @@ def end_error(lost: events.Lost) -> SandboxError:
     """The taxonomy error for an end that is not a real exit (never a guessed code)."""
     if lost.reason.startswith("journal_failed"):
         return Unavailable(("journal_failed", lost.reason.partition(": ")[2]))
-    return Unavailable("closed_before_exit")
+    return Unavailable(reasons.CLOSED_BEFORE_EXIT)
 
 
 def follow_into(stream: Stream, subscription: Subscription) -> None:
@@ -94,12 +95,12 @@ class LocalCommand:
             if status == "exited":
                 raise CommandExited("exited")
             if status in ("closed", "not_open"):
-                raise Invalid("stdin_not_open")
+                raise Invalid(reasons.STDIN_NOT_OPEN)
 
     def close_stdin(self) -> None:
         """Send EOF; idempotent while connected, also after the process ended."""
         if self._send("eof") == "not_open":
-            raise Invalid("stdin_not_open")
+            raise Invalid(reasons.STDIN_NOT_OPEN)
 
     def stop(self) -> None:
         """Detach this end; the session goes on. Never raises."""

@@ -305,7 +305,7 @@ class SpritesCommand:
                 raise CommandExited("detached") from None
             if self.stream.finished.wait(_SETTLE):
                 raise CommandExited("exited") from None
-            raise WriteFailed(("transport", type(error).__name__)) from None
+            raise WriteFailed((reasons.TRANSPORT, type(error).__name__)) from None
 
     def stop(self) -> None:
         """Detach this end (the remote process keeps running); idempotent, never raises."""

@@ -35,6 +35,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ... import reasons
 from ..._http import BODY_LIMIT, Response, body_chunks, parse_body
 from ...errors import Invalid, ProviderError, SandboxError, Truncated, Unavailable
 from ...files import collect
@@ -76,7 +77,7 @@ def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
         response = api.call("GET", sprite_path(name, "fs", "list"),
                             params={"path": path, "workingDir": "/"}, limit=LISTING_LIMIT)
     except Unavailable as error:
-        if error.detail == ("response_too_large", LISTING_LIMIT):
+        if error.detail == (reasons.RESPONSE_TOO_LARGE, LISTING_LIMIT):
             raise Truncated(("listing_bytes", LISTING_LIMIT)) from None
         raise
     if not response.ok:

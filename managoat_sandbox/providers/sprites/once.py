@@ -71,7 +71,7 @@ def _request(
     except Expired:
         raise DeadlineExpired(reasons.timed_out(operation)) from None
     except Failed:
-        where = Unavailable(("transport", "connect", endpoint(url)))
+        where = Unavailable((reasons.TRANSPORT, "connect", endpoint(url)))
         raise Unavailable(f"{operation}_transport_failed") from where
     except (Cut, TooLarge):
         raise Unavailable(f"{operation}_unconfirmed") from None
@@ -167,11 +167,11 @@ def terminate_session(
             return
         raise NotFound(("session", session_id))
     if 200 <= answer.status < 300 and answer.status != 200:
-        raise Unavailable("termination_unconfirmed")
+        raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
     if answer.status != 200:
         raise sanitised(answer.status)
     if not termination_confirmed(answer.body, force=force):
-        raise Unavailable("termination_unconfirmed")
+        raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
 def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) -> bool:
@@ -186,7 +186,7 @@ def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) 
     try:
         listing = json.loads(answer.body)
     except ValueError:
-        raise Unavailable("termination_unconfirmed") from None
+        raise Unavailable(reasons.TERMINATION_UNCONFIRMED) from None
     entries = listing.get("sessions") if isinstance(listing, dict) else None
     return any(
         isinstance(entry, dict) and not isinstance(entry.get("id"), bool)
