@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .blocking import run_blocking
+from .._blocking import run_blocking
 from .sandboxes import ListQuery, Sandbox
 from .shapes import ApiError, api_error_response
 

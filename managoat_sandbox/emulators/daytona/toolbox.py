@@ -12,7 +12,7 @@ request names (``path=`` of the file endpoints, an execute's
 ``cwd``) is a sandbox path — absolute, or relative to the sandbox user's home
 — reached through the sandbox's :class:`~.files.SandboxFiles`, never on the
 host. Blocking work (the box, the files) runs on a short-lived thread
-(:func:`~.blocking.run_blocking`).
+(:func:`~managoat_sandbox.emulators._blocking.run_blocking`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from managoat_sandbox._engine import safefs
 from managoat_sandbox._engine.errors import EngineError
 
 from .. import _cut
+from .._blocking import run_blocking
 from .._server import Fault
 from . import downloads
-from .blocking import run_blocking
 from .daemon import Command, Daemon, Session
 from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
 from .shapes import DaemonError, daemon_error_response
