@@ -49,11 +49,11 @@ from .agent_process import (
     JOURNAL,
     SESSIONS,
     SPEC,
-    Process,
     session_spec,
     set_window,
     write_record,
 )
+from .agent_process import Process as ProcessOf
 from .errors import EngineError
 from .options import EGRESS_PORT, SOCKET, parse
 from .retention import Retention
@@ -222,6 +222,10 @@ class Connection:
         if mask != self._mask:
             self.agent.sel.modify(self.sock, mask, self.on_event)
             self._mask = mask
+
+
+#: A process whose clients are this agent's connections.
+Process = ProcessOf[Connection]
 
 
 class Agent:

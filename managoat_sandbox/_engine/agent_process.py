@@ -28,13 +28,13 @@ import termios
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from . import wire
 from .stdin_feed import StdinFeed
 
-if TYPE_CHECKING:
-    from .agent import Connection
+#: Whoever the agent lets follow a process or wait to write its stdin (its connections).
+Client = TypeVar("Client")
 
 DRAIN_TIMEOUT = 0.3
 SESSIONS = "sessions"
@@ -71,8 +71,12 @@ def set_window(fd: int, rows: int, cols: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-class Process:
-    """A command's child process and everything the agent keeps about it."""
+class Process(Generic[Client]):
+    """A command's child process and everything the agent keeps about it.
+
+    Its subscribers and stdin waiters are the agent's clients; the process
+    only holds them, in order, for the agent to drive.
+    """
 
     def __init__(self, sid: str, *, journal: int | None, stdin: bool, tty: bool) -> None:
         self.sid = sid
@@ -85,14 +89,14 @@ class Process:
         self.spent: list[int] = []
         self.master: int | None = None
         self.stdin: StdinFeed | None = None
-        self.stdin_waiters: list[Connection] = []
+        self.stdin_waiters: list[Client] = []
         self.size = 0
         self.paused = False
         self.status: int | None = None
         self.drain_deadline: float | None = None
         self.broken: str | None = None
         self.end: dict[str, Any] | None = None
-        self.subscribers: list[Connection] = []
+        self.subscribers: list[Client] = []
 
     @property
     def journaled(self) -> bool:

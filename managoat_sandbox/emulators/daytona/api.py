@@ -1,4 +1,9 @@
-"""The control plane: ``/api/sandbox…`` routes (docs/protocols/daytona.md#control-plane)."""
+"""The control plane: ``/api/sandbox…`` routes (docs/protocols/daytona.md#control-plane).
+
+The routes reach the emulator only through :class:`ApiHost`, the part of it
+they need (the emulator passes itself), so this module never imports the
+emulator module, which imports it.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,56 @@ import asyncio
 import json
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from .blocking import run_blocking
-from .sandboxes import ListQuery, Sandbox
+from .._blocking import run_blocking
+from .._faults import Faults
+from .sandboxes import ListQuery, Sandbox, SandboxStore
 from .shapes import ApiError, api_error_response
 
-if TYPE_CHECKING:
-    from .emulator import DaytonaEmulator
+__all__ = ["ApiHost", "ApiRoutes"]
 
-__all__ = ["ApiRoutes"]
+
+class ApiHost(Protocol):
+    """What the control plane needs from the emulator that serves it.
+
+    Every member is read when a request is handled, never cached, so that a
+    test changing a setting on a running emulator is heard by the next request.
+    """
+
+    @property
+    def store(self) -> SandboxStore:
+        """The sandboxes' records."""
+
+    @property
+    def faults(self) -> Faults:
+        """The injected faults (``hold``, ``create_error``, ``create_drop``, ``list_endless``)."""
+
+    @property
+    def legacy_list(self) -> bool:
+        """Whether ``GET /sandbox`` answers the legacy bare array."""
+
+    @property
+    def proxy_domain(self) -> str:
+        """The domain of preview URLs (``<port>-<id or token>.<domain>``)."""
+
+    @property
+    def toolbox_url(self) -> str:
+        """Every sandbox's ``toolboxProxyUrl``."""
+
+    def retire(self, sandbox_id: str, *, destroy: bool = False) -> None:
+        """End the sandbox's processes (and with ``destroy`` remove its box); blocking."""
+
+    def apply_network(self, sandbox: Sandbox) -> None:
+        """Put the sandbox's network settings in force; blocking."""
+
+    def next_endless_cursor(self) -> str:
+        """A cursor never served before (the ``list_endless`` fault)."""
+
+    async def after_list_page(self) -> None:
+        """Apply the listing mutations due after one more page was served."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -58,7 +101,7 @@ def _port(request: web.Request) -> int:
 class ApiRoutes:
     """Handlers for ``/api``; sandbox state lives in the emulator's store."""
 
-    def __init__(self, emulator: DaytonaEmulator) -> None:
+    def __init__(self, emulator: ApiHost) -> None:
         self.emulator = emulator
         self.store = emulator.store
 

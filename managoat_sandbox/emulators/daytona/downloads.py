@@ -44,7 +44,7 @@ from aiohttp import web
 
 from managoat_sandbox._engine import safefs
 
-from .blocking import run_blocking
+from .._blocking import run_blocking
 from .daemon import Daemon
 from .shapes import DaemonError, iso
 

@@ -53,10 +53,10 @@ from aiohttp import web
 from managoat_sandbox._engine import trees
 from managoat_sandbox._engine.box import Box
 
+from .._blocking import run_blocking
 from .._server import Emulator
 from . import boxes
 from .api import ApiRoutes
-from .blocking import run_blocking
 from .daemon import PERL, Daemon
 from .sandboxes import Sandbox, SandboxStore, encode_cursor, label_ops
 from .shapes import ApiError, DaemonError, api_error_response, daemon_error_response, iso

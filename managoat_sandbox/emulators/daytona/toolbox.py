@@ -12,7 +12,11 @@ request names (``path=`` of the file endpoints, an execute's
 ``cwd``) is a sandbox path — absolute, or relative to the sandbox user's home
 — reached through the sandbox's :class:`~.files.SandboxFiles`, never on the
 host. Blocking work (the box, the files) runs on a short-lived thread
-(:func:`~.blocking.run_blocking`).
+(:func:`~managoat_sandbox.emulators._blocking.run_blocking`).
+
+The routes reach the emulator only through :class:`ToolboxHost`, the part of
+it they need (the emulator passes itself), so this module never imports the
+emulator module, which imports it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 from aiohttp import WSMsgType, web
@@ -32,17 +36,50 @@ from managoat_sandbox._engine import safefs
 from managoat_sandbox._engine.errors import EngineError
 
 from .. import _cut
-from .._server import Fault
+from .._blocking import run_blocking
+from .._faults import Fault, Faults
 from . import downloads
-from .blocking import run_blocking
 from .daemon import Command, Daemon, Session
 from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
+from .sandboxes import Sandbox, SandboxStore
 from .shapes import DaemonError, daemon_error_response
 
-if TYPE_CHECKING:
-    from .emulator import DaytonaEmulator
+__all__ = ["ToolboxHost", "ToolboxRoutes"]
 
-__all__ = ["ToolboxRoutes"]
+
+class ToolboxHost(Protocol):
+    """What the toolbox needs from the emulator that serves it.
+
+    Every member is read when a request (or a follow's check) needs it, never
+    cached, so that a setting changed on a running emulator is heard at once.
+    """
+
+    @property
+    def store(self) -> SandboxStore:
+        """The sandboxes' records (the proxy resolves and touches them)."""
+
+    @property
+    def faults(self) -> Faults:
+        """The injected faults (``log_cut``, ``log_stale_prefix``, ``log_reset``,
+        ``log_close_early``)."""
+
+    @property
+    def log_idle_close(self) -> float:
+        """Seconds a log follow stays open after the exit code is recorded."""
+
+    @property
+    def follow_cuts(self) -> int:
+        """Bumped when the open log follows are to end; a follow started before ends."""
+
+    @property
+    def follow_cut_mode(self) -> str:
+        """How the last cut ended the follows: ``"close"`` or ``"reset"``."""
+
+    def current_daemon(self, sandbox: Sandbox) -> Daemon | None:
+        """The daemon of the sandbox's current run if it exists already (never blocks)."""
+
+    def daemon_for(self, sandbox: Sandbox) -> Daemon:
+        """The daemon of the sandbox's current run, started if need be; blocking."""
 
 Handler = Callable[[web.Request, Daemon], Awaitable[web.StreamResponse]]
 
@@ -93,7 +130,7 @@ async def _form_parts(request: web.Request) -> list[tuple[str, bytes]]:
 class ToolboxRoutes:
     """Handlers for ``/toolbox/{sandboxId}``."""
 
-    def __init__(self, emulator: DaytonaEmulator) -> None:
+    def __init__(self, emulator: ToolboxHost) -> None:
         self.emulator = emulator
 
     def register(self, app: web.Application) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .._blocking import run_blocking
 from .._server import Faults
-from .aio import run_blocking
 from .state import ApiError, SandboxRecord, validate_network
 from .world import World
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .._blocking import run_blocking
 from .._server import Emulator, Fault
-from .aio import run_blocking
 from .control import ControlPlane, api_error
 from .envd import Envd, is_envd_request
 from .layout import check_users

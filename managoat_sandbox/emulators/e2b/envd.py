@@ -57,9 +57,9 @@ from aiohttp import web
 
 from ..._engine import safefs
 from ..._engine.subscription import Subscription
+from .._blocking import run_blocking
 from .._server import Faults
 from . import connect, filesystem
-from .aio import run_blocking
 from .processes import Process, ProcessTable, RpcError, decode_bytes
 from .state import SandboxRecord
 from .streams import DEFAULT_STREAM_ERROR, Disconnected, EnvelopeWriter, StreamPlan, pump
@@ -550,7 +550,8 @@ async def _stream_file(request: web.Request, fd: int) -> web.StreamResponse:
     try:
         while remaining > 0:
             want = min(filesystem.READ_CHUNK, remaining)
-            chunk = await run_blocking(functools.partial(os.read, fd, want), "e2b-emulator-read")
+            chunk = await run_blocking(functools.partial(os.read, fd, want),
+                                       name="e2b-emulator-read")
             if not chunk:
                 if request.transport is not None:
                     request.transport.abort()

@@ -1,7 +1,7 @@
-"""Bridging the emulator's event loop and the blocking process engine.
+"""Bridging the emulator's event loop and the blocking process engine's subscriptions.
 
-:func:`in_thread` runs one blocking call on a short-lived thread of its own
-(never a pool), so no emulator thread outlives the work it was started for.
+One-off blocking calls go through the emulators' shared
+:func:`~managoat_sandbox.emulators._blocking.run_blocking`.
 :func:`follow` hands a box subscription's events to the loop as the agent
 pushes them: its output from where the subscription starts, then exactly one
 end (``Exited`` with the real code, or ``Lost``). :func:`end_of` waits for a
@@ -14,45 +14,17 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable
-from typing import TypeVar
+from collections.abc import AsyncGenerator
 
 from ..._engine.errors import EngineError
 from ..._engine.events import End, Event, Exited, Lost
 from ..._engine.subscription import Subscription
+from .._blocking import run_blocking
 
-_T = TypeVar("_T")
 #: Batches read ahead of the loop before the reading thread waits for it.
 _AHEAD = 4
 #: The shortest wait for an end (a zero timeout would make the socket non-blocking).
 _MIN_WAIT = 0.001
-
-
-async def in_thread(fn: Callable[[], _T]) -> _T:
-    """``fn()`` on a fresh daemon thread; its result or exception, awaited."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def settle_result(value: _T) -> None:
-        if not future.done():
-            future.set_result(value)
-
-    def settle_error(error: BaseException) -> None:
-        if not future.done():
-            future.set_exception(error)
-
-    def run() -> None:
-        try:
-            value = fn()
-        except BaseException as error:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle_error, error)
-        else:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle_result, value)
-
-    threading.Thread(target=run, name="sprites-emulator-io", daemon=True).start()
-    return await future
 
 
 def is_end(event: Event) -> bool:
@@ -123,4 +95,4 @@ async def end_of(subscription: Subscription, seconds: float) -> End | None:
     """The subscription's end event within ``seconds`` (output is skipped; an end
     already there counts even for 0); None if it does not come in time or the
     subscription is closed meanwhile."""
-    return await in_thread(lambda: _wait_end(subscription, seconds))
+    return await run_blocking(lambda: _wait_end(subscription, seconds))

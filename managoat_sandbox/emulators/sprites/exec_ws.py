@@ -39,9 +39,10 @@ from ..._engine.errors import EngineError
 from ..._engine.events import Exited, Output
 from ..._engine.subscription import Subscription
 from .. import _cut
+from .._blocking import run_blocking
 from .._server import Fault, Faults
 from . import wire
-from .aio import end_of, follow, in_thread
+from .aio import end_of, follow
 from .behaviour import Behaviour
 from .state import ExecSession, Sprite, State, now, wake
 
@@ -100,7 +101,8 @@ class Exec:
         if sprite is None:
             return wire.not_found("sprite")
         if not is_upgrade(request):
-            return web.json_response({"sessions": await in_thread(lambda: self._listing(sprite))})
+            sessions = await run_blocking(lambda: self._listing(sprite))
+            return web.json_response({"sessions": sessions})
         legacy = request.query.get("id") or request.query.get("session_id")
         if legacy:
             return await self._attach(request, sprite, legacy)
@@ -168,7 +170,7 @@ class Exec:
         wants_stdin = wire.flag(query.get("stdin"), tty if stdin_default is None else stdin_default)
         workdir = query.get("dir") or "/"
         cwd = sprite.resolve(workdir)
-        if not await in_thread(lambda: _is_directory(sprite, cwd)):
+        if not await run_blocking(lambda: _is_directory(sprite, cwd)):
             return wire.invalid("dir does not exist in the sprite")
         try:
             run_after = _run_after_disconnect(query.get("max_run_after_disconnect"), tty,
@@ -190,7 +192,7 @@ class Exec:
         box = sprite.box
         async with sprite.machine:
             try:
-                pid, subscription = await in_thread(lambda: _spawn(
+                pid, subscription = await run_blocking(lambda: _spawn(
                     sprite, str(session_id), argv, env=box.environment(extra, tty=tty),
                     cwd=box.agent_path(cwd), stdin=wants_stdin, tty=tty, rows=rows, cols=cols))
             except Refused as failure:
@@ -210,13 +212,13 @@ class Exec:
         if session is None:
             return wire.not_found("session")
         if (self.behaviour.attach_finished_status is not None
-                and await in_thread(session.ended)):
+                and await run_blocking(session.ended)):
             return wire.error(self.behaviour.attach_finished_status, "not_found",
                               "session has exited")
         rejected = self.faults.take("ws_reject", "GET", request.path)
         if rejected is not None:
             return _rejection(rejected)
-        await in_thread(lambda: wake(sprite))
+        await run_blocking(lambda: wake(sprite))
         return await Connection(request, sprite, session, self.behaviour, owner=False,
                                 faults=self.faults).serve()
 
@@ -249,7 +251,7 @@ class Exec:
         script = self.faults.take("ndjson", request.method, request.path)
         if script is not None:
             return await wire.scripted(request, script.body or [], cut=script.size > 0)
-        if await in_thread(session.ended):
+        if await run_blocking(session.ended):
             return wire.error(self.behaviour.kill_gone_status, "not_found", "session has exited")
         return await _kill_stream(request, session, signame, signum, grace)
 
@@ -334,7 +336,7 @@ class Connection:
         """The session from byte zero (None if the box no longer has it)."""
         box, sid = self.session.box, self.session.sid
         try:
-            return await in_thread(lambda: box.attach(sid))
+            return await run_blocking(lambda: box.attach(sid))
         except (OSError, EngineError):
             return None
 
@@ -431,12 +433,12 @@ class Connection:
         if message.get("type") == "signal":
             signum = signal_number(str(message.get("signal", "")))
             if signum is not None:
-                await in_thread(lambda: session.signal(signum))
+                await run_blocking(lambda: session.signal(signum))
         elif message.get("type") == "resize" and session.tty:
             cols, rows = message.get("cols"), message.get("rows")
             if isinstance(cols, int) and isinstance(rows, int) and cols in _TERMINAL \
                     and rows in _TERMINAL:
-                await in_thread(lambda: _resize(session, rows, cols))
+                await run_blocking(lambda: _resize(session, rows, cols))
 
     def _abort(self) -> None:
         transport = self.request.transport
@@ -473,9 +475,9 @@ async def _feed(session: ExecSession, data: bytes | None) -> None:
     async with session.stdin_lock:
         with contextlib.suppress(OSError, EngineError):
             if data is None:
-                await in_thread(lambda: box.close_stdin(sid))
+                await run_blocking(lambda: box.close_stdin(sid))
             elif data:
-                await in_thread(lambda: box.write_stdin(sid, data, timeout=STDIN_TIMEOUT))
+                await run_blocking(lambda: box.write_stdin(sid, data, timeout=STDIN_TIMEOUT))
 
 
 def _rejection(fault: Fault) -> web.Response:
@@ -536,13 +538,13 @@ async def _kill_stream(request: web.Request, session: ExecSession, signame: str,
     """Signal the session's group and report how it ended, watching its end (no polling)."""
     box, sid = session.box, session.sid
     try:
-        watcher = await in_thread(lambda: box.attach(sid, from_end=True))
+        watcher = await run_blocking(lambda: box.attach(sid, from_end=True))
     except (OSError, EngineError):
         watcher = None
     try:
         stream = await wire.NdjsonStream(request).open()
         pgid = session.pid or 0
-        await in_thread(lambda: _signal_awake(session, signum))
+        await run_blocking(lambda: _signal_awake(session, signum))
         await stream.line({"type": "signal",
                            "message": f"Signaling {signame} to process group {pgid}",
                            "signal": signame, "pid": pgid})
@@ -551,7 +553,7 @@ async def _kill_stream(request: web.Request, session: ExecSession, signame: str,
         if end is None and not forced and watcher is not None:
             await stream.line({"type": "timeout",
                                "message": f"Timeout after {_format(grace)}, sending SIGKILL"})
-            await in_thread(lambda: session.signal(signal.SIGKILL))
+            await run_blocking(lambda: session.signal(signal.SIGKILL))
             forced = True
             end = await end_of(watcher, KILL_SETTLE)
         if end is None:

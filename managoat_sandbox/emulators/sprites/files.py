@@ -49,8 +49,8 @@ from aiohttp import web
 
 from ..._engine import safefs
 from .. import _cut
+from .._blocking import run_blocking
 from . import wire
-from .aio import in_thread
 from .state import Sprite, State, rfc3339
 
 __all__ = ["Files"]
@@ -90,7 +90,7 @@ class Files:
         data = await request.read()
         parents = wire.flag(query.get("mkdirParents"), False)
         try:
-            await in_thread(lambda: _write(sprite, target, data, mode, parents))
+            await run_blocking(lambda: _write(sprite, target, data, mode, parents))
         except (OSError, safefs.PathRefused) as failure:
             return _fs_error(failure)
         return web.json_response({})
@@ -102,7 +102,7 @@ class Files:
             return wire.not_found("sprite")
         target = _target(sprite, request)
         try:
-            fd, size = await in_thread(lambda: _open(sprite, target))
+            fd, size = await run_blocking(lambda: _open(sprite, target))
         except (OSError, safefs.PathRefused) as failure:
             return _fs_error(failure)
         pieces = _pieces(fd, size)
@@ -127,7 +127,7 @@ class Files:
             return wire.not_found("sprite")
         target = _target(sprite, request)
         try:
-            entries = await in_thread(lambda: _listing(sprite, target))
+            entries = await run_blocking(lambda: _listing(sprite, target))
         except (OSError, safefs.PathRefused) as failure:
             return _fs_error(failure)
         return web.json_response({"path": target, "entries": entries, "count": len(entries)})

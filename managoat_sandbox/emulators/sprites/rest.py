@@ -25,9 +25,9 @@ from typing import Any
 from aiohttp import web
 
 from ..._engine import trees
+from .._blocking import run_blocking
 from .._server import Faults
 from . import wire
-from .aio import in_thread
 from .behaviour import Behaviour
 from .network import egress_policy
 from .state import (
@@ -88,7 +88,7 @@ class Rest:
         problem = _check_url_settings(settings) or _check_labels(body.get("labels"))
         if problem is not None:
             return wire.invalid(problem)
-        sprite = await in_thread(lambda: self.state.create(name))
+        sprite = await run_blocking(lambda: self.state.create(name))
         if sprite is None:
             if self.behaviour.conflict_status == 409:
                 return wire.error(409, "already_exists", f"sprite {name!r} already exists")
@@ -103,7 +103,7 @@ class Rest:
         sprite = self.sprite(request)
         if sprite is None:
             return wire.not_found("sprite")
-        return web.json_response(await in_thread(sprite.to_json))
+        return web.json_response(await run_blocking(sprite.to_json))
 
     async def update(self, request: web.Request) -> web.StreamResponse:
         """``PUT /v1/sprites/{name}``: a partial update of URL settings and labels."""
@@ -120,7 +120,7 @@ class Rest:
         clear = body.get("clear_labels") is True
         _apply_settings(sprite, settings, body.get("labels"), clear=clear)
         sprite.updated_at = now()
-        return web.json_response(await in_thread(sprite.to_json))
+        return web.json_response(await run_blocking(sprite.to_json))
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         """``DELETE /v1/sprites/{name}`` → 204: sockets aborted, the box stopped (every
@@ -129,7 +129,7 @@ class Rest:
         if sprite is None:
             return wire.not_found("sprite")
         abort_connections(sprite)
-        await in_thread(lambda: dispose(sprite))
+        await run_blocking(lambda: dispose(sprite))
         return web.Response(status=204)
 
     async def list(self, request: web.Request) -> web.StreamResponse:
@@ -153,9 +153,9 @@ class Rest:
             self._endless += 1
             next_token = _encode_token(f"\0{ENDLESS}{self._endless}")
         sprites = [s for s in (self.state.get(n) for n in page) if s is not None]
-        counts = await in_thread(self._counts)
+        counts = await run_blocking(self._counts)
         return web.json_response({
-            "sprites": await in_thread(lambda: [s.to_json() for s in sprites]),
+            "sprites": await run_blocking(lambda: [s.to_json() for s in sprites]),
             "has_more": next_token is not None,
             "next_continuation_token": next_token,
             **counts,
@@ -188,11 +188,11 @@ class Rest:
         problem = _check_rules(rules)
         if problem is not None:
             return wire.error(400, "invalid_policy", problem)
-        if self.behaviour.policy_delay > 0 and await in_thread(sprite.status) == "cold":
+        if self.behaviour.policy_delay > 0 and await run_blocking(sprite.status) == "cold":
             await asyncio.sleep(self.behaviour.policy_delay)
         assert isinstance(rules, list)
         policy = [dict(rule) for rule in rules]
-        await in_thread(lambda: sprite.box.set_policy(egress_policy(policy)))
+        await run_blocking(lambda: sprite.box.set_policy(egress_policy(policy)))
         sprite.policy = policy
         return web.Response(status=204)
 
@@ -217,7 +217,7 @@ class Rest:
         target = sprite.checkpoint_root / checkpoint_id
         try:
             async with sprite.machine:
-                await in_thread(lambda: _snapshot(sprite, target))
+                await run_blocking(lambda: _snapshot(sprite, target))
         except OSError as failure:
             await stream.line(wire.event("error", error=f"Checkpoint failed: {failure.strerror}"))
             return await stream.finish()
@@ -269,7 +269,7 @@ class Rest:
         policy = [dict(rule) for rule in checkpoint.policy]
         try:
             async with sprite.machine:
-                await in_thread(lambda: _restore(sprite, checkpoint, policy))
+                await run_blocking(lambda: _restore(sprite, checkpoint, policy))
         except OSError as failure:
             await stream.line(wire.event("error", error=f"Restore failed: {failure.strerror}"))
             return await stream.finish()

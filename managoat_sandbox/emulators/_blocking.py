@@ -1,0 +1,66 @@
+"""Running one blocking call from an emulator's event loop, shared by every emulator.
+
+An emulator's handlers must not block its event loop, yet the work they do
+(starting and signalling processes, reading and writing a sandbox's files)
+blocks. :func:`run_blocking` runs that work on a thread of its own that ends
+with the call, never on a pool: an idle pool worker left behind after a
+request would outlive every command and look like a leaked thread to the
+thread-count checks of the emulators' callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["run_blocking"]
+
+T = TypeVar("T")
+
+
+async def run_blocking(function: Callable[[], T], *, name: str | None = None) -> T:
+    """Await ``function()`` run on a fresh daemon thread; its value, or its exception.
+
+    Where it runs: a new thread named ``name``, by default the running loop's
+    thread name plus ``-call`` (``e2b-emulator`` serves ``e2b-emulator-call``),
+    so that a thread left running can be traced to its emulator. The thread
+    ends as soon as ``function`` returns or raises.
+
+    Exceptions: whatever ``function`` raises (any ``BaseException``) is raised
+    here, in the awaiting coroutine, with its traceback.
+
+    Cancellation: cancelling the awaiting coroutine does not interrupt
+    ``function`` (a thread cannot be stopped); it runs to its end and its
+    value or exception is dropped. A caller whose ``function`` acquires
+    something (a descriptor, a process) must release it some other way if it
+    can be cancelled. If the loop has closed by the time ``function`` ends,
+    the outcome is dropped the same way.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: T | None, error: BaseException | None) -> None:
+        if future.done():  # cancelled meanwhile: nobody wants the outcome
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]
+
+    def work() -> None:
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            value = function()
+        except BaseException as caught:  # handed to the awaiting coroutine
+            error = caught
+        # A closed loop raises RuntimeError: nobody awaits this call any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
+    thread_name = name or f"{threading.current_thread().name}-call"
+    threading.Thread(target=work, name=thread_name, daemon=True).start()
+    return await future
