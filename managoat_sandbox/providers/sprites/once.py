@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 from ..._deadline import Deadline
-from ..._http import BODY_LIMIT, endpoint
+from ..._http import BODY_LIMIT
 from ...errors import AlreadyExists, NotFound, Unavailable
 from .api import sprite_path
 from .bounded import Answer, Cut, Expired, Failed, TooLarge, exchange
@@ -69,9 +69,8 @@ def _request(
                         **kwargs)
     except Expired:
         raise Unavailable(f"{operation}_timeout") from None
-    except Failed:
-        where = Unavailable(("transport", "connect", endpoint(url)))
-        raise Unavailable(f"{operation}_transport_failed") from where
+    except Failed as failed:
+        raise Unavailable(f"{operation}_transport_failed") from failed.cause
     except (Cut, TooLarge):
         raise Unavailable(f"{operation}_unconfirmed") from None
 
