@@ -9,11 +9,17 @@ One place decides how an HTTP answer becomes an error
   never followed) → ``Invalid``;
 * connection errors and resets → ``Unavailable(("transport", kind, "host:port"))``
   (:func:`transport_error`: the endpoint, never the URL's userinfo, path or
-  query); read timeouts → ``Unavailable("timeout")``;
+  query); read timeouts → ``DeadlineExpired("timeout")`` (an ``Unavailable``);
 * the detail is ``("http", status, body)``, the body parsed as JSON when it
   is JSON, else text, bounded to 64 KiB;
 * ``RateLimited.retry_after`` comes from the provider's body field when it has
   one, else the ``Retry-After`` header (delta-seconds or HTTP-date).
+
+Every provider sends through :meth:`HttpClient.send` (a fully read answer) or
+:meth:`HttpClient.open` (a streamed one): the request, the transport failure
+mapping and the status mapping are done here, with the provider's
+:class:`ErrorPolicy` (its ``retry_after`` body field, its status refinements)
+passed in. A provider answer of the wrong shape is :func:`unexpected`.
 
 Adapters refine the map only where their provider needs it. Requests carry
 explicit connect/read timeouts and bodies are read with a cap, so a broken or
@@ -37,13 +43,24 @@ from urllib.parse import urlsplit
 import attrs
 
 from . import reasons
-from .errors import Denied, Invalid, NotFound, RateLimited, SandboxError, Unavailable
+from ._secrets import credentials_in, scrub_bytes
+from .errors import (
+    DeadlineExpired,
+    Denied,
+    Invalid,
+    NotFound,
+    ProviderError,
+    RateLimited,
+    SandboxError,
+    Unavailable,
+)
 
 if TYPE_CHECKING:
     import requests
 
 __all__ = [
     "BODY_LIMIT",
+    "ErrorPolicy",
     "HttpClient",
     "Response",
     "endpoint",
@@ -54,6 +71,7 @@ __all__ = [
     "retry_after_from",
     "set_read_timeout",
     "transport_error",
+    "unexpected",
 ]
 
 #: The port a URL of each scheme means when it names none.
@@ -78,7 +96,8 @@ class Response:
         return 200 <= self.status < 300
 
     def json(self) -> Any:
-        """The body parsed as JSON; ``ProviderError``-worthy garbage is ``Unavailable``."""
+        """The body parsed as JSON; a body that does not parse (torn, or not JSON at all)
+        is ``Unavailable(("malformed_json", status))``, as a torn transfer is."""
         try:
             return json.loads(self.body)
         except ValueError:
@@ -174,6 +193,44 @@ def request_id_from(headers: Mapping[str, str]) -> str | None:
     return None
 
 
+def is_success(status: int) -> bool:
+    """True for a 2xx status: what :meth:`HttpClient.send` accepts unless told otherwise."""
+    return 200 <= status < 300
+
+
+@attrs.frozen
+class ErrorPolicy:
+    """One provider's refinements of :func:`error_for`.
+
+    ``provider`` names it in a :func:`unexpected` answer; ``retry_after_field``
+    is the body field that advises a delay on a 429 or 503; ``refine``, when
+    given, maps an answer by the provider's own rules instead (it is expected to
+    build on :func:`error_for` for every status it does not special-case).
+    """
+
+    provider: str
+    retry_after_field: str | None = None
+    refine: Callable[[Response], SandboxError] | None = None
+
+    def error(self, response: Response) -> SandboxError:
+        """The taxonomy error for a non-accepted ``response``."""
+        if self.refine is not None:
+            return self.refine(response)
+        return error_for(response.status, response.body, response.headers,
+                         retry_after_field=self.retry_after_field)
+
+
+def unexpected(provider: str, what: str, answer: object) -> ProviderError:
+    """A well-formed answer of the wrong shape (a list where an object was due, a
+    missing field): ``ProviderError(provider, (what, <type of answer>))``.
+
+    Every provider maps such an answer to this one error; the detail names the
+    answer's type, never its content (which could echo anything). A body that is
+    not JSON at all is :meth:`Response.json`'s ``Unavailable(("malformed_json", status))``.
+    """
+    return ProviderError(provider, (what, type(answer).__name__))
+
+
 def requests_module() -> Any:
     """The ``requests`` module (typed ``Any``: a module has no finer type), imported on
     first use: with urllib3 it is most of an HTTP
@@ -205,12 +262,12 @@ def endpoint(url: str) -> str:
 def transport_error(error: BaseException, url: str) -> Unavailable:
     """A transport failure talking to ``url`` as ``Unavailable``.
 
-    A ``requests`` timeout is ``Unavailable("timeout")``; anything else is
+    A ``requests`` timeout is ``DeadlineExpired("timeout")``; anything else is
     ``Unavailable(("transport", kind, "host:port"))``: the exception's class
     name and :func:`endpoint` of ``url``, never the URL itself or a header.
     """
     if isinstance(error, requests_module().Timeout):
-        return Unavailable("timeout")
+        return DeadlineExpired(reasons.TIMEOUT)
     return Unavailable((reasons.TRANSPORT, type(error).__name__, endpoint(url)))
 
 
@@ -283,6 +340,58 @@ class HttpClient:
         with self.stream(method, url, timeout=timeout, headers=headers, **kwargs) as response:
             body = read_bounded(response, limit)
             return Response(response.status_code, dict(response.headers), body)
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        policy: ErrorPolicy,
+        timeout: tuple[float, float],
+        headers: Mapping[str, str] | None = None,
+        limit: int = BODY_LIMIT,
+        accept: Callable[[int], bool] = is_success,
+        **kwargs: Any,
+    ) -> Response:
+        """One request, its body read up to ``limit`` bytes; a status ``accept`` refuses
+        (any non-2xx by default) is raised as ``policy``'s taxonomy error.
+
+        Transport failures are :func:`transport_error`; a body over ``limit`` is
+        ``Unavailable(("response_too_large", limit))``.
+        """
+        response = self.request(method, url, timeout=timeout, headers=headers, limit=limit,
+                                **kwargs)
+        if not accept(response.status):
+            raise policy.error(_scrubbed(response, headers))
+        return response
+
+    @contextmanager
+    def open(
+        self,
+        method: str,
+        url: str,
+        *,
+        policy: ErrorPolicy,
+        timeout: tuple[float, float],
+        headers: Mapping[str, str] | None = None,
+        accept: Callable[[int], bool] = is_success,
+        **kwargs: Any,
+    ) -> Iterator[requests.Response]:
+        """An open streaming response whose status ``accept`` took (any 2xx by default),
+        the caller reading its body; closed on exit. Any other status is raised as
+        ``policy``'s taxonomy error, after reading at most 64 KiB of its body."""
+        with self.stream(method, url, timeout=timeout, headers=headers, **kwargs) as response:
+            if not accept(response.status_code):
+                body = read_bounded(response, BODY_LIMIT)
+                answer = Response(response.status_code, dict(response.headers), body)
+                raise policy.error(_scrubbed(answer, headers))
+            yield response
+
+
+def _scrubbed(response: Response, headers: Mapping[str, str] | None) -> Response:
+    """``response`` with any credential the request carried cut out of its body, so a
+    server that echoes the request cannot put a credential into an error detail."""
+    return attrs.evolve(response, body=scrub_bytes(response.body, credentials_in(headers or {})))
 
 
 def body_chunks(response: requests.Response, *, size: int = _CHUNK,

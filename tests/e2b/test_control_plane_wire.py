@@ -13,6 +13,7 @@ from managoat_sandbox.errors import (
     Denied,
     Invalid,
     NotFound,
+    ProviderError,
     RateLimited,
     Truncated,
     Unavailable,
@@ -246,11 +247,14 @@ def test_an_error_on_a_later_page_aborts_the_listing(
         e2b.list_all_names()
 
 
-def test_a_listing_that_is_not_a_list_is_invalid(rsps: responses.RequestsMock, e2b: E2B) -> None:
+def test_a_listing_that_is_not_a_list_is_a_provider_error(
+    rsps: responses.RequestsMock, e2b: E2B
+) -> None:
     rsps.add(responses.GET, LISTING, json={"sandboxes": []})
-    with pytest.raises(Invalid) as caught:
+    with pytest.raises(ProviderError) as caught:
         e2b.get(box(e2b))
-    assert caught.value.detail == ("http", 200, {"sandboxes": []})
+    assert caught.value.provider == "e2b"
+    assert caught.value.detail == ("not_a_listing", "dict")
 
 
 @pytest.mark.parametrize("operation", ["get", "destroy", "suspend", "list_all_names", "create"])

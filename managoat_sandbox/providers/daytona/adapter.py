@@ -68,10 +68,8 @@ from ...errors import (
     Invalid,
     NotFound,
     NotSupported,
-    ProviderError,
     RateLimited,
     SandboxError,
-    Truncated,
     Unavailable,
 )
 from ...types import (
@@ -247,29 +245,11 @@ class Daytona(StreamingAdapter):
             raise conflict_is_transient(error) from None
 
     def list_all_names(self) -> frozenset[str]:
-        names: set[str] = set()
-        cursor: str | None = None
-        for _ in range(self.max_pages):
-            page = self.api.list_page(cursor, self.page_size)
-            items: Any
-            following: Any
-            if isinstance(page, list):
-                items, following = page, None
-            elif isinstance(page, Mapping):
-                items = page.get("items")
-                following = page.get("nextCursor", page.get("cursor"))
-            else:
-                raise ProviderError(PROVIDER, ("not_a_listing", page))
-            if not isinstance(items, list) or not (following is None or isinstance(following, str)):
-                raise ProviderError(PROVIDER, ("not_a_listing", page))
-            for item in items:
-                usable = isinstance(item, Mapping) and isinstance(item.get("name"), str)
-                if usable and not _deleted(item):
-                    names.add(item["name"])
-            if not following:
-                return frozenset(names)
-            cursor = following
-        raise Truncated(("pages", self.max_pages))
+        return frozenset(
+            item["name"] for item in self.api.list_items(self.page_size, self.max_pages)
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str)
+            and not _deleted(item)
+        )
 
     def suspend(self, handle: Handle) -> None:
         """Stop the sandbox (disk kept); a no-op when it is stopped or stopping."""

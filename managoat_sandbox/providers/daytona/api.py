@@ -6,8 +6,14 @@ Settings are read from config scope ``daytona`` at call time: ``api_key``
 URL whose path does not end in ``/api`` is ``Invalid`` before any request, as
 every call to it would answer 404), ``snapshot`` and ``organization_id``. A
 missing key is ``Denied`` naming ``DAYTONA_API_KEY``, raised before any
-request. Every request carries ``Authorization: Bearer <key>`` and, when
-configured, ``X-Daytona-Organization-ID``; the key lives only in those headers.
+request (:class:`~..._settings.ProviderSettings`, as for every provider). Every
+request carries ``Authorization: Bearer <key>`` and, when configured,
+``X-Daytona-Organization-ID``; the key lives only in those headers.
+
+Requests go through the shared :meth:`~.._http.HttpClient.send` /
+:meth:`~.._http.HttpClient.open` with Daytona's :data:`POLICY` (its status
+refinements are :func:`.errors.error_from`); an answer of the wrong shape is
+:func:`~.._http.unexpected`; the listing is walked by :func:`~.._paging.walk`.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ from urllib.parse import quote, urlsplit
 
 import attrs
 
-from ... import config
-from ..._http import BODY_LIMIT, HttpClient, Response, read_bounded
-from ...errors import Denied, Invalid, ProviderError
+from ..._http import BODY_LIMIT, ErrorPolicy, HttpClient, Response, unexpected
+from ..._paging import Page, walk
+from ..._secrets import safe_url
+from ..._settings import ProviderSettings
+from ...errors import Invalid
 from .errors import error_from
 
 if TYPE_CHECKING:
@@ -31,6 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["LABELS", "Api", "Timeouts", "toolbox_base"]
 
 PROVIDER = "daytona"
+SETTINGS = ProviderSettings(PROVIDER, "Daytona")
+#: How :meth:`~.._http.HttpClient.send` maps a Daytona answer (API or toolbox) it refuses.
+POLICY = ErrorPolicy(PROVIDER, refine=error_from)
 #: Labels put on every sandbox this library creates; the listing filters on them.
 LABELS: Mapping[str, str] = {"managoat": "1"}
 
@@ -70,29 +81,21 @@ class Api:
     def base_url() -> str:
         """The API base, without a trailing slash (``Invalid`` when it does not end in
         ``/api``, saying what to set it to)."""
-        url = str(config.get(PROVIDER, "api_url")).rstrip("/")
-        parts = urlsplit(url)
-        if not parts.path.endswith("/api"):
-            origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+        url = SETTINGS.url("api_url")
+        if not urlsplit(url).path.endswith("/api"):
+            shown = safe_url(url)
             raise Invalid(
-                f"daytona api_url {origin}{parts.path} is not the control plane's base, "
+                f"daytona api_url {shown} is not the control plane's base, "
                 "whose path ends in /api (like https://app.daytona.io/api): set daytona "
-                f"api_url or the DAYTONA_API_URL environment variable to {origin}"
-                f"{parts.path}/api"
+                f"api_url or the DAYTONA_API_URL environment variable to {shown}/api"
             )
         return url
 
     @staticmethod
     def headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """Auth headers (``Denied`` before any request when no key is configured)."""
-        key = config.get(PROVIDER, "api_key")
-        if not key or not isinstance(key, str):
-            raise Denied(
-                "no Daytona API key: set daytona api_key or the DAYTONA_API_KEY "
-                "environment variable"
-            )
-        headers = {"Authorization": f"Bearer {key}"}
-        organization = config.get(PROVIDER, "organization_id")
+        headers = {"Authorization": f"Bearer {SETTINGS.credential('api_key')}"}
+        organization = SETTINGS.optional_text("organization_id")
         if organization:
             headers["X-Daytona-Organization-ID"] = str(organization)
         if extra:
@@ -110,17 +113,10 @@ class Api:
         **kwargs: Any,
     ) -> Response:
         """One authenticated request; a non-2xx answer is raised as its taxonomy error."""
-        response = self.http.request(
-            method,
-            url,
-            headers=self.headers(headers),
-            timeout=(self.timeouts.connect, read_timeout),
-            limit=limit,
-            **kwargs,
+        return self.http.send(
+            method, url, policy=POLICY, headers=self.headers(headers),
+            timeout=(self.timeouts.connect, read_timeout), limit=limit, **kwargs,
         )
-        if not response.ok:
-            raise error_from(response)
-        return response
 
     @contextmanager
     def stream(
@@ -134,12 +130,9 @@ class Api:
     ) -> Iterator[requests.Response]:
         """One authenticated request whose 2xx body the caller reads (closed on exit);
         a non-2xx answer is raised as its taxonomy error."""
-        with self.http.stream(method, url, headers=self.headers(headers),
-                              timeout=(self.timeouts.connect, read_timeout),
-                              **kwargs) as response:
-            if not 200 <= response.status_code < 300:
-                body = read_bounded(response, BODY_LIMIT)
-                raise error_from(Response(response.status_code, dict(response.headers), body))
+        with self.http.open(method, url, policy=POLICY, headers=self.headers(headers),
+                            timeout=(self.timeouts.connect, read_timeout),
+                            **kwargs) as response:
             yield response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -159,7 +152,7 @@ class Api:
             "autoStopInterval": 0,
             "autoArchiveInterval": 10080,
         }
-        snapshot = config.get(PROVIDER, "snapshot")
+        snapshot = SETTINGS.optional_text("snapshot")
         if snapshot:
             body["snapshot"] = snapshot
         return _sandbox(self._json("POST", "/sandbox", json=body))
@@ -184,8 +177,14 @@ class Api:
         """``POST /sandbox/{idOrName}/network-settings``."""
         self._json("POST", f"/sandbox/{_segment(name)}/network-settings", json=dict(body))
 
-    def list_page(self, cursor: str | None, limit: int) -> Any:
-        """One page of ``GET /sandbox``, sorted by the immutable creation time, oldest first."""
+    def list_items(self, page_size: int, max_pages: int) -> list[Any]:
+        """Every item of ``GET /sandbox`` carrying :data:`LABELS`, walked page by page
+        (sorted by the immutable creation time, oldest first); ``Truncated`` past
+        ``max_pages`` pages."""
+        return walk(lambda cursor: self._list_page(cursor, page_size), max_pages)
+
+    def _list_page(self, cursor: str | None, limit: int) -> Page[Any]:
+        """One page: a bare JSON array (the last), or ``{"items", "nextCursor"}``."""
         params: dict[str, str | int] = {
             "labels": json.dumps(dict(LABELS), separators=(",", ":")),
             "limit": limit,
@@ -194,21 +193,33 @@ class Api:
         }
         if cursor:
             params["cursor"] = cursor
-        return self._json("GET", "/sandbox", params=params)
+        page = self._json("GET", "/sandbox", params=params)
+        items: Any
+        following: Any
+        if isinstance(page, list):
+            items, following = page, None
+        elif isinstance(page, Mapping):
+            items = page.get("items")
+            following = page.get("nextCursor", page.get("cursor"))
+        else:
+            raise unexpected(PROVIDER, "not_a_listing", page)
+        if not isinstance(items, list) or not (following is None or isinstance(following, str)):
+            raise unexpected(PROVIDER, "not_a_listing", page)
+        return Page(items, following or None)
 
     def toolbox_proxy_url(self, sandbox_id: str) -> str:
         """``GET /sandbox/{id}/toolbox-proxy-url``: ``{"url": …}`` or a bare JSON string."""
         answer = self._json("GET", f"/sandbox/{_segment(sandbox_id)}/toolbox-proxy-url")
         url = answer.get("url") if isinstance(answer, Mapping) else answer
         if not isinstance(url, str) or not url:
-            raise ProviderError(PROVIDER, ("no_toolbox_proxy_url", answer))
+            raise unexpected(PROVIDER, "no_toolbox_proxy_url", answer)
         return url
 
     def toolbox_of(self, sandbox: Mapping[str, Any]) -> str:
         """The toolbox base URL of a sandbox answer."""
         sandbox_id = sandbox.get("id")
         if not isinstance(sandbox_id, str) or not sandbox_id:
-            raise ProviderError(PROVIDER, ("no_sandbox_id", dict(sandbox)))
+            raise unexpected(PROVIDER, "no_sandbox_id", sandbox)
         proxy = sandbox.get("toolboxProxyUrl")
         if not isinstance(proxy, str) or not proxy:
             proxy = self.toolbox_proxy_url(sandbox_id)
@@ -217,6 +228,6 @@ class Api:
 
 def _sandbox(answer: Any) -> Mapping[str, Any]:
     if not isinstance(answer, Mapping):
-        raise ProviderError(PROVIDER, ("not_a_sandbox", answer))
+        raise unexpected(PROVIDER, "not_a_sandbox", answer)
     return answer
 

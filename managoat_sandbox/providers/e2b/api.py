@@ -2,9 +2,11 @@
 
 Every request carries ``X-API-Key`` and a JSON body where it has one (compact,
 so the bytes on the wire are predictable). A non-2xx answer is raised as its
-taxonomy error (:func:`.errors.http_error`), except where a method documents a
-status as success. Sandboxes are found by the metadata the adapter stamps on
-them at creation: ``fountain_name=<name>`` and ``fountain=1``.
+taxonomy error by the shared :meth:`~.._http.HttpClient.send` with E2B's
+:data:`.errors.POLICY`, except where a method documents a status as success;
+an answer of the wrong shape is :func:`~.._http.unexpected`. Sandboxes are
+found by the metadata the adapter stamps on them at creation:
+``fountain_name=<name>`` and ``fountain=1``.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from urllib.parse import quote, urlencode
 
 import attrs
 
-from ..._http import HttpClient, Response
-from ...errors import Invalid, ProviderError, Truncated
-from .errors import PROVIDER, http_error
+from ..._http import HttpClient, Response, is_success, unexpected
+from ..._paging import Page, walk
+from .errors import POLICY, PROVIDER
 from .settings import Settings
 
 __all__ = [
@@ -60,7 +62,7 @@ def sandbox_id_of(item: Any) -> str:
     ``sandboxId``); anything unusable as a URL segment is a ``ProviderError``."""
     value = item.get("sandboxID", item.get("sandboxId")) if isinstance(item, Mapping) else None
     if not isinstance(value, str) or _SANDBOX_ID.fullmatch(value) is None:
-        raise ProviderError(PROVIDER, ("bad_sandbox_id", repr(value)[:80]))
+        raise unexpected(PROVIDER, "bad_sandbox_id", value)
     return value
 
 
@@ -95,38 +97,37 @@ class ControlPlane:
         *,
         body: Any = None,
         params: Sequence[tuple[str, str]] | None = None,
+        also: Sequence[int] = (),
     ) -> Response:
+        """One request; a non-2xx answer (other than the statuses in ``also``) raises
+        its taxonomy error."""
         headers = {"X-API-Key": s.api_key, "Accept": "application/json"}
         data = None
         if body is not None:
             headers["Content-Type"] = "application/json"
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-        return self._http.request(
-            method, s.base_url + path, timeout=s.http_timeout, headers=headers,
-            params=list(params or ()), data=data,
+        return self._http.send(
+            method, s.base_url + path, policy=POLICY, timeout=s.http_timeout,
+            headers=headers, params=list(params or ()), data=data,
+            accept=lambda status: is_success(status) or status in also,
         )
-
-    def _expect(self, response: Response, *ok: int) -> Response:
-        if response.ok or response.status in ok:
-            return response
-        raise http_error(response)
 
     # -- lookup -------------------------------------------------------------
 
-    def _listing(self, s: Settings, params: list[tuple[str, str]]) -> tuple[list[Any], str]:
-        response = self._expect(self._send(s, "GET", "/v2/sandboxes", params=params))
+    def _listing(self, s: Settings, params: list[tuple[str, str]]) -> Page[Any]:
+        """One page of ``GET /v2/sandboxes``; its cursor is the ``X-Next-Token`` header."""
+        response = self._send(s, "GET", "/v2/sandboxes", params=params)
         items = response.json()
         if not isinstance(items, list):
-            raise Invalid(("http", response.status, items))
+            raise unexpected(PROVIDER, "not_a_listing", items)
         token = response.headers.get("X-Next-Token") or response.headers.get("x-next-token")
-        return items, token or ""
+        return Page(items, token or None)
 
     def find(self, s: Settings, name: str) -> list[Mapping[str, Any]]:
         """The sandboxes stamped with ``name``, running or paused, newest first."""
         params = [("state", STATES), ("metadata", metadata_query({NAME_KEY: name}))]
-        items, _ = self._listing(s, params)
         return [
-            item for item in items
+            item for item in self._listing(s, params).items
             if isinstance(item, Mapping)
             and isinstance(item.get("metadata"), Mapping)
             and item["metadata"].get(NAME_KEY) == name
@@ -134,28 +135,23 @@ class ControlPlane:
 
     def list_names(self, s: Settings, max_pages: int = MAX_PAGES) -> frozenset[str]:
         """Every stamped name, following ``X-Next-Token``; ``Truncated`` past ``max_pages``."""
-        if max_pages < 1:
-            raise Truncated(("max_pages", max_pages))
+        params = [("state", STATES), ("metadata", metadata_query({MARK_KEY: "1"})),
+                  ("limit", str(PAGE_LIMIT))]
+
+        def page(token: str | None) -> Page[Any]:
+            return self._listing(s, params + ([("nextToken", token)] if token else []))
+
         names: set[str] = set()
-        token = ""
-        for _ in range(max_pages):
-            params = [("state", STATES), ("metadata", metadata_query({MARK_KEY: "1"})),
-                      ("limit", str(PAGE_LIMIT))]
-            if token:
-                params.append(("nextToken", token))
-            items, token = self._listing(s, params)
-            for item in items:
-                metadata = item.get("metadata") if isinstance(item, Mapping) else None
-                name = metadata.get(NAME_KEY) if isinstance(metadata, Mapping) else None
-                if isinstance(name, str):
-                    names.add(name)
-            if not token:
-                return frozenset(names)
-        raise Truncated(("pages", max_pages))
+        for item in walk(page, max_pages):
+            metadata = item.get("metadata") if isinstance(item, Mapping) else None
+            name = metadata.get(NAME_KEY) if isinstance(metadata, Mapping) else None
+            if isinstance(name, str):
+                names.add(name)
+        return frozenset(names)
 
     def detail(self, s: Settings, sandbox_id: str) -> SandboxAccess:
         """``GET /sandboxes/{id}``: the access token and domain of a sandbox."""
-        response = self._expect(self._send(s, "GET", f"/sandboxes/{sandbox_id}"))
+        response = self._send(s, "GET", f"/sandboxes/{sandbox_id}")
         return _access_of(response.json())
 
     # -- lifecycle ----------------------------------------------------------
@@ -168,30 +164,29 @@ class ControlPlane:
             "autoPause": True,
             "metadata": {NAME_KEY: name, MARK_KEY: "1"},
         }
-        response = self._expect(self._send(s, "POST", "/v2/sandboxes", body=body))
+        response = self._send(s, "POST", "/v2/sandboxes", body=body)
         return _access_of(response.json())
 
     def kill(self, s: Settings, sandbox_id: str) -> None:
         """``DELETE /sandboxes/{id}``; already gone (404) is fine."""
-        self._expect(self._send(s, "DELETE", f"/sandboxes/{sandbox_id}"), 404)
+        self._send(s, "DELETE", f"/sandboxes/{sandbox_id}", also=(404,))
 
     def pause(self, s: Settings, sandbox_id: str) -> None:
         """``POST /sandboxes/{id}/pause``; already paused (409) is fine."""
-        self._expect(self._send(s, "POST", f"/sandboxes/{sandbox_id}/pause", body={}), 409)
+        self._send(s, "POST", f"/sandboxes/{sandbox_id}/pause", body={}, also=(409,))
 
     def connect(self, s: Settings, sandbox_id: str) -> SandboxAccess:
         """``POST /v2/sandboxes/{id}/connect``: resume if paused (201) or keep (200)."""
-        response = self._expect(self._send(
+        response = self._send(
             s, "POST", f"/v2/sandboxes/{sandbox_id}/connect", body={"timeout": INITIAL_TTL}
-        ))
+        )
         return _access_of(response.json())
 
     def set_timeout(self, s: Settings, sandbox_id: str, seconds: int = INITIAL_TTL) -> None:
         """``POST /sandboxes/{id}/timeout``: the TTL becomes now + ``seconds``."""
-        self._expect(self._send(s, "POST", f"/sandboxes/{sandbox_id}/timeout",
-                                body={"timeout": seconds}))
+        self._send(s, "POST", f"/sandboxes/{sandbox_id}/timeout", body={"timeout": seconds})
 
     def put_network(self, s: Settings, sandbox_id: str, allow: Sequence[str]) -> None:
         """``PUT /sandboxes/{id}/network``: deny all egress except ``allow``."""
         body = {"allowOut": list(allow), "denyOut": ["0.0.0.0/0"]}
-        self._expect(self._send(s, "PUT", f"/sandboxes/{sandbox_id}/network", body=body))
+        self._send(s, "PUT", f"/sandboxes/{sandbox_id}/network", body=body)

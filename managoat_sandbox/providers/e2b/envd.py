@@ -14,6 +14,10 @@ both with ``path`` and ``username`` query parameters; a read is streamed (its
 404 when nothing is there, 400 for a directory. A listing is the unary
 ``filesystem.Filesystem/ListDir`` with ``{"path", "depth": 1}``
 (:mod:`.files`).
+
+Every call goes through the shared :meth:`~.._http.HttpClient.send` /
+:meth:`~.._http.HttpClient.open` with E2B's :data:`.errors.POLICY`: only the
+URL, the headers and which statuses count as success are envd's own.
 """
 
 from __future__ import annotations
@@ -28,18 +32,12 @@ import attrs
 import requests
 import urllib3.exceptions
 
-from ..._http import (
-    BODY_LIMIT,
-    HttpClient,
-    Response,
-    body_chunks,
-    read_bounded,
-    transport_error,
-)
-from ...errors import Unavailable
+from ... import reasons
+from ..._http import HttpClient, body_chunks, is_success, transport_error
+from ...errors import DeadlineExpired
 from ...files import collect
 from . import connect
-from .errors import http_error
+from .errors import POLICY
 from .settings import ENVD_PORT
 
 __all__ = [
@@ -87,14 +85,13 @@ class Envd:
              service: str = "process.Process") -> Any:
         """A unary call of ``service`` (``process.Process`` unless given); its JSON answer,
         or the mapped error."""
-        response = http.request(
-            "POST", f"{self.base_url}/{service}/{method}",
+        response = http.send(
+            "POST", f"{self.base_url}/{service}/{method}", policy=POLICY,
             timeout=(self.timeout, self.timeout),
             headers=self.headers("application/json"),
             data=json.dumps(body, separators=(",", ":")).encode("utf-8"),
+            accept=_only_200,
         )
-        if response.status != 200:
-            raise http_error(response)
         return response.json() if response.body.strip() else {}
 
     # -- streaming RPCs -----------------------------------------------------
@@ -116,14 +113,11 @@ class Envd:
         """
         headers = {**self.headers(STREAM_TYPE), "Accept-Encoding": "identity",
                    **(extra_headers or {})}
-        with http.stream(
-            "POST", f"{self.base_url}/process.Process/{method}",
+        with http.open(
+            "POST", f"{self.base_url}/process.Process/{method}", policy=POLICY,
             timeout=(self.timeout, read_timeout), headers=headers,
-            data=connect.encode(request),
+            data=connect.encode(request), accept=_only_200,
         ) as response:
-            if response.status_code != 200:
-                body = read_bounded(response, BODY_LIMIT)
-                raise http_error(Response(response.status_code, dict(response.headers), body))
             yield response
 
     # -- files --------------------------------------------------------------
@@ -131,27 +125,22 @@ class Envd:
     def upload(self, http: HttpClient, path: str, data: bytes) -> None:
         """``POST /files``: write ``data`` at ``path`` (parents created) as the user."""
         name = path.rsplit("/", 1)[-1]
-        response = http.request(
-            "POST", f"{self.base_url}/files",
+        http.send(
+            "POST", f"{self.base_url}/files", policy=POLICY,
             timeout=(self.timeout, self.timeout), headers=self.headers(),
             params=[("path", path), ("username", self.user)],
             files={"file": (name, data, "application/octet-stream")},
         )
-        if not response.ok:
-            raise http_error(response)
 
     def download(self, http: HttpClient, path: str, limit: int) -> bytes | None:
         """``GET /files``: the file's bytes (at most ``limit``), or ``None`` if it is missing."""
-        response = http.request(
-            "GET", f"{self.base_url}/files",
+        response = http.send(
+            "GET", f"{self.base_url}/files", policy=POLICY,
             timeout=(self.timeout, self.timeout), headers=self.headers(),
             params=[("path", path), ("username", self.user)], limit=limit,
+            accept=lambda status: is_success(status) or status == 404,
         )
-        if response.status == 404:
-            return None
-        if not response.ok:
-            raise http_error(response)
-        return response.body
+        return None if response.status == 404 else response.body
 
 
     def read(self, http: HttpClient, path: str, max_bytes: int | None) -> bytes:
@@ -160,16 +149,18 @@ class Envd:
         says so). ``Accept-Encoding: identity``, so the length announced is the file's.
         A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``)."""
         headers = {**self.headers(), "Accept-Encoding": "identity"}
-        with http.stream(
-            "GET", f"{self.base_url}/files",
+        with http.open(
+            "GET", f"{self.base_url}/files", policy=POLICY,
             timeout=(self.timeout, self.timeout), headers=headers,
-            params=[("path", path), ("username", self.user)],
+            params=[("path", path), ("username", self.user)], accept=_only_200,
         ) as response:
-            if response.status_code != 200:
-                body = read_bounded(response, BODY_LIMIT)
-                raise http_error(Response(response.status_code, dict(response.headers), body))
             return collect(body_chunks(response, size=_READ_SIZE), max_bytes,
                            size=_content_length(response.headers.get("Content-Length")))
+
+
+def _only_200(status: int) -> bool:
+    """envd's success is exactly 200 (any other 2xx is an answer it does not give)."""
+    return status == 200
 
 
 def _content_length(value: str | None) -> int | None:
@@ -206,7 +197,7 @@ def read_chunks(response: requests.Response) -> Iterator[bytes]:
         try:
             data = raw.read1(_READ_SIZE, decode_content=False)
         except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
-            raise Unavailable("timeout") from None
+            raise DeadlineExpired(reasons.TIMEOUT) from None
         except (urllib3.exceptions.HTTPError, requests.RequestException, OSError,
                 ValueError) as error:
             raise transport_error(error, response.url) from None

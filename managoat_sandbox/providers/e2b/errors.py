@@ -19,20 +19,21 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..._http import Response, error_for
-from ...errors import Denied, ProviderError, SandboxError
+from ..._http import ErrorPolicy, error_for
+from ...errors import ProviderError, SandboxError
 
 __all__ = [
+    "POLICY",
     "PROVIDER",
     "RETRY_AFTER_FIELD",
     "codec_error",
     "connect_error",
-    "http_error",
-    "missing_api_key",
 ]
 
 PROVIDER = "e2b"
 RETRY_AFTER_FIELD = "retryAfterSeconds"
+#: How :meth:`~.._http.HttpClient.send` maps an answer of the control plane or envd.
+POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD)
 
 #: Connect error codes and the HTTP status a unary call answers with each.
 CONNECT_STATUS: Mapping[str, int] = {
@@ -55,13 +56,6 @@ CONNECT_STATUS: Mapping[str, int] = {
 }
 
 
-def http_error(response: Response) -> SandboxError:
-    """The taxonomy error for a non-2xx answer from the control plane or envd."""
-    return error_for(
-        response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
-    )
-
-
 def connect_error(error: Any) -> SandboxError:
     """The taxonomy error for the ``error`` of a Connect end-of-stream envelope."""
     if isinstance(error, Mapping):
@@ -77,7 +71,3 @@ def codec_error(reason: str) -> ProviderError:
     """A broken envelope stream."""
     return ProviderError(PROVIDER, ("bad_envelope", reason))
 
-
-def missing_api_key() -> Denied:
-    """No API key configured: raised before any request."""
-    return Denied("E2B_API_KEY is not set: configure e2b api_key or set E2B_API_KEY")

@@ -7,12 +7,13 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ... import config
 from ..._http import endpoint
+from ..._settings import ProviderSettings
 from ...errors import Invalid
-from .errors import missing_api_key
 
-__all__ = ["ENVD_PORT", "Settings"]
+__all__ = ["ENVD_PORT", "SETTINGS", "Settings"]
+
+SETTINGS = ProviderSettings("e2b", "E2B")
 
 #: The port envd listens on inside every sandbox.
 ENVD_PORT = 49983
@@ -36,19 +37,16 @@ class Settings:
 
     @classmethod
     def load(cls) -> Settings:
-        """Read the scope now; a missing API key is ``Denied`` naming ``E2B_API_KEY``."""
-        api_key = config.get("e2b", "api_key")
-        if not api_key:
-            raise missing_api_key()
-        timeout_ms = config.get("e2b", "timeout_ms", 30000)
-        sandbox_url = config.get("e2b", "sandbox_url")
+        """Read the scope now; a missing API key is ``Denied`` naming ``E2B_API_KEY``,
+        a URL or ``timeout_ms`` that cannot be used is ``Invalid`` (both through
+        :class:`~..._settings.ProviderSettings`, as every provider reports them)."""
         return cls(
-            api_key=str(api_key),
-            base_url=str(config.get("e2b", "base_url")).rstrip("/"),
-            template=str(config.get("e2b", "template")),
-            user=str(config.get("e2b", "user")),
-            timeout=max(float(timeout_ms), 1.0) / 1000.0,
-            sandbox_url=str(sandbox_url).rstrip("/") if sandbox_url else None,
+            api_key=SETTINGS.credential("api_key"),
+            base_url=SETTINGS.url("base_url"),
+            template=SETTINGS.text("template"),
+            user=SETTINGS.text("user"),
+            timeout=max(SETTINGS.seconds("timeout_ms"), 0.001),
+            sandbox_url=SETTINGS.optional_url("sandbox_url"),
         )
 
     @property

@@ -5,19 +5,22 @@ with explicit connect/read timeouts (``timeout_ms``; the policy POST uses
 ``policy_timeout_ms``, because a cold sprite answers it only once booted),
 never follows a redirect, and reads at most 64 KiB of body (``limit`` says
 otherwise; :meth:`SpritesApi.stream` leaves the reading to the caller). A
-non-2xx answer becomes a taxonomy error through :func:`.errors.http_error`.
+non-2xx answer becomes a taxonomy error through the shared
+:meth:`~.._http.HttpClient.send` with Sprites' :data:`.errors.POLICY`; an
+answer of the wrong shape is :func:`~.._http.unexpected`; the listing is walked
+by :func:`~.._paging.walk`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..._http import HttpClient, Response
-from ...errors import ProviderError, Truncated
-from .errors import http_error
+from ..._http import HttpClient, Response, is_success, unexpected
+from ..._paging import Page, walk
+from .errors import POLICY, PROVIDER
 from .settings import Settings, segment
 
 if TYPE_CHECKING:
@@ -29,6 +32,11 @@ log = logging.getLogger("managoat_sandbox.providers.sprites")
 
 #: Entries asked for per listing page (the documented maximum).
 PAGE_SIZE = 50
+
+
+def _any_status(status: int) -> bool:
+    """Every status is an answer the caller looks at itself."""
+    return True
 
 
 def sprite_path(name: str, *rest: str) -> str:
@@ -52,14 +60,16 @@ class SpritesApi:
         *,
         timeout: float | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        accept: Callable[[int], bool] = _any_status,
         **kwargs: Any,
     ) -> Response:
-        """One request; the answer whatever its status (transport failures raise)."""
+        """One request; the answer whatever its status unless ``accept`` refuses it, then
+        its taxonomy error (transport failures raise)."""
         seconds = self.settings.timeout if timeout is None else timeout
         headers = {**self.settings.headers, **(extra_headers or {})}
-        return self._http.request(
-            method, self.settings.url(path), timeout=(seconds, seconds), headers=headers,
-            **kwargs,
+        return self._http.send(
+            method, self.settings.url(path), policy=POLICY, timeout=(seconds, seconds),
+            headers=headers, accept=accept, **kwargs,
         )
 
     @contextmanager
@@ -83,10 +93,7 @@ class SpritesApi:
 
     def ok(self, method: str, path: str, **kwargs: Any) -> Response:
         """One request that must answer 2xx; anything else raises its taxonomy error."""
-        response = self.call(method, path, **kwargs)
-        if not response.ok:
-            raise http_error(response)
-        return response
+        return self.call(method, path, accept=is_success, **kwargs)
 
     # -- sprites --------------------------------------------------------
 
@@ -102,7 +109,7 @@ class SpritesApi:
         """``GET /v1/sprites/<name>``: the sprite object (404 → ``NotFound``)."""
         body = self.ok("GET", sprite_path(name)).json()
         if not isinstance(body, dict):
-            raise ProviderError("sprites", ("unexpected_sprite", type(body).__name__))
+            raise unexpected(PROVIDER, "unexpected_sprite", body)
         return body
 
     def delete(self, name: str) -> Response:
@@ -117,20 +124,17 @@ class SpritesApi:
         ``Truncated``: the whole view cannot be shown, and a part is never
         passed off as the whole.
         """
-        names: set[str] = set()
-        token: str | None = None
-        for _ in range(page_cap):
-            params: dict[str, Any] = {"max_results": PAGE_SIZE}
-            if token is not None:
-                params["continuation_token"] = token
-            page = self.ok("GET", "/v1/sprites", params=params).json()
-            names.update(_page_names(page))
-            if page.get("has_more") is not True:
-                return frozenset(names)
-            token = page.get("next_continuation_token")
-            if not isinstance(token, str) or not token:
-                raise Truncated(("has_more_without_token", len(names)))
-        raise Truncated(("page_cap", page_cap))
+        return frozenset(walk(self._listing_page, page_cap, cap_reason="page_cap"))
+
+    def _listing_page(self, token: str | None) -> Page[str]:
+        params: dict[str, Any] = {"max_results": PAGE_SIZE}
+        if token is not None:
+            params["continuation_token"] = token
+        page = self.ok("GET", "/v1/sprites", params=params).json()
+        names = _page_names(page)
+        following = page.get("next_continuation_token")
+        return Page(names, following if isinstance(following, str) else None,
+                    more=page.get("has_more") is True)
 
     # -- sessions, policy, files ----------------------------------------
 
@@ -166,7 +170,7 @@ class SpritesApi:
         """``GET /v1/sprites/<name>/checkpoints``: the raw listing (a JSON array)."""
         body = self.ok("GET", sprite_path(name, "checkpoints")).json()
         if not isinstance(body, list):
-            raise ProviderError("sprites", ("unexpected_checkpoints", type(body).__name__))
+            raise unexpected(PROVIDER, "unexpected_checkpoints", body)
         return body
 
     def restore(self, name: str, checkpoint_id: str) -> bytes:
@@ -178,11 +182,11 @@ def _page_names(page: Any) -> list[str]:
     """The names of one listing page; a page of another shape is a ``ProviderError``."""
     entries = page.get("sprites") if isinstance(page, dict) else None
     if not isinstance(entries, list):
-        raise ProviderError("sprites", "malformed_listing")
+        raise unexpected(PROVIDER, "malformed_listing", page)
     names = []
     for entry in entries:
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str):
-            raise ProviderError("sprites", "malformed_listing")
+            raise unexpected(PROVIDER, "malformed_listing", entry)
         names.append(name)
     return names

@@ -6,6 +6,10 @@ answer), follows no redirect, never retries, reads at most ``limit`` bytes and
 finishes by a monotonic deadline. The request runs in a short-lived worker
 thread whose connect and read timeouts are the remaining budget, so the
 caller returns at the deadline and the worker ends about then too.
+
+Only the connection and the deadline are special here: a transport failure is
+described by the shared :func:`~.._http.transport_error` (``Failed.cause``),
+and the callers map a status through Sprites' one :data:`.errors.POLICY`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..._deadline import Deadline
-from ..._http import requests_module
+from ..._http import endpoint, requests_module, transport_error
+from ...errors import Unavailable
 
 if TYPE_CHECKING:
     import requests
@@ -33,7 +38,12 @@ class Expired(Exception):
 
 
 class Failed(Exception):
-    """The transport failed (connection refused, reset, truncated body …)."""
+    """The transport failed (connection refused, reset …); ``cause`` is the shared
+    :func:`~.._http.transport_error` of it, naming the endpoint and never the URL."""
+
+    def __init__(self, cause: Unavailable) -> None:
+        super().__init__(cause)
+        self.cause = cause
 
 
 class Cut(Exception):
@@ -93,7 +103,7 @@ def exchange(
                 outcome.response.close()
         raise Expired()
     if outcome.answer is None:
-        raise outcome.error or Failed()
+        raise outcome.error or Failed(Unavailable(("transport", "no_answer", endpoint(url))))
     return outcome.answer
 
 
@@ -127,7 +137,7 @@ def _run(
         outcome.error = Cut()
     except Exception as error:
         expired = isinstance(error, requests.Timeout) or deadline.remaining() == 0
-        outcome.error = Expired() if expired else Failed()
+        outcome.error = Expired() if expired else Failed(transport_error(error, url))
     finally:
         session.close()
         outcome.done.set()

@@ -18,19 +18,21 @@ from typing import Any
 import websocket
 
 from ... import reasons
-from ..._http import Response, error_for, transport_error
+from ..._http import ErrorPolicy, Response, transport_error
 from ...errors import DeadlineExpired, SandboxError, Unavailable
 
-__all__ = ["RETRY_AFTER_FIELD", "http_error", "sanitised", "transport", "upgrade_error"]
+__all__ = ["POLICY", "PROVIDER", "RETRY_AFTER_FIELD", "http_error", "sanitised", "transport",
+           "upgrade_error"]
 
+PROVIDER = "sprites"
 RETRY_AFTER_FIELD = "retry_after_seconds"
+#: How :meth:`~.._http.HttpClient.send` maps a Sprites answer it refuses.
+POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD)
 
 
 def http_error(response: Response) -> SandboxError:
-    """The taxonomy error for a non-2xx REST answer."""
-    return error_for(
-        response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
-    )
+    """The taxonomy error for a non-2xx REST answer (:data:`POLICY`)."""
+    return POLICY.error(response)
 
 
 def sanitised(status: int) -> SandboxError:
@@ -39,7 +41,7 @@ def sanitised(status: int) -> SandboxError:
     401 → ``Denied(("http", 401, {}))``, 429 → ``RateLimited(None)``,
     503 → ``Unavailable(("http", 503, {}))``, 302 → ``Invalid(("http", 302, {}))``.
     """
-    return error_for(status, b"{}", {})
+    return POLICY.error(Response(status, {}, b"{}"))
 
 
 def upgrade_error(error: Any, url: str) -> SandboxError:
@@ -51,7 +53,7 @@ def upgrade_error(error: Any, url: str) -> SandboxError:
     status = getattr(error, "status_code", None)
     if not isinstance(status, int):
         return transport(error, url)
-    return error_for(status, body, headers, retry_after_field=RETRY_AFTER_FIELD)
+    return POLICY.error(Response(status, headers, body))
 
 
 def transport(error: BaseException, url: str) -> Unavailable:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ... import reasons
 from ..._deadline import Deadline
-from ..._http import BODY_LIMIT, endpoint
+from ..._http import BODY_LIMIT
 from ...errors import AlreadyExists, DeadlineExpired, NotFound, Unavailable
 from .api import sprite_path
 from .bounded import Answer, Cut, Expired, Failed, TooLarge, exchange
@@ -70,9 +70,8 @@ def _request(
                         **kwargs)
     except Expired:
         raise DeadlineExpired(reasons.timed_out(operation)) from None
-    except Failed:
-        where = Unavailable((reasons.TRANSPORT, "connect", endpoint(url)))
-        raise Unavailable(f"{operation}_transport_failed") from where
+    except Failed as failed:
+        raise Unavailable(reasons.transport_failed(operation)) from failed.cause
     except (Cut, TooLarge):
         raise Unavailable(f"{operation}_unconfirmed") from None
 

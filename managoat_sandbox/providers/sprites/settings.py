@@ -9,18 +9,18 @@ raised before any request. The token never appears in a ``repr``.
 
 from __future__ import annotations
 
-import math
 import re
 from urllib.parse import quote
 
 import attrs
 
-from ... import config
-from ...errors import Denied, Invalid
+from ..._settings import ProviderSettings
+from ...errors import Invalid
 
 __all__ = ["SCOPE", "Settings", "check_name", "checkpoints_enabled", "load", "segment"]
 
 SCOPE = "sprites"
+SETTINGS = ProviderSettings(SCOPE, "Sprites")
 
 #: Sprite names appear in the public hostname ``<name>-<org>.sprites.app``, so
 #: they must be DNS-label safe: lowercase letters, digits and inner hyphens.
@@ -41,23 +41,9 @@ def segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _milliseconds(key: str) -> float:
-    value = config.get(SCOPE, key)
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise Invalid(("config", SCOPE, key)) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Invalid(("config", SCOPE, key))
-    if math.isnan(value) or value <= 0:
-        raise Invalid(("config", SCOPE, key))
-    return float(value) / 1000
-
-
 def checkpoints_enabled() -> bool:
     """Config ``checkpoint_creation_enabled`` (default off); read without touching the token."""
-    return config.get(SCOPE, "checkpoint_creation_enabled") is True
+    return SETTINGS.flag("checkpoint_creation_enabled", False)
 
 
 @attrs.frozen
@@ -85,20 +71,12 @@ class Settings:
 
 
 def load() -> Settings:
-    """The current settings; ``Denied`` when no token is configured, before any request."""
-    token = config.get(SCOPE, "token")
-    if not isinstance(token, str) or not token:
-        raise Denied(
-            "no Sprites credential: configure the 'sprites' setting 'token' "
-            "or set the SPRITES_TOKEN environment variable"
-        )
-    base_url = config.get(SCOPE, "base_url")
-    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise Invalid(("config", SCOPE, "base_url"))
+    """The current settings; ``Denied`` when no token is configured, before any request
+    (:class:`~..._settings.ProviderSettings` reports every provider's settings alike)."""
     return Settings(
-        token=token,
-        base_url=base_url.rstrip("/"),
-        timeout=_milliseconds("timeout_ms"),
-        policy_timeout=_milliseconds("policy_timeout_ms"),
-        public_urls=config.get(SCOPE, "public_urls") is not False,
+        token=SETTINGS.credential("token"),
+        base_url=SETTINGS.url("base_url"),
+        timeout=SETTINGS.seconds("timeout_ms"),
+        policy_timeout=SETTINGS.seconds("policy_timeout_ms"),
+        public_urls=SETTINGS.flag("public_urls", True),
     )
