@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import reasons
@@ -124,9 +124,10 @@ def flag(value: object, what: str) -> bool:
 
 
 def sandbox_name(name: object) -> str:
-    """A sandbox name: a non-empty str without NUL, at most 256 characters."""
+    """A sandbox name: a non-empty str without NUL, at most 256 characters (not a str is
+    ``TypeError``, an unusable str ``Invalid``)."""
     if not isinstance(name, str):
-        raise Invalid(f"sandbox name must be a str, got {type(name).__name__}")
+        raise TypeError(f"sandbox name must be a str, got {type(name).__name__}")
     if not name:
         raise Invalid("sandbox name must not be empty")
     if "\x00" in name:
@@ -286,3 +287,49 @@ def bounded_timeout(value: object, limit: float, detail: str) -> float:
     if _is_nan(value) or not 0 < value <= limit:
         raise Invalid(detail)
     return float(value)
+
+
+def owner(value: object) -> object:
+    """``None``, a callable taking a frame, or anything with ``put`` (a queue)."""
+    if value is not None and not callable(value) and not callable(getattr(value, "put", None)):
+        raise TypeError("owner must be a callable taking a frame, or a queue")
+    return value
+
+
+def _flag_named(what: str) -> Callable[[object], bool]:
+    return lambda value: flag(value, what)
+
+
+def _optional_str_named(what: str) -> Callable[[object], str | None]:
+    return lambda value: optional_str(value, what)
+
+
+#: The one check of each contract parameter, by its name in the contract's signatures:
+#: the facade passes every argument through :func:`normalised` before dispatch, so an
+#: adapter receives clean values and a new parameter with a known name needs no new code.
+CHECKS: dict[str, Callable[[Any], Any]] = {
+    "name": sandbox_name,
+    "cmd": command_name,
+    "args": str_args,
+    "env": env_map,
+    "dir": _optional_str_named("dir"),
+    "timeout": optional_seconds,
+    "stderr_to_stdout": _flag_named("stderr_to_stdout"),
+    "stdin": _flag_named("stdin"),
+    "tty": _flag_named("tty"),
+    "detachable": _flag_named("detachable"),
+    "owner": owner,
+    "session_id": session_id,
+    "path": file_path,
+    "mode": file_mode,
+    "data": flatten_bytes,
+    "max_bytes": max_bytes,
+    "comment": _optional_str_named("comment"),
+}
+
+
+def normalised(**values: Any) -> dict[str, Any]:
+    """Each value checked and normalised by :data:`CHECKS` under its parameter name
+    (``TypeError`` for a wrong type, ``Invalid`` for an unusable value); a name with
+    no check is a ``KeyError`` — a programming error, found by the tests."""
+    return {name: CHECKS[name](value) for name, value in values.items()}

@@ -28,7 +28,6 @@ from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from . import reasons
-from ._args import flatten_bytes
 from ._frame_queue import FrameQueue
 from .contract import Adapter, Owner
 from .errors import CommandExited, Invalid, SandboxError, Unavailable
@@ -239,8 +238,8 @@ class StreamingAdapter(Adapter):
         end: LocalEnd = command.private
         return end
 
-    def write_stdin(self, command: Command, data: Any) -> None:
-        self.local_end(command).write(flatten_bytes(data))
+    def write_stdin(self, command: Command, data: bytes) -> None:
+        self.local_end(command).write(data)
 
     def close_stdin(self, command: Command) -> None:
         self.local_end(command).close_stdin()

@@ -76,7 +76,11 @@ class Adapter(ABC):
 
     Adapters are thread-safe (one instance serves every thread), read their
     settings through :mod:`managoat_sandbox.config` at call time, and
-    translate every failure into the error taxonomy. The optional operations
+    translate every failure into the error taxonomy. They receive clean values:
+    the facade checks and normalises every argument once
+    (:func:`managoat_sandbox._args.normalised`) — ``args`` a sequence of str,
+    ``data`` bytes, ``timeout`` a finite float or ``None``, names, paths and ids
+    valid — so an adapter does not check them again. The optional operations
     (``create_new``, ``destroy_once``, ``create_checkpoint_once``,
     ``terminate_session``, ``read_file``, ``list_files``) raise
     ``NotSupported`` here and never fall back to a neighbour. A new adapter proves itself with
@@ -134,7 +138,8 @@ class Adapter(ABC):
         """Wake the sandbox; the returned handle is usable."""
 
     @abstractmethod
-    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+    def write_file(self, handle: Handle, path: str, data: bytes, *,
+                   mode: int | None = None) -> None:
         """Write ``data`` at ``path``, creating parent directories."""
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
@@ -185,7 +190,7 @@ class Adapter(ABC):
         """Start a streaming command whose frames go to ``owner``."""
 
     @abstractmethod
-    def write_stdin(self, command: Command, data: Any) -> None:
+    def write_stdin(self, command: Command, data: bytes) -> None:
         """Write to the command's stdin; total (``CommandExited``/``WriteFailed``)."""
 
     @abstractmethod

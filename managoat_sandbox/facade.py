@@ -6,8 +6,11 @@ tagged with the registry name they were resolved under, so they dispatch back
 to the adapter that made them. The idempotent operations retry transient
 taxonomy errors (:func:`managoat_sandbox.retry.idempotent`), drawing on one
 retry budget per provider shared by every thread; every other
-operation runs exactly once. Arguments are checked here, before the adapter
-is called: wrong types are ``TypeError``, unusable values ``Invalid``.
+operation runs exactly once. Arguments are checked here, once, before the
+adapter is called (:func:`managoat_sandbox._args.normalised`, one check per
+parameter name): wrong types are ``TypeError``, unusable values ``Invalid``,
+and adapters receive clean values (positional parameters of the contract
+passed by position, keyword-only ones by keyword).
 """
 
 from __future__ import annotations
@@ -102,14 +105,14 @@ def _implements(adapter: Adapter, operation: str) -> bool:
 def build_handle(provider: str, name: str) -> Handle:
     """A handle for ``name`` at ``provider``; pure, no I/O."""
     adapter = adapter_for(provider)
-    return _tag_handle(adapter.build_handle(_args.sandbox_name(name)), provider)
+    return _tag_handle(adapter.build_handle(_args.normalised(name=name)["name"]), provider)
 
 
 def create(provider: str, name: str, **opts: Any) -> Handle:
     """Create ``name``, adopting an existing sandbox of that name (retried)."""
     adapter = adapter_for(provider)
-    name = _args.sandbox_name(name)
-    return _tag_handle(_retried(provider, adapter.create)(name, **opts), provider)
+    clean = _args.normalised(name=name)
+    return _tag_handle(_retried(provider, adapter.create)(clean["name"], **opts), provider)
 
 
 def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
@@ -120,9 +123,9 @@ def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any)
     adapter = adapter_for(provider)
     if not _implements(adapter, "create_new"):
         raise NotSupported("create_new")
-    name = _args.sandbox_name(name)
+    clean = _args.normalised(name=name)
     _args.seconds(timeout)
-    return _tag_handle(adapter.create_new(name, timeout=timeout, **opts), provider)
+    return _tag_handle(adapter.create_new(clean["name"], timeout=timeout, **opts), provider)
 
 
 def list_all_names(provider: str) -> frozenset[str]:
@@ -208,10 +211,9 @@ def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None)
     attempt.
     """
     adapter = _for_handle(handle)
-    path = _args.file_path(path)
-    mode = _args.file_mode(mode)
-    payload = _args.flatten_bytes(data)
-    _retried(handle.provider, adapter.write_file)(handle, path, payload, mode=mode)
+    clean = _args.normalised(path=path, data=data, mode=mode)
+    _retried(handle.provider, adapter.write_file)(handle, clean.pop("path"), clean.pop("data"),
+                                                  **clean)
 
 
 def read_file(handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
@@ -223,11 +225,10 @@ def read_file(handle: Handle, path: str, *, max_bytes: int | None = None) -> byt
     negative value is ``Invalid``). ``NotSupported`` without the capability.
     """
     adapter = _for_handle(handle)
-    path = _args.file_path(path)
-    limit = _args.max_bytes(max_bytes)
+    clean = _args.normalised(path=path, max_bytes=max_bytes)
     if Capability.READ_FILE not in adapter.capabilities():
         raise NotSupported("read_file")
-    return _retried(handle.provider, adapter.read_file)(handle, path, max_bytes=limit)
+    return _retried(handle.provider, adapter.read_file)(handle, clean.pop("path"), **clean)
 
 
 def list_files(handle: Handle, path: str) -> builtins.list[FileInfo]:
@@ -270,17 +271,11 @@ def exec(
     ``Invalid``. Runs once, never retried.
     """
     adapter = _for_handle(handle)
-    cmd = _args.command_name(cmd)
-    argv = _args.str_args(args)
-    env = _args.env_map(env)
-    dir = _args.optional_str(dir, "dir")
-    limit = _args.optional_seconds(timeout)
-    merge = _args.flag(stderr_to_stdout, "stderr_to_stdout")
-    if limit is not None and limit <= 0:
+    clean = _args.normalised(cmd=cmd, args=args, env=env, dir=dir, timeout=timeout,
+                             stderr_to_stdout=stderr_to_stdout)
+    if clean["timeout"] is not None and clean["timeout"] <= 0:
         raise DeadlineExpired((reasons.EXEC_TIMEOUT, timeout))
-    return adapter.exec(
-        handle, cmd, argv, env=env, dir=dir, timeout=timeout, stderr_to_stdout=merge
-    )
+    return adapter.exec(handle, clean.pop("cmd"), clean.pop("args"), **clean)
 
 
 def spawn(
@@ -302,34 +297,21 @@ def spawn(
     ``detachable=True`` the ``attach`` capability (else ``NotSupported``).
     """
     adapter = _for_handle(handle)
-    cmd = _args.command_name(cmd)
-    argv = _args.str_args(args)
-    env = _args.env_map(env)
-    dir = _args.optional_str(dir, "dir")
-    _check_owner(owner)
-    for value, what in ((stdin, "stdin"), (tty, "tty"), (detachable, "detachable")):
-        _args.flag(value, what)
+    clean = _args.normalised(cmd=cmd, args=args, owner=owner, env=env, dir=dir, stdin=stdin,
+                             tty=tty, detachable=detachable)
     caps = adapter.capabilities()
-    if tty and Capability.TTY not in caps:
+    if clean["tty"] and Capability.TTY not in caps:
         raise NotSupported("tty")
-    if detachable and Capability.ATTACH not in caps:
+    if clean["detachable"] and Capability.ATTACH not in caps:
         raise NotSupported("attach")
-    command = adapter.spawn(
-        handle, cmd, argv, owner=owner, env=env, dir=dir, stdin=stdin, tty=tty,
-        detachable=detachable,
-    )
-    return _tag_command(command, handle.provider)
-
-
-def _check_owner(owner: object) -> None:
-    if owner is not None and not callable(owner) and not callable(getattr(owner, "put", None)):
-        raise TypeError("owner must be a callable taking a frame, or a queue")
+    return _tag_command(adapter.spawn(handle, clean.pop("cmd"), clean.pop("args"), **clean),
+                        handle.provider)
 
 
 def write_stdin(command: Command, data: Any) -> None:
     """Write to the command's stdin. Total: ``CommandExited`` or ``WriteFailed``."""
     adapter = _for_command(command)
-    adapter.write_stdin(command, _args.flatten_bytes(data))
+    adapter.write_stdin(command, _args.normalised(data=data)["data"])
 
 
 def close_stdin(command: Command) -> None:
@@ -358,10 +340,8 @@ def attach(
 ) -> Command:
     """Rejoin a session: its output from byte zero, then the live tail. Never retried."""
     adapter = _for_handle(handle)
-    session_id = _args.session_id(session_id)
-    _check_owner(owner)
-    _args.flag(stdin, "stdin")
-    return _tag_command(adapter.attach(handle, session_id, owner=owner, stdin=stdin),
+    clean = _args.normalised(session_id=session_id, owner=owner, stdin=stdin)
+    return _tag_command(adapter.attach(handle, clean.pop("session_id"), **clean),
                         handle.provider)
 
 
@@ -408,8 +388,7 @@ def public_url(handle: Handle) -> str | None:
 def create_checkpoint(handle: Handle, *, comment: str | None = None) -> str:
     """Snapshot the sandbox; ``NotSupported`` unless ``checkpoint`` is advertised."""
     adapter = _for_handle(handle)
-    comment = _args.optional_str(comment, "comment")
-    return adapter.create_checkpoint(handle, comment=comment)
+    return adapter.create_checkpoint(handle, **_args.normalised(comment=comment))
 
 
 def create_checkpoint_once(handle: Handle, *, operation_id: str, timeout: float = 120.0) -> str:

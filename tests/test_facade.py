@@ -328,12 +328,21 @@ def test_spawn_refuses_tty_and_detachable_without_the_capabilities(fake: Fake) -
 # -- bad input -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["", None, 42, "a\x00b", "x" * 257])
+@pytest.mark.parametrize("name", ["", "a\x00b", "x" * 257])
 def test_bad_sandbox_names_are_invalid_before_anything_starts(fake: Fake, name: Any) -> None:
     with pytest.raises(Invalid):
         sandbox.create("fake", name)
     with pytest.raises(Invalid):
         sandbox.create_new("fake", name)
+    assert fake.list_all_names() == frozenset()
+
+
+@pytest.mark.parametrize("name", [None, 42, b"box"])
+def test_a_sandbox_name_of_the_wrong_type_is_a_type_error(fake: Fake, name: Any) -> None:
+    """As the README says of every argument: a wrong type is TypeError, not Invalid."""
+    for operation in (sandbox.create, sandbox.create_new, sandbox.build_handle):
+        with pytest.raises(TypeError):
+            operation("fake", name)
     assert fake.list_all_names() == frozenset()
 
 

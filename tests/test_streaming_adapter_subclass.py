@@ -77,7 +77,7 @@ Minimal = _adapter_class("Minimal")
 def test_a_subclass_without_command_type_delegates_to_its_commands_end() -> None:
     adapter = Minimal()
     command = adapter.spawn(adapter.build_handle("box"), "cat")
-    adapter.write_stdin(command, [b"a", "b"])
+    adapter.write_stdin(command, b"ab")
     adapter.close_stdin(command)
     adapter.stop_command(command)
     adapter.stop_command(command)

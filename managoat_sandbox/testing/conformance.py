@@ -622,7 +622,7 @@ class ConformanceTests(_Base):
         box = Mailbox()
         command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
-        self._raises(CommandExited, adapter.write_stdin, command, "late\n")
+        self._raises(CommandExited, adapter.write_stdin, command, b"late\n")
 
     def test_stdin_round_trips_into_a_live_command_and_eof_ends_it(self) -> None:
         """Bytes written to stdin come back as stdout; close_stdin ends the command with Exit(0)."""
@@ -631,7 +631,7 @@ class ConformanceTests(_Base):
         box = Mailbox()
         command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
         box.expect(is_stdout(command.ref), self.frame_timeout)
-        adapter.write_stdin(command, "ping")
+        adapter.write_stdin(command, b"ping")
         _collect_stdout(
             box,
             command.ref,
@@ -653,7 +653,7 @@ class ConformanceTests(_Base):
         box.clear()  # delivered before stop_command returned: allowed
         adapter.stop_command(command)
         box.refute(has_ref(command.ref), STOP_QUIET_WINDOW)
-        self._raises(CommandExited, adapter.write_stdin, command, "after-stop")
+        self._raises(CommandExited, adapter.write_stdin, command, b"after-stop")
         self._raises(CommandExited, adapter.close_stdin, command)
 
     def test_output_written_right_before_exit_arrives_before_the_exit(self) -> None:
@@ -730,7 +730,7 @@ class ConformanceTests(_Base):
         )
         attacher.start()
         self.assertEqual(self._report(reports, "replayed"), pre_attach.data)
-        adapter.write_stdin(command, "after-attach")
+        adapter.write_stdin(command, b"after-attach")
         _collect_stdout(
             box,
             command.ref,
@@ -816,7 +816,7 @@ class ConformanceTests(_Base):
         self.assertEqual(
             _stdout_of(replay_box.history(attached.ref)), _stdout_of(box.history(command.ref))
         )
-        self._raises(CommandExited, adapter.write_stdin, attached, "late")
+        self._raises(CommandExited, adapter.write_stdin, attached, b"late")
         self._raises(CommandExited, adapter.close_stdin, attached)
 
     def test_stop_command_leaves_a_detachable_session_running(self) -> None:
@@ -846,7 +846,7 @@ class ConformanceTests(_Base):
         rejoined = adapter.attach(handle, sessions[0].id, owner=rejoined_box, stdin=True)
         self.addCleanup(self._quietly, adapter.stop_command, rejoined)
         try:
-            adapter.write_stdin(rejoined, "still-running\n")
+            adapter.write_stdin(rejoined, b"still-running\n")
         except SandboxError as error:
             self.fail(f"the session did not outlive stop_command: write_stdin raised {error!r}")
         _collect_stdout(

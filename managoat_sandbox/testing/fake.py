@@ -218,7 +218,7 @@ class Fake(Adapter):
         return self._CAPABILITIES
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, _args.sandbox_name(name))
+        return Handle(self.provider, name)
 
     @staticmethod
     def _check_handle(handle: object) -> Handle:
@@ -234,7 +234,6 @@ class Fake(Adapter):
 
     def create(self, name: str, **opts: Any) -> Handle:
         self._inject("create")
-        name = _args.sandbox_name(name)
         with self._lock:
             self._sandboxes.setdefault(name, _Sandbox())
         return self.build_handle(name)
@@ -244,7 +243,6 @@ class Fake(Adapter):
             raise TypeError(f"unknown create_new options: {sorted(opts)}")
         _args.bounded_timeout(timeout, 120.0, "create_timeout")
         self._inject("create_new")
-        name = _args.sandbox_name(name)
         with self._lock:
             if name in self._sandboxes:
                 raise AlreadyExists(("sandbox", name))
@@ -289,11 +287,10 @@ class Fake(Adapter):
             self._sandbox(handle).status = "running"
         return handle
 
-    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
-        """Store the flattened bytes at ``path`` verbatim, with ``mode`` (default 0o644)."""
-        if not isinstance(path, str):
-            raise TypeError(f"path must be a str, got {type(path).__name__}")
-        payload = _args.flatten_bytes(data)
+    def write_file(self, handle: Handle, path: str, data: bytes, *,
+                   mode: int | None = None) -> None:
+        """Store the bytes at ``path`` verbatim, with ``mode`` (default 0o644)."""
+        payload = bytes(data)
         self._inject("write_file")
         with self._lock:
             sandbox = self._sandbox(handle)
@@ -366,8 +363,8 @@ class Fake(Adapter):
         ``stay`` meets a closed stdin and exits 0; ``sleep`` really waits, so
         ``timeout`` is one deadline over the whole run.
         """
-        program = parse(_args.str_args(args))
-        deadline = Deadline(_args.optional_seconds(timeout))
+        program = parse(tuple(args))
+        deadline = Deadline(timeout)
         deadline.check()
         self._inject("exec")
         with self._lock:
@@ -411,7 +408,7 @@ class Fake(Adapter):
     ) -> Command:
         """Start the script as a detachable session (``env``/``tty`` ignored; ``dir``
         must exist, as for ``exec``)."""
-        argv = _args.str_args(args)
+        argv = tuple(args)
         program = parse(argv)
         self._inject("spawn")
         with self._lock:
@@ -527,9 +524,9 @@ class Fake(Adapter):
             raise Invalid("not a command of this Fake")
         return command.private
 
-    def write_stdin(self, command: Command, data: Any) -> None:
+    def write_stdin(self, command: Command, data: bytes) -> None:
         """Send bytes to a connected, live command; else ``CommandExited``."""
-        payload = _args.flatten_bytes(data)
+        payload = bytes(data)
         state = self._state(command)
         state.subscription.stream.check_stdin()
         self._inject("write_stdin")
@@ -573,7 +570,6 @@ class Fake(Adapter):
     ) -> Command:
         """Replay the session's output and verdict, or replay then tail, atomically."""
         self._check_handle(handle)
-        session_id = _args.session_id(session_id)
         self._inject("attach")
         sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
         with self._lock:

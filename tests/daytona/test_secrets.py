@@ -49,7 +49,7 @@ def test_the_api_key_appears_in_no_repr_error_or_log_record(
     box = Mailbox()
     command = daytona.spawn(handle, "bash", ["-lc", "cat"], owner=box, stdin=True)
     try:
-        daytona.write_stdin(command, "x")
+        daytona.write_stdin(command, b"x")
     except SandboxError as error:
         texts += texts_of(error)
     daytona.close_stdin(command)

@@ -592,7 +592,7 @@ def test_stdin_goes_through_the_input_endpoint_as_exact_base64_lines(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
     command, _ = run(daytona, stdin=True)
-    daytona.write_stdin(command, [b"no newline\x00", "é"])
+    daytona.write_stdin(command, b"no newline\x00" + "é".encode())
     (data,) = fake.inputs
     assert data.endswith("\n")
     assert base64.b64decode(data.strip()) == b"no newline\x00" + "é".encode()
@@ -606,7 +606,7 @@ def test_stdin_after_the_command_completed_is_command_exited(
     fake.input_status = 410
     command, _ = run(daytona, stdin=True)
     with pytest.raises(CommandExited):
-        daytona.write_stdin(command, "late")
+        daytona.write_stdin(command, b"late")
     daytona.stop_command(command)
 
 
@@ -615,7 +615,7 @@ def test_any_other_stdin_failure_is_write_failed(daytona: Daytona, fake: FakeCom
     fake.input_status = 500
     command, _ = run(daytona, stdin=True)
     with pytest.raises(WriteFailed):
-        daytona.write_stdin(command, "x")
+        daytona.write_stdin(command, b"x")
     daytona.stop_command(command)
 
 
@@ -623,17 +623,17 @@ def test_any_other_stdin_failure_is_write_failed(daytona: Daytona, fake: FakeCom
 def test_stdin_was_not_opened(daytona: Daytona, fake: FakeCommand) -> None:
     command, _ = run(daytona)
     with pytest.raises(Invalid) as caught:
-        daytona.write_stdin(command, "x")
+        daytona.write_stdin(command, b"x")
     assert caught.value.detail == reasons.STDIN_NOT_OPEN
     daytona.stop_command(command)
     with pytest.raises(CommandExited):
-        daytona.write_stdin(command, "x")
+        daytona.write_stdin(command, b"x")
 
 
 @pytest.mark.usefixtures("quiet")
 def test_close_stdin_ends_the_relay_in_band(daytona: Daytona, fake: FakeCommand) -> None:
     command, _ = run(daytona, stdin=True)
-    daytona.write_stdin(command, "x")
+    daytona.write_stdin(command, b"x")
     daytona.close_stdin(command)
     daytona.close_stdin(command)
     assert fake.inputs[-1] == "\n" and len(fake.inputs) == 2
@@ -914,7 +914,7 @@ def test_attach_replays_from_byte_zero_then_the_real_exit_and_is_not_connected(
     assert (stdout_of(frames), stderr_of(frames)) == (b"one\ntwo\n", b"e\n")
     assert frames[-1] == Exit(command.ref, 3)
     with pytest.raises(CommandExited):
-        daytona.write_stdin(command, "late")
+        daytona.write_stdin(command, b"late")
 
 
 def test_attach_to_a_foreign_session_ends_in_the_daemons_record(
@@ -936,7 +936,7 @@ def test_attach_to_a_foreign_session_ends_in_the_daemons_record(
 def test_attach_to_a_live_command_is_connected(daytona: Daytona, fake: FakeCommand) -> None:
     fake.session_commands = [{"cmdId": "cmd-1"}]
     command = daytona.attach(handle_of(daytona), "mgs-42", owner=Mailbox(), stdin=True)
-    daytona.write_stdin(command, "more")
+    daytona.write_stdin(command, b"more")
     assert len(fake.inputs) == 1
     daytona.stop_command(command)
 
@@ -964,7 +964,7 @@ def test_write_file_bulk_uploads_the_flattened_bytes_then_sets_the_mode(
     mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
 ) -> None:
     mocked.post(TOOLBOX + "/files/bulk-upload", json={"files": [{"path": "/w/f", "bytes": 5}]})
-    daytona.write_file(handle_of(daytona), "/work/dir/file.txt", ["ab", b"c", [b"de"]], mode=0o600)
+    daytona.write_file(handle_of(daytona), "/work/dir/file.txt", b"abcde", mode=0o600)
     upload = next(c for c in mocked.calls if c.request.url.endswith("/files/bulk-upload"))
     body = upload.request.body
     assert isinstance(body, bytes)

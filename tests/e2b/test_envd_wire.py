@@ -339,7 +339,7 @@ def test_spawn_delivers_output_then_one_exit(rsps: responses.RequestsMock, e2b: 
         Stdout(command.ref, b"ready"), Stderr(command.ref, b"warn"), Exit(command.ref, 0),
     ]
     with pytest.raises(CommandExited):
-        e2b.write_stdin(command, "late")
+        e2b.write_stdin(command, b"late")
     e2b.stop_command(command)
 
 
@@ -377,7 +377,7 @@ def test_stdin_and_close_stdin_address_the_pid_from_start(
     pipe.send(start(42))
     mailbox = Mailbox()
     command = e2b.spawn(box(e2b), "cat", owner=mailbox, stdin=True)
-    e2b.write_stdin(command, ["hel", b"lo"])
+    e2b.write_stdin(command, b"hello")
     e2b.close_stdin(command)
     e2b.close_stdin(command)
     assert unary(rsps, "SendInput") == [b'{"process":{"pid":42},"input":{"stdin":"aGVsbG8="}}']
@@ -406,7 +406,7 @@ def test_write_stdin_is_total(
     pipe.send(start(42))
     command = e2b.spawn(box(e2b), "cat", owner=Mailbox(), stdin=True)
     with pytest.raises(error):
-        e2b.write_stdin(command, "x")
+        e2b.write_stdin(command, b"x")
     pipe.close()
     e2b.stop_command(command)
 
@@ -420,7 +420,7 @@ def test_stdin_on_a_command_without_stdin_is_stdin_not_open(
     pipe.send(start(42))
     command = e2b.spawn(box(e2b), "cat", owner=Mailbox())
     with pytest.raises(Invalid) as caught:
-        e2b.write_stdin(command, "x")
+        e2b.write_stdin(command, b"x")
     assert caught.value.detail == reasons.STDIN_NOT_OPEN
     pipe.close()
     e2b.stop_command(command)
@@ -447,7 +447,7 @@ def test_stop_command_is_idempotent_and_detaches(
     e2b.stop_command(command)
     timer.join()
     with pytest.raises(CommandExited):
-        e2b.write_stdin(command, "x")
+        e2b.write_stdin(command, b"x")
     with pytest.raises(CommandExited):
         e2b.close_stdin(command)
     mailbox.refute(lambda frame: frame.terminal or getattr(frame, "data", b"") == b"after", 0.1)
@@ -533,7 +533,7 @@ def test_write_file_uploads_through_envd(rsps: responses.RequestsMock, e2b: E2B)
     running(rsps)
     rsps.add(responses.POST, f"{ENVD}/files", status=200,
              json=[{"path": "/work/file.txt", "name": "file.txt", "type": "file"}])
-    e2b.write_file(box(e2b), "/work/file.txt", ["hel", b"lo"])
+    e2b.write_file(box(e2b), "/work/file.txt", b"hello")
     call = rsps.calls[-1]
     assert call.request.url == f"{ENVD}/files?path=%2Fwork%2Ffile.txt&username=user"
     assert call.request.headers["X-Access-Token"] == TOKEN
@@ -656,8 +656,8 @@ def test_attach_stdin_finds_the_original_pid_through_list(
     rsps.add(responses.POST, f"{ENVD}/process.Process/SendInput", json={})
     pipe.send(start(9))
     command = e2b.attach(box(e2b), "fountain-42", owner=Mailbox(), stdin=True)
-    e2b.write_stdin(command, "a")
-    e2b.write_stdin(command, "b")
+    e2b.write_stdin(command, b"a")
+    e2b.write_stdin(command, b"b")
     assert len(unary(rsps, "List")) == 1
     assert [json.loads(b)["process"] for b in unary(rsps, "SendInput")] == [
         {"pid": 7}, {"pid": 7},

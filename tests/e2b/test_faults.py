@@ -296,7 +296,7 @@ def test_stdin_goes_by_pid_when_tag_selectors_fail_after_pause_and_resume(
         frame = attached_box.expect(is_stdout(attached.ref), WAIT)
         assert isinstance(frame, Stdout)
         replay += frame.data
-    e2b.write_stdin(attached, "after-attach\n")
+    e2b.write_stdin(attached, b"after-attach\n")
     while b"after-attach" not in replay:
         frame = attached_box.expect(is_stdout(attached.ref), WAIT)
         assert isinstance(frame, Stdout)
@@ -356,7 +356,7 @@ def test_live_commands_renew_the_ttl_and_stop_renewing_when_they_end(
 def test_write_file_reads_back_with_its_mode(e2b: E2B, handle: Handle) -> None:
     # A home-relative path: the emulator runs commands without a chroot, so only
     # paths relative to the home (the default cwd) mean the same file to both sides.
-    e2b.write_file(handle, "notes/dir/file.txt", ["hel", b"lo"], mode=0o600)
+    e2b.write_file(handle, "notes/dir/file.txt", b"hello", mode=0o600)
     script = "cat notes/dir/file.txt; stat -c ' %a' notes/dir/file.txt"
     result = e2b.exec(handle, "bash", ["-c", script])
     assert result == (b"hello 600\n", 0)
@@ -392,7 +392,7 @@ def test_stopping_an_attach_kills_its_replayer_but_not_the_session(
     e2b.stop_command(attached)
     assert wait_until(lambda: not any("tail -c +1" in c for c in _live_commands(e2b, handle)),
                       timeout=WAIT)
-    e2b.write_stdin(command, "still-here\n")
+    e2b.write_stdin(command, b"still-here\n")
     frame = box.expect(is_stdout(command.ref), WAIT)
     assert isinstance(frame, Stdout) and frame.data == b"still-here\n"
     e2b.close_stdin(command)

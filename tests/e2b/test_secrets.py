@@ -59,7 +59,7 @@ def test_no_secret_in_reprs_errors_or_logs(
         emulator.rate_limit(path=r"^/v2/sandboxes$", retry_after_seconds=3)
         failing(e2b.get, handle)
         emulator.server_error(502, path=r"/process\.Process/SendInput$")
-        failing(e2b.write_stdin, command, "x")
+        failing(e2b.write_stdin, command, b"x")
         emulator.stream_fault("error_end", body={"code": "unauthenticated", "message": "no"})
         failing(e2b.exec, handle, "true")
         emulator.stream_fault("no_end")

@@ -38,14 +38,14 @@ def mode_of(e2b: E2B, handle: Handle, path: str) -> bytes:
 
 
 def test_an_absolute_path_gets_its_mode(e2b: E2B, handle: Handle) -> None:
-    e2b.write_file(handle, "/app/.env", "A=1\n", mode=0o600)
+    e2b.write_file(handle, "/app/.env", b"A=1\n", mode=0o600)
     assert mode_of(e2b, handle, "/app/.env") == b"600"
 
 
 def test_an_absolute_path_gets_its_mode_when_commands_are_host_processes(
     unisolated: None, e2b: E2B, handle: Handle
 ) -> None:
-    e2b.write_file(handle, "/app/.env", "A=1\n", mode=0o640)
+    e2b.write_file(handle, "/app/.env", b"A=1\n", mode=0o640)
     assert mode_of(e2b, handle, "/app/.env") == b"640"
 
 

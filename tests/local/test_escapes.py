@@ -103,7 +103,7 @@ def test_a_command_cannot_reach_another_sandbox_nor_forge_its_exit(
     local: Local, target: Handle, root: Path
 ) -> None:
     victim = local.create("victim")
-    local.write_file(victim, "/secret.txt", SECRET)
+    local.write_file(victim, "/secret.txt", SECRET.encode())
     box = Mailbox()
     running = local.spawn(victim, "bash", ["-c", "echo started; read x; exit 1"], owner=box,
                           stdin=True)

@@ -87,13 +87,13 @@ def test_a_symlink_in_the_root_is_not_a_sandbox(local: Local, root: Path, tmp_pa
 
 def test_write_file_paths_mean_what_they_mean_to_a_command(local: Local) -> None:
     handle = local.create("files")
-    local.write_file(handle, "/etc/app/.env", ["A=", b"1\n"], mode=0o600)
-    local.write_file(handle, "notes.txt", "in the home\n")
+    local.write_file(handle, "/etc/app/.env", b"A=1\n", mode=0o600)
+    local.write_file(handle, "notes.txt", b"in the home\n")
     out = local.exec(handle, "bash", ["-c", "cat /etc/app/.env; stat -c %a /etc/app/.env; "
                                             "cat notes.txt; pwd"]).output
     home = local.host_path(handle, ".")
     assert out == f"A=1\n600\nin the home\n{home}\n".encode()
-    local.write_file(handle, "/etc/app/.env", "B=2\n")
+    local.write_file(handle, "/etc/app/.env", b"B=2\n")
     assert local.exec(handle, "stat", ["-c", "%a", "/etc/app/.env"]).output == b"600\n"
     for bad in ("", "nul\x00"):
         with pytest.raises(Invalid):

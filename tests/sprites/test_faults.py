@@ -166,13 +166,13 @@ def test_a_stalled_upgrade_times_out_at_timeout_ms(
 def test_stdin_totality(sprites: Sprites, box: Handle) -> None:
     quiet = sprites.spawn(box, "bash", ["-c", "echo hi"])
     with pytest.raises(Invalid) as raised:
-        sprites.write_stdin(quiet, "x")
+        sprites.write_stdin(quiet, b"x")
     assert raised.value.detail == reasons.STDIN_NOT_OPEN
     assert _drain(quiet)[-1] == Exit(quiet.ref, 0)
     done = sprites.spawn(box, "bash", ["-c", "echo hi"], stdin=True)
     assert _drain(done)[-1] == Exit(done.ref, 0)
     with pytest.raises(CommandExited):
-        sprites.write_stdin(done, "late")
+        sprites.write_stdin(done, b"late")
     sprites.close_stdin(done)
     sprites.close_stdin(done)
 
@@ -192,7 +192,7 @@ def test_stop_command_leaves_the_remote_process_running(
     assert attached.ref != command.ref
     assert attached.frames is not None
     assert attached.frames.get(timeout=10) == Stdout(attached.ref, b"ready\n")
-    sprites.write_stdin(attached, "still here\n")
+    sprites.write_stdin(attached, b"still here\n")
     assert attached.frames.get(timeout=10) == Stdout(attached.ref, b"still here\n")
     sprites.close_stdin(attached)
     assert _drain(attached)[-1] == Exit(attached.ref, 0)

@@ -140,13 +140,13 @@ def test_stdin_frames_are_prefixed_and_eof_is_0x04(server: ScriptedServer) -> No
     config.configure("sprites", base_url=server.base_url, token="t")
     adapter = Sprites()
     command = adapter.spawn(BOX, "cat", stdin=True)
-    adapter.write_stdin(command, ["pi", b"ng"])
+    adapter.write_stdin(command, b"ping")
     adapter.close_stdin(command)
     assert wait_until(lambda: len(server.received) >= 2, timeout=5)
     assert server.received[:2] == [b"\x00ping", b"\x04"]
     adapter.stop_command(command)
     with pytest.raises(CommandExited):
-        adapter.write_stdin(command, "late")
+        adapter.write_stdin(command, b"late")
 
 
 @pytest.mark.usefixtures("no_leaked_threads")

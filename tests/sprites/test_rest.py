@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import responses
 
+import managoat_sandbox as sandbox
 from managoat_sandbox import config
 from managoat_sandbox.contract import Capability
 from managoat_sandbox.errors import (
@@ -369,7 +370,7 @@ def test_write_file_puts_raw_bytes_with_mode_and_parents(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
     api.put(url("/v1/sprites/box/fs/write"), json={})
-    adapter.write_file(BOX, "/app/dir/f.txt", [b"he", ["l", bytearray(b"lo")]], mode=0o600)
+    adapter.write_file(BOX, "/app/dir/f.txt", b"hello", mode=0o600)
     assert calls(api) == [("PUT", "/v1/sprites/box/fs/write")]
     assert query(api) == [("path", "/app/dir/f.txt"), ("workingDir", "/"), ("mode", "0600"),
                           ("mkdirParents", "true")]
@@ -380,7 +381,7 @@ def test_write_file_puts_raw_bytes_with_mode_and_parents(
 
 def test_write_file_default_mode_is_0644(api: responses.RequestsMock, adapter: Sprites) -> None:
     api.put(url("/v1/sprites/box/fs/write"), status=201)
-    adapter.write_file(BOX, "f.txt", "x")
+    adapter.write_file(BOX, "f.txt", b"x")
     assert ("mode", "0644") in query(api)
 
 
@@ -390,8 +391,9 @@ def test_write_file_default_mode_is_0644(api: responses.RequestsMock, adapter: S
 ])
 def test_write_file_bad_arguments(api: responses.RequestsMock, adapter: Sprites, path: Any,
                                   mode: Any, error: type[Exception]) -> None:
+    """Refused by the facade's one check, before the adapter sends anything."""
     with pytest.raises(error):
-        adapter.write_file(BOX, path, b"x", mode=mode)
+        sandbox.write_file(BOX, path, b"x", mode=mode)
     assert not api.calls
 
 

@@ -212,7 +212,7 @@ class Daytona(StreamingAdapter):
     # -- lifecycle --------------------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, _args.sandbox_name(name))
+        return Handle(self.provider, name)
 
     def create(self, name: str, **opts: Any) -> Handle:
         """Create ``name``, adopting it when it exists (a 400/409 confirmed by a GET)."""
@@ -316,15 +316,11 @@ class Daytona(StreamingAdapter):
 
     # -- files --------------------------------------------------------------------
 
-    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+    def write_file(self, handle: Handle, path: str, data: bytes, *,
+                   mode: int | None = None) -> None:
         """Upload ``data`` to ``path`` (parent directories created), then apply ``mode``."""
-        payload = _args.flatten_bytes(data)
-        if not isinstance(path, str) or not path:
-            raise TypeError("path must be a non-empty str")
-        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
-            raise TypeError(f"mode must be an int, got {type(mode).__name__}")
         toolbox = self._toolbox(handle)
-        toolbox.upload(path, payload)
+        toolbox.upload(path, data)
         if mode is not None:
             code, output = toolbox.execute(shim.chmod(path, mode))
             if code != 0:
@@ -382,13 +378,9 @@ class Daytona(StreamingAdapter):
         ran (the sandbox is not started, is gone, or its daemon restarted), the
         sandbox is looked up (and woken) afresh and the exec runs there.
         """
-        cmd = _args.command_name(cmd)
-        argv = _args.str_args(args)
-        env_vars = _args.env_map(env)
-        cwd = _args.optional_str(dir, "dir")
-        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline = Deadline(timeout)
         deadline.check()
-        run = shim.program(cmd, argv, env=env_vars, cwd=cwd)
+        run = shim.program(cmd, args, env=env, cwd=dir)
         name = _name(handle)
         with self._pools_lock:
             pool = self._pools.get(name)
@@ -405,7 +397,7 @@ class Daytona(StreamingAdapter):
                     policy=self.follow,
                     sandbox_gone=lambda: self._sandbox_gone(name),
                     stderr_to_stdout=stderr_to_stdout,
-                    cwd=cwd,
+                    cwd=dir,
                 )
             except NotDispatched as refused:
                 if not kept:
@@ -427,18 +419,11 @@ class Daytona(StreamingAdapter):
         detachable: bool = False,
     ) -> Command:
         """Start a detachable session (every Daytona spawn is one); no tty."""
-        cmd = _args.command_name(cmd)
-        argv = _args.str_args(args)
-        env_vars = _args.env_map(env)
-        cwd = _args.optional_str(dir, "dir")
-        if _args.flag(tty, "tty"):
+        if tty:
             raise NotSupported("tty")
-        _args.flag(detachable, "detachable")
-        stream = Stream(
-            new_ref("daytona"), owner, label="daytona", stdin=_args.flag(stdin, "stdin")
-        )
+        stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
         session_id = SPAWN_PREFIX + secrets.token_hex(12)
-        text = shim.script(session_id, shim.program(cmd, argv, env=env_vars, cwd=cwd),
+        text = shim.script(session_id, shim.program(cmd, args, env=env, cwd=dir),
                            stdin=stream.stdin)
         toolbox = self._toolbox(handle)
         try:
@@ -487,10 +472,7 @@ class Daytona(StreamingAdapter):
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
     ) -> Command:
         """Replay the session's command from byte zero, then tail it to its real exit."""
-        session_id = _args.session_id(session_id)
-        stream = Stream(
-            new_ref("daytona"), owner, label="daytona", stdin=_args.flag(stdin, "stdin")
-        )
+        stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
         toolbox = self._toolbox(handle, wake=False)
         last = _last_command(toolbox.session(session_id))
         command_id = listed_command_id(last)

@@ -186,7 +186,7 @@ class E2B(StreamingAdapter):
     # -- identity and lookup ------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, _args.sandbox_name(name))
+        return Handle(self.provider, name)
 
     @staticmethod
     def _check_handle(handle: object) -> Handle:
@@ -328,7 +328,6 @@ class E2B(StreamingAdapter):
         (:meth:`.settings.Settings.check_envd_address`)."""
         if opts:
             raise TypeError(f"unknown create options: {sorted(opts)}")
-        name = _args.sandbox_name(name)
         s = Settings.load()
         s.check_envd_address()
         matches = self._api.find(s, name)
@@ -379,13 +378,10 @@ class E2B(StreamingAdapter):
 
     # -- files --------------------------------------------------------------
 
-    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+    def write_file(self, handle: Handle, path: str, data: bytes, *,
+                   mode: int | None = None) -> None:
         """Upload through envd's ``/files`` (parents created); ``mode`` is applied with chmod."""
-        if not isinstance(path, str):
-            raise TypeError(f"path must be a str, got {type(path).__name__}")
-        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
-            raise TypeError(f"mode must be an int, got {type(mode).__name__}")
-        payload = _args.flatten_bytes(data)
+        payload = data
         s = Settings.load()
         self._check_handle(handle)
         envd, _ = self._on_sandbox(s, handle, lambda envd, _: envd.upload(self._http, path,
@@ -498,17 +494,12 @@ class E2B(StreamingAdapter):
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
         """Run to exit; the deadline is checked before and after resolving the name."""
-        cmd = _args.command_name(cmd)
-        argv = _args.str_args(args)
-        env = _args.env_map(env)
-        dir = _args.optional_str(dir, "dir")
-        stderr_to_stdout = _args.flag(stderr_to_stdout, "stderr_to_stdout")
         self._check_handle(handle)
-        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline = Deadline(timeout)
         deadline.check()
         s = Settings.load()
         tag = journal.new_tag()
-        request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=False)
+        request = start_request(cmd, args, env=env, cwd=dir, tag=tag, stdin=False)
         headers = None
         if timeout is not None and math.isfinite(timeout):
             headers = {"Connect-Timeout-Ms": str(math.ceil(timeout * 1000))}
@@ -535,14 +526,9 @@ class E2B(StreamingAdapter):
         detachable: bool = False,
     ) -> Command:
         """Start a command; ``detachable=True`` journals it so that it can be attached."""
-        cmd = _args.command_name(cmd)
-        argv = _args.str_args(args)
-        env = _args.env_map(env)
-        dir = _args.optional_str(dir, "dir")
-        stdin = _args.flag(stdin, "stdin")
-        if _args.flag(tty, "tty"):
+        if tty:
             raise NotSupported("tty")
-        detachable = _args.flag(detachable, "detachable")
+        argv: Sequence[str] = args
         s = Settings.load()
         self._check_handle(handle)
         tag = journal.new_tag()
@@ -571,8 +557,6 @@ class E2B(StreamingAdapter):
     ) -> Command:
         """Replay the session's journal from byte zero, tail it, end with its real exit."""
         self._check_handle(handle)
-        session_id = _args.session_id(session_id)
-        stdin = _args.flag(stdin, "stdin")
         s = Settings.load()
         key = _key(s, handle.name)
 

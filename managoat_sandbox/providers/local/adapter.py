@@ -284,7 +284,7 @@ class Local(StreamingAdapter):
         (``/etc/app.env`` is what a command reads at ``/etc/app.env``), relative ones are
         relative to the home. Symlinks resolve inside the sandbox; read-only system
         paths are ``Invalid``."""
-        payload = _args.flatten_bytes(data)
+        payload = data
         box = self._box(handle.name)
         target = self._sandbox_path(box, path)
         try:
@@ -334,8 +334,8 @@ class Local(StreamingAdapter):
     ) -> ExecResult:
         """Run a private process to its exit; one deadline, and the process is killed
         when it expires. Nothing is written to disk."""
-        argv = _args.str_args(args)
-        deadline = Deadline(_args.optional_seconds(timeout))
+        argv = tuple(args)
+        deadline = Deadline(timeout)
         deadline.check()
         box = self._box(handle.name)
         cwd = self._cwd(box, dir)
@@ -389,7 +389,7 @@ class Local(StreamingAdapter):
     ) -> Command:
         """Start a detachable session (every local spawn is one). Finished sessions beyond
         ``local.retained_sessions`` are removed, oldest end first (:mod:`.retention`)."""
-        argv = _args.str_args(args)
+        argv = tuple(args)
         retain = retention.bound()
         box = self._box(handle.name)
         cwd = self._cwd(box, dir)
@@ -428,7 +428,6 @@ class Local(StreamingAdapter):
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
     ) -> Command:
         """Replay the session from byte zero, then tail it to its real exit."""
-        session_id = _args.session_id(session_id)
         box = self._existing_box(handle)
         record = box.session(session_id) if box is not None else None
         if box is None or record is None:

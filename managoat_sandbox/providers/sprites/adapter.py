@@ -211,32 +211,21 @@ class Sprites(StreamingAdapter):
 
     # -- files ------------------------------------------------------------
 
-    def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
+    def write_file(self, handle: Handle, path: str, data: bytes, *,
+                   mode: int | None = None) -> None:
         """Write through the filesystem endpoint, creating parent directories."""
         name = self._name(handle)
-        if not isinstance(path, str):
-            raise TypeError(f"path must be a str, got {type(path).__name__}")
-        if not path or "\x00" in path:
-            raise Invalid(("path", "must be a non-empty path without NUL"))
-        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int)):
-            raise TypeError("mode must be an int such as 0o600")
-        if mode is not None and not 0 <= mode <= 0o7777:
-            raise Invalid(("mode", "must be a permission between 0 and 0o7777"))
-        payload = _args.flatten_bytes(data)
-        self._api().write_file(name, path, payload, _DEFAULT_MODE if mode is None else mode)
+        self._api().write_file(name, path, data, _DEFAULT_MODE if mode is None else mode)
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
         """Read through the filesystem endpoint, the body streamed into
         :func:`~managoat_sandbox.files.collect` (see :mod:`.files`)."""
         name = self._name(handle)
-        path = _args.file_path(path)
-        limit = _args.max_bytes(max_bytes)
-        return files.read(self._api(), name, path, limit)
+        return files.read(self._api(), name, path, max_bytes)
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """List through the filesystem endpoint (see :mod:`.files`)."""
         name = self._name(handle)
-        path = _args.dir_path(path)
         return files.listing(self._api(), name, path)
 
     # -- commands ---------------------------------------------------------
@@ -253,12 +242,11 @@ class Sprites(StreamingAdapter):
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
         """Run to exit over a WebSocket; on expiry the local end is abandoned."""
-        argv = _args.str_args(args)
-        deadline = Deadline(_args.optional_seconds(timeout))
+        deadline = Deadline(timeout)
         deadline.check()
 
         def start(owner: Any) -> Command:
-            return self._open(handle, cmd, argv, owner=owner, env=env, dir=dir, stdin=False,
+            return self._open(handle, cmd, args, owner=owner, env=env, dir=dir, stdin=False,
                               tty=False, detachable=False, deadline=deadline)
 
         return collect_exec(start, self.stop_command, deadline=deadline,
@@ -277,14 +265,14 @@ class Sprites(StreamingAdapter):
         tty: bool = False,
         detachable: bool = False,
     ) -> Command:
-        return self._open(handle, cmd, _args.str_args(args), owner=owner, env=env, dir=dir,
+        return self._open(handle, cmd, args, owner=owner, env=env, dir=dir,
                           stdin=stdin, tty=tty, detachable=detachable, deadline=None)
 
     def _open(
         self,
         handle: Handle,
         cmd: str,
-        argv: tuple[str, ...],
+        argv: Sequence[str],
         *,
         owner: Owner | None,
         env: dict[str, str] | None,
@@ -295,11 +283,6 @@ class Sprites(StreamingAdapter):
         deadline: Deadline | None,
     ) -> Command:
         name = self._name(handle)
-        cmd = _args.command_name(cmd)
-        env = _args.env_map(env)
-        dir = _args.optional_str(dir, "dir")
-        for value, what in ((stdin, "stdin"), (tty, "tty"), (detachable, "detachable")):
-            _args.flag(value, what)
         settings = load()
         params = [("cmd", cmd), *(("cmd", arg) for arg in argv), ("path", cmd)]
         params += [("env", f"{key}={value}") for key, value in (env or {}).items()]
@@ -364,8 +347,6 @@ class Sprites(StreamingAdapter):
     ) -> Command:
         """Rejoin a session (``/exec/<id>``): its output from byte zero, then the live tail."""
         name = self._name(handle)
-        session_id = _args.session_id(session_id)
-        _args.flag(stdin, "stdin")
         settings = load()
         stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
         return self._connect(settings, stream, sprite_path(name, "exec", session_id),
@@ -411,7 +392,6 @@ class Sprites(StreamingAdapter):
     def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
         self._checkpointing("checkpoint")
         name = self._name(handle)
-        comment = _args.optional_str(comment, "comment")
         return checkpoints.create(self._api(), name, comment or "")
 
     def create_checkpoint_once(
