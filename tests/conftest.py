@@ -11,6 +11,7 @@ whose logs, errors, value reprs or report the token shows up fails.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -78,12 +79,19 @@ def clean_config() -> Iterator[None]:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, step: float = 0.01) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes; returns the last answer."""
-    event = threading.Event()
-    waited = 0.0
+    """Poll ``predicate`` until it holds or ``timeout`` seconds have passed; its last answer.
+
+    The one way a test waits for something to happen. The deadline is elapsed
+    monotonic time from the call, however long each poll takes (a slow
+    predicate cannot stretch it); ``step`` is only the pause between polls.
+    The predicate is asked once more at the deadline, so a condition that
+    became true during the last pause is still seen.
+    """
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
     while not predicate():
-        if waited >= timeout:
+        left = deadline - time.monotonic()
+        if left <= 0:
             return predicate()
-        event.wait(step)
-        waited += step
+        pause.wait(min(step, left))
     return True

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -483,13 +482,16 @@ def test_spawn_detach_prints_the_session_id_and_attach_rejoins_it(
 
 @pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
 def test_ctrl_c_detaches_without_killing_and_says_how_to_reattach(
-    fake: Fake, feed: Feed, capsys: pytest.CaptureFixture[str]
+    fake: Fake, feed: Feed, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handle = sandbox.create("fake", "box")
+    stdout = io.StringIO()  # read while the CLI runs, which capsys cannot do without consuming
+    monkeypatch.setattr(sys, "stdout", stdout)
+    streaming: list[bool] = []
 
     def interrupt_once_streaming() -> None:
-        wait_until(lambda: bool(sandbox.list_sessions(handle)))
-        time.sleep(0.3)  # the CLI is in its frame loop long before this
+        # The command's first output on the CLI's stdout shows the CLI is in its frame loop.
+        streaming.append(wait_until(lambda: stdout.getvalue() == "ready\n"))
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
     interrupter = threading.Thread(target=interrupt_once_streaming)
@@ -498,18 +500,20 @@ def test_ctrl_c_detaches_without_killing_and_says_how_to_reattach(
         assert cli("spawn", "box", "--", "emit", "out:ready\n", "stay") == 130
     finally:
         interrupter.join()
+    assert streaming == [True], "SIGINT was sent before the CLI printed the command's output"
     session_id = only_session(handle)
-    captured = capsys.readouterr()
-    assert captured.out == "ready\n"
-    assert lines(captured.err) == [
+    assert stdout.getvalue() == "ready\n"
+    assert lines(capsys.readouterr().err) == [
         f"managoat-sandbox: session {session_id}",
         f"managoat-sandbox: detached; session {session_id} keeps running",
         f"managoat-sandbox: re-attach: managoat-sandbox -p fake attach box {session_id}",
         f"managoat-sandbox: end it:    managoat-sandbox -p fake terminate box {session_id}",
     ]
+    replayed = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", replayed)
     feed(b"still here\n")
     assert cli("attach", "--stdin", "box", session_id) == 0
-    assert capsys.readouterr().out == "ready\necho:still here\n"
+    assert replayed.getvalue() == "ready\necho:still here\n"
 
 
 def test_attach_replays_a_finished_session_and_exits_with_its_code(

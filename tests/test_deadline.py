@@ -123,15 +123,16 @@ def test_queued_success_after_startup_used_the_deadline_is_refused() -> None:
         owner.put(Exit(ref, 0))
 
     starter = Starter(slow_start_then_success)
+    clock = FakeClock()
 
     def start(owner: queue.SimpleQueue[Any]) -> Command:
-        threading.Event().wait(0.02)
+        clock.now += 0.02  # the start outlives the whole budget
         command = starter.start(owner)
         starter.threads[-1].join()
         return command
 
     with pytest.raises(Unavailable) as caught:
-        collect_exec(start, starter.stop, deadline=Deadline(0.001))
+        collect_exec(start, starter.stop, deadline=Deadline(0.001, clock=clock))
     assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.001)
 
 

@@ -84,6 +84,8 @@ from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Command, Handle
 
+from ..conftest import wait_until
+
 __all__ = [
     "FAULTS",
     "MARGIN",
@@ -290,18 +292,6 @@ def _new_threads(baseline: set[int | None]) -> list[str]:
             if t.ident not in baseline and t.is_alive() and "emulator" not in t.name]
 
 
-def _settles(predicate: Callable[[], bool], seconds: float = SETTLE) -> bool:
-    """Whether ``predicate`` holds by a monotonic deadline ``seconds`` away (polled every
-    50 ms; the deadline is wall time, however long each poll takes)."""
-    deadline = time.monotonic() + seconds
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return predicate()
-        pause.wait(0.05)
-    return True
-
-
 def _unclosed_sockets(caught: list[warnings.WarningMessage], port: int) -> list[str]:
     pattern = re.compile(rf"unclosed <socket\.socket .*raddr=\('[^']*', {port}")
     return [str(w.message) for w in caught
@@ -389,12 +379,12 @@ def run_cell(ctx: Ctx, fault: str, cell: Cell, *, settle: float = SETTLE) -> flo
                     if r.method == wanted.method and re.search(wanted.path, r.path)]
             assert len(seen) == wanted.count, (
                 f"{len(seen)} {wanted.method} {wanted.path} requests, expected {wanted.count}")
-        assert _settles(lambda: not _new_threads(threads_before), settle), (
+        assert wait_until(lambda: not _new_threads(threads_before), settle), (
             f"threads leaked: {_new_threads(threads_before)}")
         if command is not None:
             _check_frames(ctx.box.history(command.ref), cell.expect)
         release_pools(ctx.adapters)
-        assert _settles(lambda: client_sockets(emulator.port) <= sockets_before, settle), (
+        assert wait_until(lambda: client_sockets(emulator.port) <= sockets_before, settle), (
             f"sockets leaked: {client_sockets(emulator.port)} open to the emulator, "
             f"{sockets_before} before")
         gc.collect()
