@@ -277,13 +277,6 @@ class E2B(StreamingAdapter):
         return Envd(s.envd_url(access.sandbox_id, access.domain), access.sandbox_id,
                     access.token, s.user, s.timeout)
 
-    def _envd(self, s: Settings, handle: Handle) -> Envd:
-        """envd of the handle's running sandbox (remembered, else looked up)."""
-        access = self._recall(_key(s, handle.name))
-        if access is None:
-            access, _ = self._lookup(s, handle)
-        return self._envd_of(s, access)
-
     def _on_sandbox(self, s: Settings, handle: Handle, call: FirstCall[T]) -> tuple[Envd, T]:
         """Make an operation's first envd call on the handle's sandbox: its envd and answer.
 
