@@ -80,7 +80,6 @@ from ..._streaming import StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import (
-    DeadlineExpired,
     Denied,
     Invalid,
     NotFound,
@@ -470,14 +469,13 @@ class E2B(StreamingAdapter):
         cwd: str | None = None,
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
-        """An internal command (chmod, the session lister), bounded by ``timeout_ms``."""
+        """An internal command (chmod, the session lister), bounded by ``timeout_ms``: its
+        expiry is ``DeadlineExpired("timeout")``, as a request's is."""
         tag = journal.new_tag()
         request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
-        try:
-            return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted,
-                                 stderr_to_stdout=stderr_to_stdout)
-        except DeadlineExpired:
-            raise DeadlineExpired(reasons.TIMEOUT) from None
+        deadline = Deadline(s.timeout, reason=reasons.TIMEOUT)
+        return self._collect(s, envd, request, tag, deadline, accepted=accepted,
+                             stderr_to_stdout=stderr_to_stdout)
 
     def exec(
         self,
