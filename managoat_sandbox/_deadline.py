@@ -1,4 +1,4 @@
-"""One monotonic exec deadline and the exec collector built on it.
+"""One monotonic deadline (exec's, or a bounded operation's) and the exec collector.
 
 ``exec`` over a streaming adapter is: check the deadline, spawn with a private
 queue as owner, then collect frames while consulting the deadline *before
@@ -12,10 +12,10 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from . import reasons
-from .errors import DeadlineExpired, Unavailable
+from .errors import DeadlineExpired
 from .frames import Error, Exit, Stderr, Stdout
 from .types import Command, ExecResult
 
@@ -23,10 +23,23 @@ __all__ = ["Deadline", "collect_exec"]
 
 
 class Deadline:
-    """A single deadline ``timeout`` seconds from now; ``None`` never expires."""
+    """A single deadline ``timeout`` seconds from now; ``None`` never expires.
 
-    def __init__(self, timeout: float | None, *, clock: Callable[[], float] = time.monotonic):
+    Every bound derived from it goes through :meth:`clamp`, and every expiry
+    raises :meth:`error`: exec's ``DeadlineExpired(("exec_timeout", timeout))``,
+    or, for a deadline built with a ``reason`` (a bounded operation's
+    :func:`~managoat_sandbox.reasons.timed_out`), ``DeadlineExpired(reason)``.
+    """
+
+    def __init__(
+        self,
+        timeout: float | None,
+        *,
+        reason: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.timeout = timeout
+        self.reason = reason
         self._clock = clock
         self._expires = None if timeout is None else clock() + max(timeout, 0.0)
 
@@ -36,14 +49,40 @@ class Deadline:
             return None
         return max(self._expires - self._clock(), 0.0)
 
-    def error(self) -> Unavailable:
-        """The error an expired deadline raises: ``Unavailable(("exec_timeout", timeout))``."""
+    def expired(self) -> bool:
+        """Whether no time is left (never, for no deadline)."""
+        return self.remaining() == 0
+
+    def error(self) -> DeadlineExpired:
+        """The error an expired deadline raises: ``DeadlineExpired(reason)`` when built with
+        a ``reason``, else exec's ``DeadlineExpired(("exec_timeout", timeout))``."""
+        if self.reason is not None:
+            return DeadlineExpired(self.reason)
         return DeadlineExpired((reasons.EXEC_TIMEOUT, self.timeout))
 
     def check(self) -> None:
         """Raise :meth:`error` if no time is left."""
-        if self.remaining() == 0:
+        if self.expired():
             raise self.error()
+
+    @overload
+    def clamp(self, limit: float) -> float: ...
+
+    @overload
+    def clamp(self, limit: None = None) -> float | None: ...
+
+    def clamp(self, limit: float | None = None) -> float | None:
+        """``limit`` seconds (``None``: unbounded) cut to what is left of the deadline.
+
+        The smaller of the two, ``None`` only when both are unbounded; raises
+        :meth:`error` when no time is left, so a wait is never given zero.
+        """
+        remaining = self.remaining()
+        if remaining == 0:
+            raise self.error()
+        if remaining is None:
+            return limit
+        return remaining if limit is None else min(limit, remaining)
 
 
 def collect_exec(
@@ -69,11 +108,8 @@ def collect_exec(
         output = bytearray()
         errors = bytearray()
         while True:
-            remaining = deadline.remaining()
-            if remaining == 0:
-                raise deadline.error()
             try:
-                frame = frames.get(timeout=remaining)
+                frame = frames.get(timeout=deadline.clamp())
             except queue.Empty:
                 raise deadline.error() from None
             if isinstance(frame, Stdout) or (stderr_to_stdout and isinstance(frame, Stderr)):

@@ -274,8 +274,8 @@ def transport_error(error: BaseException, url: str) -> Unavailable:
 class HttpClient:
     """Pooled HTTP for one adapter instance: one ``requests.Session`` per thread.
 
-    ``timeout`` is ``(connect, read)`` seconds unless a call gives its own.
-    Redirects are never followed. Bodies over ``limit`` bytes are refused as
+    There is no default timeout: every call gives its own ``(connect, read)``
+    seconds. Redirects are never followed. Bodies over ``limit`` bytes are refused as
     ``Unavailable(("response_too_large", limit))``.
     """
 

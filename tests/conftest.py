@@ -1,7 +1,7 @@
 """Shared fixtures: a clean library configuration around every test, and the secrets canary.
 
-Configuration is process-global, so tests that write it run serially (the
-suite does not run tests in parallel; see ``test_config_guardrail.py``).
+Configuration is process-global; the suite runs its tests one at a time, so a
+test may write it (``clean_config`` resets it around every test).
 
 The canary (:mod:`tests.canary`) is installed for the whole session: every
 hosted adapter's credential is :data:`tests.canary.CANARY`, and a test in

@@ -12,7 +12,7 @@ import pytest
 
 from managoat_sandbox import reasons
 from managoat_sandbox._deadline import Deadline, collect_exec
-from managoat_sandbox.errors import Unavailable
+from managoat_sandbox.errors import DeadlineExpired, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
 from managoat_sandbox.types import Command
 
@@ -50,6 +50,60 @@ def test_no_timeout_never_expires() -> None:
     deadline = Deadline(None)
     assert deadline.remaining() is None
     deadline.check()
+
+
+def test_clamp_cuts_a_limit_to_what_is_left() -> None:
+    clock = FakeClock()
+    deadline = Deadline(1.0, clock=clock)
+    assert deadline.clamp(5.0) == pytest.approx(1.0)
+    assert deadline.clamp(0.25) == 0.25
+    assert deadline.clamp() == pytest.approx(1.0)
+    clock.now += 0.9
+    assert deadline.clamp(5.0) == pytest.approx(0.1)
+
+
+def test_clamp_without_a_deadline_keeps_the_limit() -> None:
+    deadline = Deadline(None)
+    assert deadline.clamp(3.0) == 3.0
+    assert deadline.clamp() is None
+
+
+def test_clamp_raises_the_deadline_error_once_nothing_is_left() -> None:
+    clock = FakeClock()
+    deadline = Deadline(0.5, clock=clock)
+    clock.now += 0.5
+    assert deadline.expired()
+    with pytest.raises(DeadlineExpired) as caught:
+        deadline.clamp(10.0)
+    assert caught.value == deadline.error()
+    with pytest.raises(DeadlineExpired):
+        deadline.clamp()
+
+
+def test_expired_is_false_until_the_time_is_spent_and_never_without_a_deadline() -> None:
+    clock = FakeClock()
+    deadline = Deadline(0.2, clock=clock)
+    assert not deadline.expired()
+    clock.now += 0.3
+    assert deadline.expired()
+    assert not Deadline(None).expired()
+
+
+def test_a_deadline_with_a_reason_expires_with_that_reason_and_never_as_exec() -> None:
+    clock = FakeClock()
+    deadline = Deadline(2.0, reason=reasons.timed_out("create"), clock=clock)
+    clock.now += 2.0
+    for expire in (deadline.check, deadline.clamp):
+        with pytest.raises(DeadlineExpired) as caught:
+            expire()
+        assert caught.value.detail == "create_timeout"
+        assert reasons.reason_of(caught.value) != reasons.EXEC_TIMEOUT
+
+
+def test_a_deadline_error_is_a_deadline_expired_unavailable() -> None:
+    for deadline in (Deadline(0), Deadline(0, reason=reasons.TIMEOUT)):
+        error = deadline.error()
+        assert isinstance(error, DeadlineExpired) and isinstance(error, Unavailable)
 
 
 class Starter:

@@ -25,6 +25,7 @@ from managoat_sandbox.errors import (
 )
 from managoat_sandbox.frames import Error, Exit, Stdout
 from managoat_sandbox.providers.e2b import E2B
+from managoat_sandbox.providers.e2b.envd import Envd
 from managoat_sandbox.providers.e2b.settings import Settings
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Handle, NetworkPolicy
@@ -362,23 +363,32 @@ def test_write_file_reads_back_with_its_mode(e2b: E2B, handle: Handle) -> None:
     assert result == (b"hello 600\n", 0)
 
 
-def _live_commands(e2b: E2B, handle: Handle) -> list[str]:
-    """The command lines envd lists as running (through envd's own ``List``)."""
-    envd = e2b._envd(Settings.load(), handle)
+def _live_commands(e2b: E2B, handle: Handle, emulator: E2BEmulator) -> list[str]:
+    """The command lines envd lists as running (through envd's own ``List``, called with
+    the token the emulator handed the sandbox)."""
+    sandbox = sandbox_id(e2b, handle)
+    s = Settings.load()
+    envd = Envd(s.envd_url(sandbox, None), sandbox, emulator.record(sandbox).access_token,
+                s.user, s.timeout)
     listing = envd.call(HttpClient(), "List", {})
     return [" ".join([p["config"]["cmd"], *p["config"].get("args", [])])
             for p in listing.get("processes", [])]
 
 
-def test_an_exec_past_its_deadline_is_killed_by_envd(e2b: E2B, handle: Handle) -> None:
+def test_an_exec_past_its_deadline_is_killed_by_envd(
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
+) -> None:
     with pytest.raises(Unavailable):
         e2b.exec(handle, "sleep", ["31.5"], timeout=0.3)
-    assert wait_until(lambda: not any("31.5" in c for c in _live_commands(e2b, handle)),
-                      timeout=WAIT)
+
+    def gone() -> bool:
+        return not any("31.5" in c for c in _live_commands(e2b, handle, emulator))
+
+    assert wait_until(gone, timeout=WAIT)
 
 
 def test_stopping_an_attach_kills_its_replayer_but_not_the_session(
-    e2b: E2B, handle: Handle
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
 ) -> None:
     box = Mailbox()
     command = e2b.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box,
@@ -388,10 +398,13 @@ def test_stopping_an_attach_kills_its_replayer_but_not_the_session(
     attached_box = Mailbox()
     attached = e2b.attach(handle, session.id, owner=attached_box)
     attached_box.expect(is_stdout(attached.ref), WAIT)
-    assert any("tail -c +1" in c for c in _live_commands(e2b, handle))
+    assert any("tail -c +1" in c for c in _live_commands(e2b, handle, emulator))
     e2b.stop_command(attached)
-    assert wait_until(lambda: not any("tail -c +1" in c for c in _live_commands(e2b, handle)),
-                      timeout=WAIT)
+
+    def replayer_gone() -> bool:
+        return not any("tail -c +1" in c for c in _live_commands(e2b, handle, emulator))
+
+    assert wait_until(replayer_gone, timeout=WAIT)
     e2b.write_stdin(command, b"still-here\n")
     frame = box.expect(is_stdout(command.ref), WAIT)
     assert isinstance(frame, Stdout) and frame.data == b"still-here\n"

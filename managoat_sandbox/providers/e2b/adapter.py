@@ -14,20 +14,11 @@ always look the name up (they need the sandbox's state).
 
 Remembered sandboxes. The operations that only talk to envd (``exec``,
 ``spawn``, ``write_file``, ``read_file``, ``list_files``, ``list_sessions``,
-``attach``) remember, per
-adapter instance and per control plane and account, the sandbox a name
-resolved to and its envd access token, and use them without a lookup. The
-entry is replaced by ``create`` and ``resume``, dropped by ``destroy`` and
-``suspend``, by any lookup that finds the sandbox paused or another id, and
-by any failed envd call (the next operation looks the name up again). When
-envd refuses an operation's first call in a way that says the entry is out
-of date — 401 (the token) or the edge proxy's 502 for a sandbox it cannot
-reach (gone, or paused behind our back) — and the call was never dispatched
-(a refusal of the request, not an error from a started process), the name
-is looked up again (resuming the sandbox if it is paused) and, only when
-that finds another sandbox, a new token or had to resume it, the call is
-made once more. A refusal that the lookup cannot explain stands, and a
-command that may have started is never sent twice.
+``attach``) use the sandbox a name last resolved to, without a lookup, and
+look it up again once when envd's refusal says that entry is out of date
+(:mod:`.remembered` keeps the entries and that rule). The entry is replaced
+by ``create`` and ``resume``, dropped by ``destroy`` and ``suspend``, and by
+any lookup that finds the sandbox paused or another id.
 
 envd. Every envd call carries the sandbox's ``X-Access-Token`` (from the
 create/connect answer, else ``GET /sandboxes/{id}``) and goes to
@@ -66,75 +57,35 @@ but nothing opens a port, and a dead URL is worse than none).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
 
 from ... import _args, reasons
 from ..._deadline import Deadline, collect_exec
 from ..._http import HttpClient
-from ..._streaming import StreamingAdapter
+from ..._streaming import Stream, StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
-from ...errors import (
-    DeadlineExpired,
-    Denied,
-    Invalid,
-    NotFound,
-    NotSupported,
-    ProviderError,
-    SandboxError,
-)
+from ...errors import Invalid, NotFound, NotSupported, ProviderError
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from . import files, journal
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
 from .envd import Envd, start_request
 from .errors import PROVIDER
 from .heartbeat import Heartbeats
-from .process import E2BProcess, open_process
+from .process import E2BProcess, Keepalive, open_process
+from .remembered import Remembered
 from .settings import Settings
 
 __all__ = ["E2B"]
 
 HEARTBEAT_SECONDS = 240.0
 IDLE_TIMEOUT_SECONDS = 120.0
-_REMEMBERED = 4096
 _SMALL_FILE = 64 * 1024
 _STATUS: Mapping[Any, Any] = {"running": "running", "paused": "suspended"}
-
-T = TypeVar("T")
-#: What a name is remembered under: control plane, account (a digest of the key), name.
-Key = tuple[str, str, str]
-#: An operation's first envd call; the event is given to a ``Start`` as ``accepted``.
-FirstCall = Callable[[Envd, threading.Event], T]
-
-
-def _key(s: Settings, name: str) -> Key:
-    """The same name under another control plane or API key is another sandbox."""
-    return (s.base_url, hashlib.sha256(s.api_key.encode("utf-8")).hexdigest(), name)
-
-
-def _stale(error: SandboxError, sandbox_id: str) -> bool:
-    """Whether envd's refusal says a remembered sandbox or token is out of date.
-
-    401 (the token), or the edge proxy's 502 for a sandbox it cannot reach
-    (``"The sandbox was not found"``, for a killed or paused one) naming this
-    sandbox, or no sandbox at all. Any other 502 (say, a gateway that lost an
-    upstream it had already sent the request to) is not.
-    """
-    status, body = error.status, error.body
-    if status is None:
-        return False
-    if status == 401:
-        return isinstance(error, Denied)
-    if status != 502 or not isinstance(body, Mapping):
-        return False
-    message = str(body.get("message", "")).lower()
-    return (body.get("sandboxId", sandbox_id) == sandbox_id
-            and ("not found" in message or "paused" in message))
 
 
 def _chmod_target(path: str) -> tuple[str | None, str]:
@@ -176,8 +127,8 @@ class E2B(StreamingAdapter):
         self._api = ControlPlane(self._http)
         self._heartbeats = Heartbeats(_args.seconds(heartbeat_interval, "heartbeat_interval"))
         self._idle_timeout = _args.seconds(idle_timeout, "idle_timeout")
+        self._remembered = Remembered(self._lookup)
         self._lock = threading.Lock()
-        self._sandboxes: OrderedDict[Key, SandboxAccess] = OrderedDict()
         self._policies: dict[str, tuple[str, ...]] = {}
 
     def capabilities(self) -> frozenset[str]:
@@ -194,50 +145,12 @@ class E2B(StreamingAdapter):
             raise TypeError(f"expected a Handle, got {type(handle).__name__}")
         return handle
 
-    def _found(self, s: Settings, handle: Handle) -> Mapping[str, Any]:
-        """The newest sandbox stamped with the handle's name, or ``NotFound``."""
-        matches = self._api.find(s, self._check_handle(handle).name)
+    def _found(self, s: Settings, name: str) -> Mapping[str, Any]:
+        """The newest sandbox stamped with ``name``, or ``NotFound``."""
+        matches = self._api.find(s, name)
         if not matches:
-            raise NotFound(("sandbox", handle.name))
+            raise NotFound(("sandbox", name))
         return matches[0]
-
-    # -- remembered sandboxes ---------------------------------------------------
-
-    def _recall(self, key: Key) -> SandboxAccess | None:
-        with self._lock:
-            access = self._sandboxes.get(key)
-            if access is not None:
-                self._sandboxes.move_to_end(key)
-            return access
-
-    def _remember(self, key: Key, access: SandboxAccess) -> None:
-        with self._lock:
-            self._sandboxes[key] = access
-            self._sandboxes.move_to_end(key)
-            while len(self._sandboxes) > _REMEMBERED:
-                self._sandboxes.popitem(last=False)
-
-    def _forget(self, key: Key, sandbox_id: str | None = None, token: str | None = None) -> None:
-        """Drop the name's entry; with ``sandbox_id``, only if it still holds that id and token
-        (an entry another thread has just refreshed stays)."""
-        with self._lock:
-            access = self._sandboxes.get(key)
-            if access is not None and (
-                sandbox_id is None or (access.sandbox_id, access.token) == (sandbox_id, token)
-            ):
-                del self._sandboxes[key]
-
-    def _reconcile(self, s: Settings, name: str, item: Mapping[str, Any]) -> None:
-        """After a lookup: drop the entry if the name now means a paused or another sandbox."""
-        key = _key(s, name)
-        with self._lock:
-            access = self._sandboxes.get(key)
-        if access is not None and (
-            item.get("state") == "paused" or access.sandbox_id != sandbox_id_of(item)
-        ):
-            self._forget(key, access.sandbox_id, access.token)
-
-    # -- lookup -------------------------------------------------------------------
 
     def _connect(self, s: Settings, sandbox_id: str, *, resumed: bool) -> SandboxAccess:
         """Connect (resuming if paused); after a resume, re-apply our network policy."""
@@ -248,76 +161,25 @@ class E2B(StreamingAdapter):
             self._api.put_network(s, sandbox_id, allow)
         return access
 
-    def _running(self, s: Settings, handle: Handle) -> str:
-        """The id of the handle's sandbox (looked up), resumed first if it was paused."""
-        item = self._found(s, handle)
+    def _running(self, s: Settings, name: str) -> str:
+        """The id of the name's sandbox (looked up), resumed first if it was paused."""
+        item = self._found(s, name)
         sandbox_id = sandbox_id_of(item)
         if item.get("state") == "paused":
-            self._remember(_key(s, handle.name), self._connect(s, sandbox_id, resumed=True))
+            self._remembered.remember(s, name, self._connect(s, sandbox_id, resumed=True))
         else:
-            self._reconcile(s, handle.name, item)
+            self._remembered.reconcile(s, name, item)
         return sandbox_id
 
-    def _lookup(self, s: Settings, handle: Handle) -> tuple[SandboxAccess, bool]:
-        """Look the name up, resume the sandbox if paused, fetch its token; remember it.
-
-        Also says whether the sandbox had to be resumed.
-        """
-        item = self._found(s, handle)
+    def _lookup(self, s: Settings, name: str) -> tuple[SandboxAccess, bool]:
+        """Look the name up, resume the sandbox if paused, fetch its token (the
+        :data:`.remembered.Lookup` of this adapter). Also says whether it had to resume."""
+        item = self._found(s, name)
         sandbox_id = sandbox_id_of(item)
         resumed = item.get("state") == "paused"
         if resumed:
-            access = self._connect(s, sandbox_id, resumed=True)
-        else:
-            access = self._api.detail(s, sandbox_id)
-        self._remember(_key(s, handle.name), access)
-        return access, resumed
-
-    def _envd_of(self, s: Settings, access: SandboxAccess) -> Envd:
-        return Envd(s.envd_url(access.sandbox_id, access.domain), access.sandbox_id,
-                    access.token, s.user, s.timeout)
-
-    def _envd(self, s: Settings, handle: Handle) -> Envd:
-        """envd of the handle's running sandbox (remembered, else looked up)."""
-        access = self._recall(_key(s, handle.name))
-        if access is None:
-            access, _ = self._lookup(s, handle)
-        return self._envd_of(s, access)
-
-    def _on_sandbox(self, s: Settings, handle: Handle, call: FirstCall[T]) -> tuple[Envd, T]:
-        """Make an operation's first envd call on the handle's sandbox: its envd and answer.
-
-        A remembered sandbox is used without a lookup; a stale refusal of an
-        undispatched call is looked up and retried once (see the module
-        docstring). ``call`` gets the envd and an event a ``Start`` sets once
-        accepted (a refusal raised while it is clear started nothing).
-        """
-        key = _key(s, handle.name)
-        access = self._recall(key)
-        remembered = access is not None
-        if access is None:
-            access, _ = self._lookup(s, handle)
-        envd = self._envd_of(s, access)
-        accepted = threading.Event()
-        try:
-            return envd, call(envd, accepted)
-        except SandboxError as error:
-            self._forget(key, access.sandbox_id, access.token)
-            if not remembered or accepted.is_set() or not _stale(error, access.sandbox_id):
-                raise
-            fresh, resumed = self._lookup(s, handle)
-            if fresh == access and not resumed:
-                raise
-        envd = self._envd_of(s, fresh)
-        return envd, call(envd, threading.Event())
-
-    def _guarded(self, key: Key, envd: Envd, call: Callable[[], T]) -> T:
-        """A later envd call of an operation: if it fails, the entry is dropped."""
-        try:
-            return call()
-        except SandboxError:
-            self._forget(key, envd.sandbox_id, envd.token)
-            raise
+            return self._connect(s, sandbox_id, resumed=True), True
+        return self._api.detail(s, sandbox_id), False
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -332,24 +194,24 @@ class E2B(StreamingAdapter):
         s.check_envd_address()
         matches = self._api.find(s, name)
         if matches:
-            self._reconcile(s, name, matches[0])
+            self._remembered.reconcile(s, name, matches[0])
             return Handle(self.provider, name, private=sandbox_id_of(matches[0]))
         access = self._api.create(s, name)
-        self._remember(_key(s, name), access)
+        self._remembered.remember(s, name, access)
         return Handle(self.provider, name, private=access.sandbox_id)
 
     def get(self, handle: Handle) -> Info:
         """``running`` / ``suspended`` (paused) / ``unknown``; ``raw`` is the listing item."""
         s = Settings.load()
-        item = self._found(s, handle)
-        self._reconcile(s, handle.name, item)
+        item = self._found(s, self._check_handle(handle).name)
+        self._remembered.reconcile(s, handle.name, item)
         return Info(status=_STATUS.get(item.get("state"), "unknown"), raw=item)
 
     def destroy(self, handle: Handle) -> None:
         """Kill every sandbox stamped with the name; none (or a 404) is fine."""
         s = Settings.load()
         items = self._api.find(s, self._check_handle(handle).name)
-        self._forget(_key(s, handle.name))
+        self._remembered.forget(s, handle.name)
         for item in items:
             sandbox_id = sandbox_id_of(item)
             self._api.kill(s, sandbox_id)
@@ -362,18 +224,18 @@ class E2B(StreamingAdapter):
     def suspend(self, handle: Handle) -> None:
         """Pause the sandbox (already paused, or a 409, is fine)."""
         s = Settings.load()
-        item = self._found(s, handle)
-        self._forget(_key(s, handle.name))
+        item = self._found(s, self._check_handle(handle).name)
+        self._remembered.forget(s, handle.name)
         if item.get("state") != "paused":
             self._api.pause(s, sandbox_id_of(item))
 
     def resume(self, handle: Handle) -> Handle:
         """Connect to the sandbox (resuming it if paused); the handle carries its id."""
         s = Settings.load()
-        item = self._found(s, handle)
+        item = self._found(s, self._check_handle(handle).name)
         sandbox_id = sandbox_id_of(item)
         access = self._connect(s, sandbox_id, resumed=item.get("state") == "paused")
-        self._remember(_key(s, handle.name), access)
+        self._remembered.remember(s, handle.name, access)
         return Handle(self.provider, handle.name, private=sandbox_id)
 
     # -- files --------------------------------------------------------------
@@ -384,46 +246,50 @@ class E2B(StreamingAdapter):
         payload = data
         s = Settings.load()
         self._check_handle(handle)
-        envd, _ = self._on_sandbox(s, handle, lambda envd, _: envd.upload(self._http, path,
-                                                                          payload))
+        envd, _ = self._remembered.first_call(
+            s, handle.name, lambda envd, _: envd.upload(self._http, path, payload))
         if mode is not None:
-            key = _key(s, handle.name)
-            cwd, target = _chmod_target(path)
-            result = self._guarded(key, envd, lambda: self._run(
-                s, envd, "chmod", [format(mode, "o"), "--", target], cwd=cwd,
-                stderr_to_stdout=True))
-            if result.exit_code != 0:
-                raise Invalid(("chmod_failed", result.exit_code, result.text.strip()[:200]))
+            self._chmod(s, handle.name, envd, path, mode)
+
+    def _chmod(self, s: Settings, name: str, envd: Envd, path: str, mode: int) -> None:
+        """Give the uploaded ``path`` its ``mode``; a failed chmod is ``Invalid``."""
+        cwd, target = _chmod_target(path)
+        chmod = partial(self._run, s, "chmod", [format(mode, "o"), "--", target], envd,
+                        cwd=cwd, stderr_to_stdout=True)
+        result = self._remembered.later_call(s, name, envd, chmod)
+        if result.exit_code != 0:
+            raise Invalid(("chmod_failed", result.exit_code, result.text.strip()[:200]))
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
         """Stream envd's ``GET /files`` into the shared collector (see :meth:`.envd.Envd.read`)."""
         s = Settings.load()
         self._check_handle(handle)
-        return self._on_sandbox(s, handle, lambda envd, _: envd.read(self._http, path,
-                                                                     max_bytes))[1]
+        _, data = self._remembered.first_call(
+            s, handle.name, lambda envd, _: envd.read(self._http, path, max_bytes))
+        return data
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """envd's ``filesystem.Filesystem/ListDir`` at depth 1 (see :mod:`.files`)."""
         s = Settings.load()
         self._check_handle(handle)
-        _, answer = self._on_sandbox(s, handle, lambda envd, _: envd.call(
+        _, answer = self._remembered.first_call(s, handle.name, lambda envd, _: envd.call(
             self._http, "ListDir", files.list_request(path), service="filesystem.Filesystem"))
         return files.listing(path, answer)
 
     # -- commands -----------------------------------------------------------
 
-    def _keepalive(self, s: Settings, sandbox_id: str) -> Callable[[], Callable[[], None]]:
-        return lambda: self._heartbeats.hold(
-            sandbox_id, lambda: self._api.set_timeout(s, sandbox_id)
-        )
+    def _keepalive(self, s: Settings, sandbox_id: str) -> Keepalive:
+        """What a command's reader holds while it streams: the sandbox's TTL heartbeat."""
+        return partial(self._heartbeats.hold, sandbox_id,
+                       partial(self._api.set_timeout, s, sandbox_id))
 
     def _start(
         self,
         s: Settings,
         envd: Envd,
         request: Mapping[str, Any],
-        *,
         owner: Owner | None,
+        *,
         stdin: bool,
         tag: str,
         deadline: Deadline | None = None,
@@ -431,6 +297,7 @@ class E2B(StreamingAdapter):
         detachable: bool = False,
         accepted: threading.Event | None = None,
     ) -> Command:
+        """Start ``request`` on ``envd`` for ``owner`` (see :func:`.process.open_process`)."""
         stream, pid = open_process(
             self._http, envd, request, owner=owner, stdin=stdin,
             keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
@@ -442,45 +309,40 @@ class E2B(StreamingAdapter):
 
     def _collect(
         self,
-        s: Settings,
         envd: Envd,
+        accepted: threading.Event | None = None,
+        *,
+        s: Settings,
         request: Mapping[str, Any],
         tag: str,
         deadline: Deadline,
-        *,
         stderr_to_stdout: bool = False,
         extra_headers: Mapping[str, str] | None = None,
-        accepted: threading.Event | None = None,
     ) -> ExecResult:
-        def start(owner: Any) -> Command:
-            return self._start(s, envd, request, owner=owner, stdin=False, tag=tag,
-                               deadline=deadline, extra_headers=extra_headers,
-                               accepted=accepted)
-
-        def stop(command: Command) -> None:
-            self.local_end(command).stop()
-
-        return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
+        """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first)."""
+        start = partial(self._start, s, envd, request, stdin=False, tag=tag, deadline=deadline,
+                        extra_headers=extra_headers, accepted=accepted)
+        return collect_exec(start, self.stop_command, deadline=deadline,
+                            stderr_to_stdout=stderr_to_stdout)
 
     def _run(
         self,
         s: Settings,
-        envd: Envd,
         cmd: str,
         args: Sequence[str],
+        envd: Envd,
         accepted: threading.Event | None = None,
         *,
         cwd: str | None = None,
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
-        """An internal command (chmod, the session lister), bounded by ``timeout_ms``."""
+        """An internal command (chmod, the session lister), bounded by ``timeout_ms``: its
+        expiry is ``DeadlineExpired("timeout")``, as a request's is."""
         tag = journal.new_tag()
         request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
-        try:
-            return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted,
-                                 stderr_to_stdout=stderr_to_stdout)
-        except DeadlineExpired:
-            raise DeadlineExpired(reasons.TIMEOUT) from None
+        deadline = Deadline(s.timeout, reason=reasons.TIMEOUT)
+        return self._collect(envd, accepted, s=s, request=request, tag=tag, deadline=deadline,
+                             stderr_to_stdout=stderr_to_stdout)
 
     def exec(
         self,
@@ -503,14 +365,10 @@ class E2B(StreamingAdapter):
         headers = None
         if timeout is not None and math.isfinite(timeout):
             headers = {"Connect-Timeout-Ms": str(math.ceil(timeout * 1000))}
-
-        def run(envd: Envd, accepted: threading.Event) -> ExecResult:
-            deadline.check()
-            return self._collect(s, envd, request, tag, deadline,
-                                 stderr_to_stdout=stderr_to_stdout, extra_headers=headers,
-                                 accepted=accepted)
-
-        return self._on_sandbox(s, handle, run)[1]
+        run = partial(self._collect, s=s, request=request, tag=tag, deadline=deadline,
+                      stderr_to_stdout=stderr_to_stdout, extra_headers=headers)
+        _, result = self._remembered.first_call(s, handle.name, run)
+        return result
 
     def spawn(
         self,
@@ -535,10 +393,10 @@ class E2B(StreamingAdapter):
         if detachable:
             cmd, argv, env = "bash", ("-c", journal.shim(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
-        return self._on_sandbox(s, handle, lambda envd, accepted: self._start(
-            s, envd, request, owner=owner, stdin=stdin, tag=tag, detachable=detachable,
-            accepted=accepted,
-        ))[1]
+        _, command = self._remembered.first_call(s, handle.name, lambda envd, accepted: (
+            self._start(s, envd, request, owner, stdin=stdin, tag=tag, detachable=detachable,
+                        accepted=accepted)))
+        return command
 
     # -- sessions -----------------------------------------------------------
 
@@ -546,8 +404,8 @@ class E2B(StreamingAdapter):
         """The journaled (detachable) commands of the sandbox, finished ones included."""
         s = Settings.load()
         self._check_handle(handle)
-        _, result = self._on_sandbox(s, handle, lambda envd, accepted: self._run(
-            s, envd, "bash", ["-c", journal.lister()], accepted))
+        lister = partial(self._run, s, "bash", ["-c", journal.lister()])
+        _, result = self._remembered.first_call(s, handle.name, lister)
         if result.exit_code != 0:
             raise ProviderError(PROVIDER, ("session_listing_failed", result.exit_code))
         return journal.parse_listing(result.output)
@@ -558,32 +416,44 @@ class E2B(StreamingAdapter):
         """Replay the session's journal from byte zero, tail it, end with its real exit."""
         self._check_handle(handle)
         s = Settings.load()
-        key = _key(s, handle.name)
-
-        def journaled(envd: Envd, _: threading.Event) -> bytes | None:
-            if not journal.is_tag(session_id):
-                return None
-            return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE)
-
-        envd, spec = self._on_sandbox(s, handle, journaled)
+        name = handle.name
+        envd, spec = self._remembered.first_call(s, name, partial(self._journaled, session_id))
         if spec is None and not (
             journal.is_tag(session_id)
-            and self._guarded(key, envd, lambda: self._starting(envd, session_id))
+            and self._remembered.later_call(s, name, envd,
+                                            partial(self._starting, envd, session_id))
         ):
             raise NotFound(("session", session_id))
-        finished = self._guarded(key, envd, lambda: self._exit_code(envd, session_id)) is not None
-        tag = journal.new_tag()
-        request = start_request("bash", ["-c", journal.replayer(session_id)], env=None,
-                                cwd=None, tag=tag, stdin=False)
-        stream, _ = self._guarded(key, envd, lambda: open_process(
-            self._http, envd, request, owner=owner, stdin=stdin,
-            keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
-            recover=lambda: self._exit_code(envd, session_id),
-            on_stopped=lambda pid: self._kill_quietly(envd, pid),
-        ))
-        process = E2BProcess(stream, envd, self._http, session_id, None, live=not finished)
+        exit_code = self._remembered.later_call(s, name, envd,
+                                                partial(self._exit_code, envd, session_id))
+        stream, _ = self._remembered.later_call(s, name, envd,
+                                                partial(self._replay, s, envd, session_id,
+                                                        owner=owner, stdin=stdin))
+        process = E2BProcess(stream, envd, self._http, session_id, None,
+                             live=exit_code is None)
         return Command(self.provider, stream.ref, frames=stream.frames, private=process,
                        session_id=session_id)
+
+    def _journaled(self, session_id: str, envd: Envd, _: threading.Event) -> bytes | None:
+        """The session's journaled ``.cmd`` (``None`` when there is none, or the id is no
+        journal tag): an attach's first envd call."""
+        if not journal.is_tag(session_id):
+            return None
+        return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE)
+
+    def _replay(
+        self, s: Settings, envd: Envd, session_id: str, *, owner: Owner | None, stdin: bool
+    ) -> tuple[Stream, int | None]:
+        """Start the session's replayer: its journal from byte zero, then its tail; the
+        code at its end is the journaled exit (see :func:`.process.open_process`)."""
+        request = start_request("bash", ["-c", journal.replayer(session_id)], env=None,
+                                cwd=None, tag=journal.new_tag(), stdin=False)
+        return open_process(
+            self._http, envd, request, owner=owner, stdin=stdin,
+            keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
+            recover=partial(self._exit_code, envd, session_id),
+            on_stopped=partial(self._kill_quietly, envd),
+        )
 
     def _starting(self, envd: Envd, session_id: str) -> bool:
         """Whether a session without a ``.cmd`` is one whose shim has not written it yet.
@@ -623,7 +493,7 @@ class E2B(StreamingAdapter):
         if not isinstance(policy, NetworkPolicy):
             raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
         s = Settings.load()
-        sandbox_id = self._running(s, self._check_handle(handle))
+        sandbox_id = self._running(s, self._check_handle(handle).name)
         self._api.put_network(s, sandbox_id, policy.allow)
         with self._lock:
             self._policies[sandbox_id] = policy.allow

@@ -66,11 +66,6 @@ class Heartbeats:
 
         return release
 
-    def active(self) -> frozenset[str]:
-        """The sandboxes being kept alive now."""
-        with self._lock:
-            return frozenset(self._beats)
-
     def _run(self, sandbox_id: str, beat: _Beat) -> None:
         while not beat.stop.wait(self.interval):
             try:

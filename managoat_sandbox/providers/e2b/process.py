@@ -33,7 +33,6 @@ import base64
 import binascii
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from typing import Any
@@ -48,7 +47,6 @@ from ..._streaming import Stream, new_ref
 from ...contract import Owner
 from ...errors import (
     CommandExited,
-    DeadlineExpired,
     Invalid,
     NotFound,
     SandboxError,
@@ -200,15 +198,12 @@ class _Pump:
         response = self.response
         if response is None:
             return
-        bound = TRAILER_WAIT
         remaining = None if self.deadline is None else self.deadline.remaining()
-        if remaining is not None:
-            bound = min(bound, remaining / 2)
-        give_up = time.monotonic() + bound
+        trailer = Deadline(TRAILER_WAIT if remaining is None else min(TRAILER_WAIT, remaining / 2))
         read = 0
         try:
-            while (left := give_up - time.monotonic()) > 0:
-                set_read_timeout(response, left)
+            while not trailer.expired():
+                set_read_timeout(response, trailer.clamp(TRAILER_WAIT))
                 chunk = next(self.chunks, b"")
                 if not chunk:
                     return
@@ -238,22 +233,19 @@ def _wait_for_start(
     bound: float,
     deadline: Deadline | None,
 ) -> tuple[int | None, list[connect.Envelope]]:
-    """Read until envd's ``start`` (or an ``end``) event: its pid and what followed it."""
-    give_up = time.monotonic() + bound
+    """Read until envd's ``start`` (or an ``end``) event: its pid and what followed it.
+
+    Waits at most ``bound`` seconds (``DeadlineExpired("start_timeout")``) and
+    never past ``deadline``, whose own error wins when both have passed.
+    """
+    waiting = Deadline(bound, reason=reasons.timed_out("start"))
 
     def expired() -> SandboxError:
-        if deadline is not None and deadline.remaining() == 0:
-            return deadline.error()
-        return DeadlineExpired("start_timeout")
+        return _late(deadline) or waiting.error()
 
     while True:
-        left = give_up - time.monotonic()
-        if deadline is not None:
-            remaining = deadline.remaining()
-            left = min(left, remaining if remaining is not None else left)
-        if left <= 0:
-            raise expired()
-        set_read_timeout(response, left)
+        set_read_timeout(response, waiting.clamp(bound if deadline is None
+                                                 else deadline.clamp(bound)))
         try:
             chunk = next(chunks)
         except StopIteration:
@@ -282,7 +274,7 @@ def _wait_for_start(
 
 def _late(deadline: Deadline | None) -> SandboxError | None:
     """The deadline's error if it has expired: a failure after it is a timeout."""
-    return deadline.error() if deadline is not None and deadline.remaining() == 0 else None
+    return deadline.error() if deadline is not None and deadline.expired() else None
 
 
 @attrs.define(eq=False)

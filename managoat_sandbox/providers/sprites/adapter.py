@@ -310,13 +310,7 @@ class Sprites(StreamingAdapter):
     ) -> Command:
         """Open the socket and start its reader. With ``announced``, the server's
         ``session_info`` is read first, and its id is the command's ``session_id``."""
-        timeout = settings.timeout
-        if deadline is not None:
-            remaining = deadline.remaining()
-            if remaining is not None:
-                if remaining <= 0:
-                    raise deadline.error()
-                timeout = min(timeout, remaining)
+        timeout = settings.timeout if deadline is None else deadline.clamp(settings.timeout)
         try:
             ws = open_socket(settings, path, params, timeout=timeout)
         except SandboxError:

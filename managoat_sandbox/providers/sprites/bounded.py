@@ -3,7 +3,8 @@
 :func:`exchange` makes exactly one request on a fresh connection (no pool, so
 a late answer to an abandoned request can never be read as another request's
 answer), follows no redirect, never retries, reads at most ``limit`` bytes and
-finishes by a monotonic deadline. The request runs in a short-lived worker
+finishes by a monotonic deadline, whose own error (:meth:`~.._deadline.Deadline.error`)
+it raises when that passes first. The request runs in a short-lived worker
 thread whose connect and read timeouts are the remaining budget, so the
 caller returns at the deadline and the worker ends about then too.
 
@@ -28,13 +29,9 @@ from ...errors import Unavailable
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["Answer", "Cut", "Expired", "Failed", "TooLarge", "exchange"]
+__all__ = ["Answer", "Cut", "Failed", "TooLarge", "exchange"]
 
 _CHUNK = 4096
-
-
-class Expired(Exception):
-    """The deadline passed before the exchange finished."""
 
 
 class Failed(Exception):
@@ -79,14 +76,12 @@ def exchange(
     limit: int,
     **kwargs: Any,
 ) -> Answer:
-    """One request's complete answer.
+    """One request's complete answer, within the finite ``deadline``.
 
-    Raises ``Expired`` (deadline), ``Failed`` (transport), ``Cut`` (a body
-    shorter than declared) or ``TooLarge`` (over ``limit``).
+    Raises ``deadline.error()`` when it passes first, ``Failed`` (transport),
+    ``Cut`` (a body shorter than declared) or ``TooLarge`` (over ``limit``).
     """
-    remaining = deadline.remaining()
-    if remaining is None or remaining <= 0:
-        raise Expired()
+    remaining = deadline.clamp()
     outcome = _Outcome()
     worker = threading.Thread(
         target=_run,
@@ -101,7 +96,7 @@ def exchange(
         if outcome.response is not None:
             with contextlib.suppress(Exception):
                 outcome.response.close()
-        raise Expired()
+        raise deadline.error()
     if outcome.answer is None:
         raise outcome.error or Failed(Unavailable(("transport", "no_answer", endpoint(url))))
     return outcome.answer
@@ -136,8 +131,8 @@ def _run(
     except requests.exceptions.ChunkedEncodingError:
         outcome.error = Cut()
     except Exception as error:
-        expired = isinstance(error, requests.Timeout) or deadline.remaining() == 0
-        outcome.error = Expired() if expired else Failed(transport_error(error, url))
+        expired = isinstance(error, requests.Timeout) or deadline.expired()
+        outcome.error = deadline.error() if expired else Failed(transport_error(error, url))
     finally:
         session.close()
         outcome.done.set()

@@ -30,9 +30,9 @@ from typing import Any
 from ... import reasons
 from ..._deadline import Deadline
 from ..._http import BODY_LIMIT
-from ...errors import AlreadyExists, DeadlineExpired, NotFound, Unavailable
+from ...errors import AlreadyExists, NotFound, Unavailable
 from .api import sprite_path
-from .bounded import Answer, Cut, Expired, Failed, TooLarge, exchange
+from .bounded import Answer, Cut, Failed, TooLarge, exchange
 from .errors import sanitised
 from .settings import Settings
 
@@ -63,17 +63,21 @@ def _request(
     **kwargs: Any,
 ) -> Answer:
     """One bounded exchange; failures become ``Unavailable("<operation>_...")`` (a
-    transport failure's cause names the endpoint)."""
+    transport failure's cause names the endpoint; expiry is the deadline's own error,
+    ``"<operation>_timeout"`` for a deadline from :func:`_deadline`)."""
     url = settings.url(path)
     try:
         return exchange(method, url, headers=settings.headers, deadline=deadline, limit=limit,
                         **kwargs)
-    except Expired:
-        raise DeadlineExpired(reasons.timed_out(operation)) from None
     except Failed as failed:
         raise Unavailable(reasons.transport_failed(operation)) from failed.cause
     except (Cut, TooLarge):
         raise Unavailable(f"{operation}_unconfirmed") from None
+
+
+def _deadline(operation: str, timeout: float) -> Deadline:
+    """The operation's one deadline; its expiry is ``DeadlineExpired("<operation>_timeout")``."""
+    return Deadline(timeout, reason=reasons.timed_out(operation))
 
 
 def _events(body: bytes) -> list[dict[str, Any]] | None:
@@ -103,7 +107,7 @@ def create_new(
     settings: Settings, name: str, *, timeout: float, wait_for_capacity: bool
 ) -> str:
     """Create ``name`` in one attempt; returns the provider's ``id`` (the instance id)."""
-    deadline = Deadline(timeout)
+    deadline = _deadline("create", timeout)
     body = {
         "name": name,
         "wait_for_capacity": wait_for_capacity,
@@ -134,7 +138,7 @@ def create_new(
 
 def destroy_once(settings: Settings, name: str, *, timeout: float) -> None:
     """Delete ``name`` and confirm its absence with exactly one GET."""
-    deadline = Deadline(timeout)
+    deadline = _deadline("delete", timeout)
     path = sprite_path(name)
     deleted = _request(settings, "delete", "DELETE", path, deadline=deadline, limit=BODY_LIMIT)
     if deleted.status == 404:
@@ -153,7 +157,7 @@ def terminate_session(
     settings: Settings, name: str, session_id: str, *, timeout_ms: int, force: bool
 ) -> None:
     """Signal the session's process group and require the provider's confirmation."""
-    deadline = Deadline(timeout_ms / 1000 + TERMINATION_SLACK)
+    deadline = _deadline("termination", timeout_ms / 1000 + TERMINATION_SLACK)
     params = {"signal": "SIGKILL" if force else "SIGTERM", "timeout": f"{timeout_ms}ms"}
     answer = _request(
         settings, "termination", "POST", sprite_path(name, "exec", session_id, "kill"),
@@ -236,7 +240,7 @@ def create_checkpoint_once(
     settings: Settings, name: str, *, operation_id: str, timeout: float
 ) -> str:
     """Create one checkpoint and find exactly it in the listing; returns its id."""
-    deadline = Deadline(timeout)
+    deadline = _deadline("checkpoint", timeout)
     comment = checkpoint_comment(operation_id)
     created = _request(
         settings, "checkpoint", "POST", sprite_path(name, "checkpoint"), deadline=deadline,
