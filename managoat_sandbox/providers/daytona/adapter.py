@@ -84,7 +84,7 @@ from ...types import (
 )
 from . import files, shim
 from .api import PROVIDER, Api, Timeouts
-from .commands import DaytonaCommand
+from .end import DaytonaCommandEnd
 from .errors import conflict_is_transient, is_status
 from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
 from .logs import FollowPolicy, LogFollower
@@ -174,7 +174,7 @@ class Daytona(StreamingAdapter):
     """
 
     provider = PROVIDER
-    command_type = DaytonaCommand
+    command_type = DaytonaCommandEnd
 
     _CAPABILITIES = frozenset(
         {
@@ -457,7 +457,7 @@ class Daytona(StreamingAdapter):
         stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommand(stream, toolbox, session_id, command_id),
+            private=DaytonaCommandEnd(stream, toolbox, session_id, command_id),
             session_id=session_id,
         )
 
@@ -507,8 +507,8 @@ class Daytona(StreamingAdapter):
         stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live,
-                                   attached=True),
+            private=DaytonaCommandEnd(stream, toolbox, session_id, command_id, live=live,
+                                      attached=True),
             session_id=session_id,
         )
 

@@ -91,10 +91,11 @@ from ...errors import (
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from . import files, journal
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
+from .end import E2BCommandEnd
 from .envd import Envd, start_request
 from .errors import PROVIDER
 from .heartbeat import Heartbeats
-from .process import E2BProcess, open_process
+from .process import open_process
 from .settings import Settings
 
 __all__ = ["E2B"]
@@ -161,7 +162,7 @@ class E2B(StreamingAdapter):
     """
 
     provider = "e2b"
-    command_type = E2BProcess
+    command_type = E2BCommandEnd
 
     _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH,
                                Capability.READ_FILE, Capability.LIST_FILES})
@@ -441,7 +442,7 @@ class E2B(StreamingAdapter):
             deadline=deadline, extra_headers=extra_headers, accepted=accepted,
         )
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=E2BProcess(stream, envd, self._http, tag, pid),
+                       private=E2BCommandEnd(stream, envd, self._http, tag, pid),
                        session_id=tag if detachable else None)
 
     def _collect(
@@ -462,7 +463,7 @@ class E2B(StreamingAdapter):
                                accepted=accepted)
 
         def stop(command: Command) -> None:
-            self.local_end(command).stop()
+            self.command_end(command).stop()
 
         return collect_exec(start, stop, deadline=deadline, stderr_to_stdout=stderr_to_stdout)
 
@@ -597,8 +598,8 @@ class E2B(StreamingAdapter):
             recover=lambda: self._exit_code(envd, session_id),
             on_stopped=lambda pid: self._kill_quietly(envd, pid),
         ))
-        process = E2BProcess(stream, envd, self._http, session_id, None, live=not finished)
-        return Command(self.provider, stream.ref, frames=stream.frames, private=process,
+        end = E2BCommandEnd(stream, envd, self._http, session_id, None, live=not finished)
+        return Command(self.provider, stream.ref, frames=stream.frames, private=end,
                        session_id=session_id)
 
     def _starting(self, envd: Envd, session_id: str) -> bool:
