@@ -21,7 +21,7 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
 * Commands run through a shim (:mod:`.shim`) that frames their stdout and
   stderr byte-exact into the daemon's journal, ends each stream with a mark
   and adds the real exit code, so the journal alone tells a complete log
-  from a cut one (:mod:`.journal`). ``exec`` runs it in a toolbox session
+  from a cut one (:mod:`.decoder`). ``exec`` runs it in a toolbox session
   kept for reuse, with one synchronous session exec whose answer carries the
   journal and the exit code (:mod:`.execs`): on a warm sandbox an exec is one
   request (the sandbox's toolbox is remembered with its sessions). ``spawn`` runs it
