@@ -51,7 +51,7 @@ collector. stdin and EOF go to the process by **pid**, never by tag. While a
 command streams, its sandbox's TTL is renewed every 240 s. ``stop_command``
 closes this end only: the remote process goes on.
 
-Detachable spawns run under a journaling shim (:mod:`.journal`); ``attach``
+Detachable spawns run under a journaling shim (:mod:`.shim`); ``attach``
 replays the journal from byte zero, tails it, and ends with the journaled exit
 code. A session is attachable as soon as ``spawn`` returns: one whose shim
 has not yet written its ``.cmd`` is recognised by its live, tagged shim in
@@ -89,7 +89,7 @@ from ...errors import (
     SandboxError,
 )
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
-from . import files, journal
+from . import files, shim
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
 from .end import E2BCommandEnd
 from .envd import Envd, start_request
@@ -479,7 +479,7 @@ class E2B(StreamingAdapter):
         stderr_to_stdout: bool = False,
     ) -> ExecResult:
         """An internal command (chmod, the session lister), bounded by ``timeout_ms``."""
-        tag = journal.new_tag()
+        tag = shim.new_tag()
         request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
         try:
             return self._collect(s, envd, request, tag, Deadline(s.timeout), accepted=accepted,
@@ -508,7 +508,7 @@ class E2B(StreamingAdapter):
         deadline = Deadline(_args.optional_seconds(timeout))
         deadline.check()
         s = Settings.load()
-        tag = journal.new_tag()
+        tag = shim.new_tag()
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=False)
         headers = None
         if timeout is not None and math.isfinite(timeout):
@@ -546,9 +546,9 @@ class E2B(StreamingAdapter):
         detachable = _args.flag(detachable, "detachable")
         s = Settings.load()
         self._check_handle(handle)
-        tag = journal.new_tag()
+        tag = shim.new_tag()
         if detachable:
-            cmd, argv, env = "bash", ("-c", journal.shim(tag, cmd, argv, env)), None
+            cmd, argv, env = "bash", ("-c", shim.script(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
         return self._on_sandbox(s, handle, lambda envd, accepted: self._start(
             s, envd, request, owner=owner, stdin=stdin, tag=tag, detachable=detachable,
@@ -562,10 +562,10 @@ class E2B(StreamingAdapter):
         s = Settings.load()
         self._check_handle(handle)
         _, result = self._on_sandbox(s, handle, lambda envd, accepted: self._run(
-            s, envd, "bash", ["-c", journal.lister()], accepted))
+            s, envd, "bash", ["-c", shim.lister()], accepted))
         if result.exit_code != 0:
             raise ProviderError(PROVIDER, ("session_listing_failed", result.exit_code))
-        return journal.parse_listing(result.output)
+        return shim.parse_listing(result.output)
 
     def attach(
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
@@ -577,20 +577,20 @@ class E2B(StreamingAdapter):
         s = Settings.load()
         key = _key(s, handle.name)
 
-        def journaled(envd: Envd, _: threading.Event) -> bytes | None:
-            if not journal.is_tag(session_id):
+        def command_line(envd: Envd, _: threading.Event) -> bytes | None:
+            if not shim.is_tag(session_id):
                 return None
-            return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE)
+            return envd.download(self._http, shim.cmd_path(session_id), _SMALL_FILE)
 
-        envd, spec = self._on_sandbox(s, handle, journaled)
+        envd, spec = self._on_sandbox(s, handle, command_line)
         if spec is None and not (
-            journal.is_tag(session_id)
+            shim.is_tag(session_id)
             and self._guarded(key, envd, lambda: self._starting(envd, session_id))
         ):
             raise NotFound(("session", session_id))
         finished = self._guarded(key, envd, lambda: self._exit_code(envd, session_id)) is not None
-        tag = journal.new_tag()
-        request = start_request("bash", ["-c", journal.replayer(session_id)], env=None,
+        tag = shim.new_tag()
+        request = start_request("bash", ["-c", shim.replayer(session_id)], env=None,
                                 cwd=None, tag=tag, stdin=False)
         stream, _ = self._guarded(key, envd, lambda: open_process(
             self._http, envd, request, owner=owner, stdin=stdin,
@@ -614,13 +614,13 @@ class E2B(StreamingAdapter):
         processes = listing.get("processes") if isinstance(listing, Mapping) else None
         for entry in processes if isinstance(processes, list) else []:
             if (isinstance(entry, Mapping) and entry.get("tag") == session_id
-                    and journal.is_shim(session_id, entry.get("config"))):
+                    and shim.is_shim(session_id, entry.get("config"))):
                 return True
-        return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE) is not None
+        return envd.download(self._http, shim.cmd_path(session_id), _SMALL_FILE) is not None
 
     def _exit_code(self, envd: Envd, session_id: str) -> int | None:
-        return journal.parse_exit(
-            envd.download(self._http, journal.exit_path(session_id), _SMALL_FILE)
+        return shim.parse_exit(
+            envd.download(self._http, shim.exit_path(session_id), _SMALL_FILE)
         )
 
     def _kill_quietly(self, envd: Envd, pid: int | None) -> None:
