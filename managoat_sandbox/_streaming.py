@@ -34,7 +34,7 @@ from .errors import CommandExited, Invalid, SandboxError, Unavailable
 from .frames import Error, Exit, Frame, Stderr, Stdout
 from .types import Command
 
-__all__ = ["LocalEnd", "Stream", "StreamingAdapter", "new_ref"]
+__all__ = ["CommandEnd", "Stream", "StreamingAdapter", "new_ref"]
 
 log = logging.getLogger("managoat_sandbox.streaming")
 
@@ -191,8 +191,12 @@ class Stream:
 
 
 @runtime_checkable
-class LocalEnd(Protocol):
-    """What a streaming adapter keeps in ``Command.private``: its end of one command."""
+class CommandEnd(Protocol):
+    """The command's local end: what a streaming adapter keeps in ``Command.private``.
+
+    It holds the command's :class:`Stream` and whatever reaches the command's
+    stdin; it is not the remote process, which :meth:`stop` leaves running.
+    """
 
     def write(self, data: bytes) -> None:
         """Write to the command's stdin (docs/protocols/contract.md#stdin-is-total)."""
@@ -205,17 +209,22 @@ class LocalEnd(Protocol):
 
 
 class StreamingAdapter(Adapter):
-    """An adapter whose commands keep a :class:`LocalEnd` in ``Command.private``.
+    """An adapter whose commands keep a :class:`CommandEnd` in ``Command.private``.
 
     Implements ``write_stdin``, ``close_stdin`` and ``stop_command`` once, by
     delegating to that end. A subclass's ``spawn`` and ``attach`` return
     ``Command(self.provider, ref, private=end)``.
 
+    Naming: each adapter of this package names its end class
+    ``<Provider>CommandEnd`` and keeps it in ``providers/<provider>/end.py``
+    (``LocalCommandEnd``, ``SpritesCommandEnd``, ``E2BCommandEnd``,
+    ``DaytonaCommandEnd``).
+
     :attr:`command_type` is optional. Left as ``None``, every command whose
-    ``private`` has the :class:`LocalEnd` methods (``write``, ``close_stdin``,
+    ``private`` has the :class:`CommandEnd` methods (``write``, ``close_stdin``,
     ``stop``) is served by delegating to that end — which is the command's own,
     so even another streaming adapter's command reaches the right process. Set
-    to the end's class (``command_type = MyCommand``), only commands whose
+    to the end's class (``command_type = MyCommandEnd``), only commands whose
     ``private`` is an instance of it are served. A command that is not served
     is ``Invalid`` for ``write_stdin``/``close_stdin`` and left alone by
     ``stop_command``. (The provider tag cannot decide: the facade re-tags
@@ -223,26 +232,26 @@ class StreamingAdapter(Adapter):
     """
 
     #: The class of this adapter's ``Command.private``, or None (see the class docstring).
-    command_type: ClassVar[type[LocalEnd] | None] = None
+    command_type: ClassVar[type[CommandEnd] | None] = None
 
     def _owns(self, command: Command) -> bool:
         """Whether this adapter serves ``command`` (see :attr:`command_type`)."""
-        return isinstance(command.private, self.command_type or LocalEnd)
+        return isinstance(command.private, self.command_type or CommandEnd)
 
-    def local_end(self, command: Command) -> LocalEnd:
+    def command_end(self, command: Command) -> CommandEnd:
         """The end a command of this adapter holds; ``Invalid`` for anyone else's."""
         if not isinstance(command, Command):
             raise TypeError(f"expected a Command, got {type(command).__name__}")
         if not self._owns(command):
             raise Invalid(f"not a command of the {self.provider} adapter")
-        end: LocalEnd = command.private
+        end: CommandEnd = command.private
         return end
 
     def write_stdin(self, command: Command, data: bytes) -> None:
-        self.local_end(command).write(data)
+        self.command_end(command).write(data)
 
     def close_stdin(self, command: Command) -> None:
-        self.local_end(command).close_stdin()
+        self.command_end(command).close_stdin()
 
     def stop_command(self, command: Command) -> None:
         """Detach this end; the remote process goes on. Idempotent; never raises

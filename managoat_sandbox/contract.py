@@ -89,7 +89,8 @@ class Adapter(ABC):
     An adapter whose commands stream builds on
     :class:`managoat_sandbox.streaming.StreamingAdapter`, which implements
     ``write_stdin``, ``close_stdin`` and ``stop_command`` by delegating to the
-    end each command keeps in ``Command.private`` (an object with ``write``,
+    local end each command keeps in ``Command.private`` (a
+    :class:`managoat_sandbox.streaming.CommandEnd`: an object with ``write``,
     ``close_stdin`` and ``stop``). Its ``command_type`` is optional: set it to
     the end's class to refuse commands whose end is of any other class.
     """

@@ -4,11 +4,12 @@
 silence after ``stop``) for one command; ``collect_exec`` turns a spawn into an
 ``exec`` with one monotonic ``Deadline``; ``StreamingAdapter`` implements
 ``write_stdin``/``close_stdin``/``stop_command`` by delegating to the
-``LocalEnd`` each command keeps in ``Command.private``. Every streaming adapter in this
-package is built on them, and a third-party adapter should be too.
+``CommandEnd`` (the command's local end) each command keeps in
+``Command.private``. Every streaming adapter in this package is built on them,
+and a third-party adapter should be too.
 """
 
 from ._deadline import Deadline, collect_exec
-from ._streaming import LocalEnd, Stream, StreamingAdapter, new_ref
+from ._streaming import CommandEnd, Stream, StreamingAdapter, new_ref
 
-__all__ = ["Deadline", "LocalEnd", "Stream", "StreamingAdapter", "collect_exec", "new_ref"]
+__all__ = ["CommandEnd", "Deadline", "Stream", "StreamingAdapter", "collect_exec", "new_ref"]

@@ -201,8 +201,8 @@ class Connection:
         process = self.sub
         if process is None:
             return False
-        if process.journal is not None and self.offset < process.size:
-            chunk = os.pread(process.journal, min(BACKLOG, process.size - self.offset),
+        if process.journal_fd is not None and self.offset < process.size:
+            chunk = os.pread(process.journal_fd, min(BACKLOG, process.size - self.offset),
                              self.offset)
             if chunk:
                 self.out += chunk
@@ -526,8 +526,8 @@ class Agent:
                 raise Refused("bad_request", str(exc)) from None
         if not os.path.isdir(cwd):
             raise Refused("bad_cwd", f"{cwd!r} is not a directory")
-        journal = self._open_journal(sid, argv, cwd, tty=tty, stdin=stdin) if journaled else None
-        process = Process(sid, journal=journal, stdin=stdin, tty=tty)
+        journal_fd = self._open_journal(sid, argv, cwd, tty=tty, stdin=stdin) if journaled else None
+        process = Process(sid, journal_fd=journal_fd, stdin=stdin, tty=tty)
         failure = process.start(argv, env, cwd, rows=rows, cols=cols,
                                 nofile_soft=self.nofile_soft)
         self.processes[sid] = process

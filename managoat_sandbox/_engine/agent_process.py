@@ -78,9 +78,9 @@ class Process(Generic[Client]):
     only holds them, in order, for the agent to drive.
     """
 
-    def __init__(self, sid: str, *, journal: int | None, stdin: bool, tty: bool) -> None:
+    def __init__(self, sid: str, *, journal_fd: int | None, stdin: bool, tty: bool) -> None:
         self.sid = sid
-        self.journal = journal
+        self.journal_fd = journal_fd
         self.stdin_requested = stdin
         self.tty = tty
         self.pid: int | None = None
@@ -101,7 +101,7 @@ class Process(Generic[Client]):
     @property
     def journaled(self) -> bool:
         """Whether the process is a detachable session with a journal on disk."""
-        return self.journal is not None
+        return self.journal_fd is not None
 
     # -- start ------------------------------------------------------------------
 
@@ -161,8 +161,8 @@ class Process(Generic[Client]):
         OSError if the journal cannot take it (disk full, file size limit).
         """
         frame = wire.frame(stream, data)
-        if self.journal is not None:
-            write_all(self.journal, frame)
+        if self.journal_fd is not None:
+            write_all(self.journal_fd, frame)
         self.size += len(frame)
         return frame
 
@@ -214,9 +214,9 @@ class Process(Generic[Client]):
 
     def close_journal(self) -> None:
         """Close the journal once nobody reads it any more."""
-        if self.journal is not None:
-            os.close(self.journal)
-            self.journal = None
+        if self.journal_fd is not None:
+            os.close(self.journal_fd)
+            self.journal_fd = None
 
 
 def _popen(argv: list[str], stdio: tuple[Any, Any, Any], env: dict[str, str], cwd: str, *,

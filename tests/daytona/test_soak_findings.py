@@ -22,7 +22,7 @@ from managoat_sandbox.emulators.daytona.daemon import Daemon
 from managoat_sandbox.errors import Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.providers.daytona import Daytona
-from managoat_sandbox.providers.daytona.adapter import DaytonaCommand
+from managoat_sandbox.providers.daytona.end import DaytonaCommandEnd
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
@@ -88,7 +88,7 @@ def finish_behind_the_follower(daemon: Daemon, command: Command) -> None:
 
 
 def command_path(command: Command, suffix: str) -> str:
-    state: DaytonaCommand = command.private
+    state: DaytonaCommandEnd = command.private
     return f"/session/{state.session_id}/command/{state.command_id}{suffix}"
 
 

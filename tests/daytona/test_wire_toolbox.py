@@ -34,8 +34,8 @@ from managoat_sandbox.errors import (
 )
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.decoder import STDERR, STDOUT, JournalDecoder
 from managoat_sandbox.providers.daytona.follow import LogSocket
-from managoat_sandbox.providers.daytona.journal import STDERR, STDOUT, Journal
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
@@ -268,76 +268,78 @@ def output_of(events: list[tuple[int, bytes]], kind: int) -> bytes:
     return b"".join(data for which, data in events if which == kind)
 
 
-# -- the journal ------------------------------------------------------------------
+# -- the journal decoder ----------------------------------------------------------
 
 
 def test_the_journal_splits_its_channels_by_marker() -> None:
-    events = Journal(framed=False).read().feed(OUT + b"one\n" + ERR + b"err\n" + OUT + b"two\n")
+    read = JournalDecoder(framed=False).read()
+    events = read.feed(OUT + b"one\n" + ERR + b"err\n" + OUT + b"two\n")
     assert (output_of(events, STDOUT), output_of(events, STDERR)) == (b"one\ntwo\n", b"err\n")
 
 
 def test_bytes_before_any_marker_belong_to_stdout() -> None:
-    events = Journal(framed=False).read().feed(b"plain combined text\n")
+    events = JournalDecoder(framed=False).read().feed(b"plain combined text\n")
     assert events == [(STDOUT, b"plain combined text\n")]
 
 
 def test_a_lone_marker_byte_followed_by_data_is_content() -> None:
-    events = Journal(framed=False).read().feed(OUT + b"\x01x\n")
+    events = JournalDecoder(framed=False).read().feed(OUT + b"\x01x\n")
     assert events == [(STDOUT, b"\x01x\n")]
 
 
 def test_a_partial_marker_is_held_back_until_the_next_bytes_show_what_it_is() -> None:
-    journal = Journal(framed=False)
-    read = journal.read()
+    decoder = JournalDecoder(framed=False)
+    read = decoder.read()
     assert read.feed(OUT + b"out" + b"\x02\x02") == [(STDOUT, b"out")]
     assert read.feed(b"\x02err") == [(STDERR, b"err")]
-    last = journal.read()
+    last = decoder.read()
     assert last.feed(OUT + b"out\x02\x02\x02err\x01\x01") == []
     assert last.finish() == [(STDERR, b"\x01\x01")]
 
 
 def test_a_journal_of_nothing_is_nothing() -> None:
-    assert Journal(framed=True).read().feed(b"") == []
+    assert JournalDecoder(framed=True).read().feed(b"") == []
 
 
 def test_framed_channels_decode_complete_frames_only_and_each_byte_once() -> None:
-    journal = Journal(framed=True)
+    decoder = JournalDecoder(framed=True)
     stream = OUT + framed(b"no newline") + ERR + framed(b"\x00\r\n") + OUT + framed(b"more")
-    assert journal.read().feed(stream[:10]) == []
-    assert journal.read().feed(stream[:25]) == [(STDOUT, b"no newline")]
-    assert journal.read().feed(stream[:6]) == []
-    assert journal.read().feed(stream) == [(STDERR, b"\x00\r\n"), (STDOUT, b"more")]
-    assert journal.read().feed(stream) == []
-    assert not journal.complete
+    assert decoder.read().feed(stream[:10]) == []
+    assert decoder.read().feed(stream[:25]) == [(STDOUT, b"no newline")]
+    assert decoder.read().feed(stream[:6]) == []
+    assert decoder.read().feed(stream) == [(STDERR, b"\x00\r\n"), (STDOUT, b"more")]
+    assert decoder.read().feed(stream) == []
+    assert not decoder.complete
 
 
 def test_the_end_frames_and_the_code_complete_a_framed_journal() -> None:
-    journal = Journal(framed=True)
-    read = journal.read()
+    decoder = JournalDecoder(framed=True)
+    read = decoder.read()
     assert read.feed(OUT + b"!3\n") == [(STDOUT, b"!3\n")], "a code before the end is text"
     read.feed(OUT + b":\n" + code(7))
-    assert journal.code == 7 and not journal.complete
+    assert decoder.code == 7 and not decoder.complete
     read.feed(ERR + b":\n")
-    assert journal.complete and journal.code == 7
+    assert decoder.complete and decoder.code == 7
 
 
 def test_lines_the_shim_did_not_frame_pass_through_as_text() -> None:
-    events = Journal(framed=True).read().feed(ERR + b"mkfifo: cannot create\n" + ERR + b":%%\n")
+    read = JournalDecoder(framed=True).read()
+    events = read.feed(ERR + b"mkfifo: cannot create\n" + ERR + b":%%\n")
     assert output_of(events, STDERR) == b"mkfifo: cannot create\n:%%\n"
 
 
 def test_a_raw_channel_yields_only_what_a_read_adds() -> None:
-    journal = Journal(framed=False)
-    assert journal.read().feed(OUT + b"abc") == [(STDOUT, b"abc")]
-    assert journal.read().feed(OUT + b"ab") == []
-    assert journal.read().feed(OUT + b"abcd") == [(STDOUT, b"d")]
-    assert journal.consumed == 4
+    decoder = JournalDecoder(framed=False)
+    assert decoder.read().feed(OUT + b"abc") == [(STDOUT, b"abc")]
+    assert decoder.read().feed(OUT + b"ab") == []
+    assert decoder.read().feed(OUT + b"abcd") == [(STDOUT, b"d")]
+    assert decoder.consumed == 4
 
 
 def test_channels_read_apart_are_deduplicated_alike() -> None:
-    journal = Journal(framed=True)
-    assert journal.split_read(framed(b"out"), b"") == [(STDOUT, b"out")]
-    assert journal.split_read(framed(b"out") + framed(b"!"), framed(b"\xff e")) == [
+    decoder = JournalDecoder(framed=True)
+    assert decoder.split_read(framed(b"out"), b"") == [(STDOUT, b"out")]
+    assert decoder.split_read(framed(b"out") + framed(b"!"), framed(b"\xff e")) == [
         (STDOUT, b"!"), (STDERR, b"\xff e")]
 
 

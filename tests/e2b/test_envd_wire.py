@@ -583,7 +583,7 @@ def test_attach_to_an_unknown_session_is_not_found(rsps: responses.RequestsMock,
         e2b.attach(box(e2b), "other-session")
 
 
-def _journal(rsps: responses.RequestsMock, exit_file: tuple[int, bytes]) -> None:
+def _session_files(rsps: responses.RequestsMock, exit_file: tuple[int, bytes]) -> None:
     """The session's .cmd exists; .exit answers ``exit_file`` (status, body)."""
     def files(request: object) -> tuple[int, dict[str, str], bytes]:
         url = getattr(request, "url", "")
@@ -598,7 +598,7 @@ def test_attach_replays_then_ends_with_the_journaled_exit(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:
     running(rsps)
-    _journal(rsps, (200, b"7\n"))
+    _session_files(rsps, (200, b"7\n"))
     stream(rsps, start(9), stdout(b"replayed"), end(0), trailer())
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
@@ -619,7 +619,7 @@ def test_attach_closed_without_end_is_closed_before_exit_despite_the_exit_file(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:
     running(rsps)
-    _journal(rsps, (200, b"17\n"))
+    _session_files(rsps, (200, b"17\n"))
     stream(rsps, start(9), stdout(b"replayed"), trailer())
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
@@ -633,7 +633,7 @@ def test_attach_without_a_readable_exit_file_never_invents_a_code(
     rsps: responses.RequestsMock, e2b: E2B, exit_file: tuple[int, bytes]
 ) -> None:
     running(rsps)
-    _journal(rsps, exit_file)
+    _session_files(rsps, exit_file)
     stream(rsps, start(9), stdout(b"replayed"), end(4), trailer())
     mailbox = Mailbox()
     command = e2b.attach(box(e2b), "fountain-42", owner=mailbox)
@@ -646,7 +646,7 @@ def test_attach_stdin_finds_the_original_pid_through_list(
     rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe
 ) -> None:
     running(rsps)
-    _journal(rsps, (404, b"{}"))
+    _session_files(rsps, (404, b"{}"))
     rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
              content_type="application/connect+json")
     rsps.add(responses.POST, f"{ENVD}/process.Process/List", json={"processes": [

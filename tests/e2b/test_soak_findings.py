@@ -20,8 +20,8 @@ from managoat_sandbox import reasons
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import NotFound, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
-from managoat_sandbox.providers.e2b import E2B, journal
-from managoat_sandbox.providers.e2b.process import E2BProcess
+from managoat_sandbox.providers.e2b import E2B, shim
+from managoat_sandbox.providers.e2b.end import E2BCommandEnd
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Command, Handle
 
@@ -112,21 +112,21 @@ def test_a_live_process_that_is_not_a_journaling_shim_is_no_session(
     e2b: E2B, handle: Handle
 ) -> None:
     running = e2b.spawn(handle, "bash", ["-c", "exec sleep 30"], owner=Mailbox())
-    assert isinstance(running.private, E2BProcess)
+    assert isinstance(running.private, E2BCommandEnd)
     with pytest.raises(NotFound):
         e2b.attach(handle, running.private.tag)
-    e2b.local_end(running).stop()
+    e2b.command_end(running).stop()
 
 
 def test_only_the_shim_of_the_tag_is_recognised_as_its_shim() -> None:
-    tag, other = journal.new_tag(), journal.new_tag()
+    tag, other = shim.new_tag(), shim.new_tag()
     words = ["-c", f"echo > '$HOME'/.fountain/{tag}.cmd"]
-    assert journal.is_shim(tag, {"cmd": "bash", "args": ["-c", journal.shim(tag, "ls", [])]})
-    assert not journal.is_shim(tag, {"cmd": "bash", "args": ["-c", journal.shim(other, "ls", [])]})
-    assert not journal.is_shim(tag, {"cmd": "bash", "args": ["-c", journal.replayer(tag)]})
-    assert not journal.is_shim(tag, {"cmd": "bash", "args": words})
-    assert not journal.is_shim(tag, {"cmd": "sh", "args": ["-c", journal.shim(tag, "ls", [])]})
-    assert not journal.is_shim(tag, None)
+    assert shim.is_shim(tag, {"cmd": "bash", "args": ["-c", shim.script(tag, "ls", [])]})
+    assert not shim.is_shim(tag, {"cmd": "bash", "args": ["-c", shim.script(other, "ls", [])]})
+    assert not shim.is_shim(tag, {"cmd": "bash", "args": ["-c", shim.replayer(tag)]})
+    assert not shim.is_shim(tag, {"cmd": "bash", "args": words})
+    assert not shim.is_shim(tag, {"cmd": "sh", "args": ["-c", shim.script(tag, "ls", [])]})
+    assert not shim.is_shim(tag, None)
 
 
 # -- a cut replay -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
 * Commands run through a shim (:mod:`.shim`) that frames their stdout and
   stderr byte-exact into the daemon's journal, ends each stream with a mark
   and adds the real exit code, so the journal alone tells a complete log
-  from a cut one (:mod:`.journal`). ``exec`` runs it in a toolbox session
+  from a cut one (:mod:`.decoder`). ``exec`` runs it in a toolbox session
   kept for reuse, with one synchronous session exec whose answer carries the
   journal and the exit code (:mod:`.execs`): on a warm sandbox an exec is one
   request (the sandbox's toolbox is remembered with its sessions). ``spawn`` runs it
@@ -84,7 +84,7 @@ from ...types import (
 )
 from . import files, shim
 from .api import PROVIDER, Api, Timeouts
-from .commands import DaytonaCommand
+from .end import DaytonaCommandEnd
 from .errors import conflict_is_transient, is_status
 from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
 from .logs import FollowPolicy, LogFollower
@@ -174,7 +174,7 @@ class Daytona(StreamingAdapter):
     """
 
     provider = PROVIDER
-    command_type = DaytonaCommand
+    command_type = DaytonaCommandEnd
 
     _CAPABILITIES = frozenset(
         {
@@ -442,7 +442,7 @@ class Daytona(StreamingAdapter):
         stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommand(stream, toolbox, session_id, command_id),
+            private=DaytonaCommandEnd(stream, toolbox, session_id, command_id),
             session_id=session_id,
         )
 
@@ -489,8 +489,8 @@ class Daytona(StreamingAdapter):
         stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommand(stream, toolbox, session_id, command_id, live=live,
-                                   attached=True),
+            private=DaytonaCommandEnd(stream, toolbox, session_id, command_id, live=live,
+                                      attached=True),
             session_id=session_id,
         )
 

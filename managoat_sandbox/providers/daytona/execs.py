@@ -49,8 +49,8 @@ from ..._streaming import Stream, new_ref
 from ...errors import Invalid, NotFound, SandboxError, Unavailable
 from ...types import Command, ExecResult
 from .api import PROVIDER
+from .decoder import STDERR, STDOUT, JournalDecoder
 from .errors import exec_refused, is_status, not_started, session_ended
-from .journal import STDERR, STDOUT, Journal
 from .logs import FollowPolicy, LogFollower
 from .shim import echoed_size
 from .toolbox import ExecAnswer, Toolbox, listed_command_id
@@ -220,16 +220,16 @@ def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:
 def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job) -> ExecResult:
     """The result of a synchronous answer. The daemon answers once the command's journal
     is final, so one that is not complete lost output: closed before exit."""
-    journal = Journal(framed=True)
+    decoder = JournalDecoder(framed=True)
     if answer.raw is not None:
-        events = journal.read().feed(answer.raw)
+        events = decoder.read().feed(answer.raw)
     else:
-        events = journal.split_read(*(answer.split or (b"", b"")))
-    if journal.no_dir:
+        events = decoder.split_read(*(answer.split or (b"", b"")))
+    if decoder.no_dir:
         pool.release(session)
         raise Invalid(("dir", f"{job.cwd!r} is not a directory in the sandbox"))
-    code = journal.code
-    if not journal.complete or code is None:
+    code = decoder.code
+    if not decoder.complete or code is None:
         pool.drop(session)
         raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
     if answer.command_id is not None:

@@ -1,7 +1,7 @@
 """Following a toolbox command: its log, streamed and delivered once per byte, then its exit.
 
 The log is followed over the daemon's WebSocket (:mod:`.follow`) and decoded
-as it arrives (:mod:`.journal`), so following costs time linear in the
+as it arrives (:mod:`.decoder`), so following costs time linear in the
 output, whatever its size. A command run by our shim has finished once its
 journal is complete — both streams' end frames and the exit-code frame the
 shim writes after everything else: the ``Exit`` then carries that code, and
@@ -45,8 +45,8 @@ from ... import reasons
 from ..._streaming import Stream
 from ...errors import DeadlineExpired, Denied, NotFound, RateLimited, SandboxError, Unavailable
 from . import shim
+from .decoder import STDOUT, Event, JournalDecoder, JournalRead
 from .follow import LogSocket
-from .journal import STDOUT, Event, Journal, JournalRead
 from .toolbox import Toolbox
 
 __all__ = ["FollowPolicy", "LogFollower"]
@@ -125,7 +125,7 @@ class LogFollower:
         self.session_id = session_id
         self.command_id = command_id
         self.policy = policy
-        self.journal = Journal(framed=framed)
+        self.decoder = JournalDecoder(framed=framed)
         self._sandbox_gone = sandbox_gone
         self._clock = clock
         self._socket: LogSocket | None = None
@@ -150,8 +150,8 @@ class LogFollower:
 
     def _ended(self, stream: Stream) -> bool:
         """Deliver the exit if the journal is complete; whether it was."""
-        code = self.journal.code
-        if not self.journal.complete or code is None:
+        code = self.decoder.code
+        if not self.decoder.complete or code is None:
             return False
         stream.exit(code)
         return True
@@ -172,7 +172,7 @@ class LogFollower:
         failing_since: float | None = None
         failures = 0
         while not stream.stopped.is_set():
-            before = self.journal.consumed
+            before = self.decoder.consumed
             error: SandboxError | None = None
             try:
                 if self._follow(stream, quiet):
@@ -194,10 +194,10 @@ class LogFollower:
             except SandboxError as failed:
                 error = failed
             now = self._clock()
-            if self.journal.consumed != before:
+            if self.decoder.consumed != before:
                 pause = policy.min_interval
                 quiet.grew(now)
-            if error is None or self.journal.consumed != before:
+            if error is None or self.decoder.consumed != before:
                 failing_since, failures = None, 0
             else:
                 failing_since = now if failing_since is None else failing_since
@@ -223,7 +223,7 @@ class LogFollower:
         self._socket = socket
         if self._aborted:
             return False
-        read = self.journal.read()
+        read = self.decoder.read()
         policy = self.policy
         heard = pinged = self._clock()
         try:
@@ -244,9 +244,9 @@ class LogFollower:
                     return False
                 heard = self._clock()
                 if data:
-                    before = self.journal.consumed
+                    before = self.decoder.consumed
                     self._deliver(stream, read.feed(data))
-                    if self.journal.consumed != before:
+                    if self.decoder.consumed != before:
                         quiet.grew(heard)
                     if self._ended(stream):
                         return True
@@ -264,7 +264,7 @@ class LogFollower:
         with self.toolbox.log(self.session_id, self.command_id,
                               read_timeout=self.policy.read_timeout) as body:
             if body.split is not None:
-                self._deliver(stream, self.journal.split_read(*body.split))
+                self._deliver(stream, self.decoder.split_read(*body.split))
             for chunk in body.chunks or ():
                 if stream.stopped.is_set():
                     return
@@ -272,19 +272,19 @@ class LogFollower:
 
     def _snapshot(self, stream: Stream) -> bool:
         """Read a snapshot of the log; whether the stream has ended (its exit delivered)."""
-        self._read_log(stream, self.journal.read())
+        self._read_log(stream, self.decoder.read())
         return self._ended(stream)
 
     def _recorded(self, stream: Stream) -> bool:
         """For a session our shim did not start: the daemon's exit record, after a last
         snapshot of the log; whether the stream has ended. ``NotFound`` if the daemon
         lost the command; other failures read as "not recorded"."""
-        if self.journal.framed:
+        if self.decoder.framed:
             return False
         code = self._recorded_code()
         if code is None:
             return False
-        read = self.journal.read()
+        read = self.decoder.read()
         try:
             self._read_log(stream, read)
             self._deliver(stream, read.finish())
@@ -309,7 +309,7 @@ class LogFollower:
         delivered). It is when the daemon recorded its exit or lost it, or when the
         shim (:func:`.shim.probe`) recorded a code or died without one."""
         quiet.probed(now)
-        if not self.journal.framed:
+        if not self.decoder.framed:
             return self._recorded(stream)
         try:
             over = self._recorded_code() is not None

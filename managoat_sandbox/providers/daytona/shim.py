@@ -23,7 +23,7 @@ one journal line ``:<base64>``. The read that meets the end of the stream
 emits the empty frame ``:``, which ends it. After both encoders have ended
 (the command and every child holding its output have closed it), the shim
 writes ``!<code>`` on stdout: the journal then holds everything, and says so.
-:mod:`.journal` decodes it; any other line (an error of the shim itself)
+:mod:`.decoder` decodes it; any other line (an error of the shim itself)
 passes through as text.
 
 The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``
@@ -62,7 +62,7 @@ import attrs
 
 from ... import reasons
 from ...errors import Invalid
-from .journal import NO_DIR
+from .decoder import NO_DIR
 
 __all__ = [
     "COMMAND_LIMIT",
@@ -233,7 +233,7 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
     reaches the session); ``pid`` is the session shell's.
 
     The subshell enters the command's working directory itself: when it
-    cannot, it writes the line :data:`.journal.NO_DIR` on stdout (no frame, no code)
+    cannot, it writes the line :data:`.decoder.NO_DIR` on stdout (no frame, no code)
     and the command never starts.
 
     The capture files are named for this exec alone, so a process an earlier

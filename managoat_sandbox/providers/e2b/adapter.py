@@ -42,7 +42,7 @@ collector. stdin and EOF go to the process by **pid**, never by tag. While a
 command streams, its sandbox's TTL is renewed every 240 s. ``stop_command``
 closes this end only: the remote process goes on.
 
-Detachable spawns run under a journaling shim (:mod:`.journal`); ``attach``
+Detachable spawns run under a journaling shim (:mod:`.shim`); ``attach``
 replays the journal from byte zero, tails it, and ends with the journaled exit
 code. A session is attachable as soon as ``spawn`` returns: one whose shim
 has not yet written its ``.cmd`` is recognised by its live, tagged shim in
@@ -71,12 +71,13 @@ from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotFound, NotSupported, ProviderError
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
-from . import files, journal
+from . import files, shim
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
+from .end import E2BCommandEnd
 from .envd import Envd, start_request
 from .errors import PROVIDER
 from .heartbeat import Heartbeats
-from .process import E2BProcess, Keepalive, open_process
+from .process import Keepalive, open_process
 from .remembered import Remembered
 from .settings import Settings
 
@@ -112,7 +113,7 @@ class E2B(StreamingAdapter):
     """
 
     provider = "e2b"
-    command_type = E2BProcess
+    command_type = E2BCommandEnd
 
     _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH,
                                Capability.READ_FILE, Capability.LIST_FILES})
@@ -304,7 +305,7 @@ class E2B(StreamingAdapter):
             deadline=deadline, extra_headers=extra_headers, accepted=accepted,
         )
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=E2BProcess(stream, envd, self._http, tag, pid),
+                       private=E2BCommandEnd(stream, envd, self._http, tag, pid),
                        session_id=tag if detachable else None)
 
     def _collect(
@@ -338,7 +339,7 @@ class E2B(StreamingAdapter):
     ) -> ExecResult:
         """An internal command (chmod, the session lister), bounded by ``timeout_ms``: its
         expiry is ``DeadlineExpired("timeout")``, as a request's is."""
-        tag = journal.new_tag()
+        tag = shim.new_tag()
         request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
         deadline = Deadline(s.timeout, reason=reasons.TIMEOUT)
         return self._collect(envd, accepted, s=s, request=request, tag=tag, deadline=deadline,
@@ -360,7 +361,7 @@ class E2B(StreamingAdapter):
         deadline = Deadline(timeout)
         deadline.check()
         s = Settings.load()
-        tag = journal.new_tag()
+        tag = shim.new_tag()
         request = start_request(cmd, args, env=env, cwd=dir, tag=tag, stdin=False)
         headers = None
         if timeout is not None and math.isfinite(timeout):
@@ -389,9 +390,9 @@ class E2B(StreamingAdapter):
         argv: Sequence[str] = args
         s = Settings.load()
         self._check_handle(handle)
-        tag = journal.new_tag()
+        tag = shim.new_tag()
         if detachable:
-            cmd, argv, env = "bash", ("-c", journal.shim(tag, cmd, argv, env)), None
+            cmd, argv, env = "bash", ("-c", shim.script(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
         _, command = self._remembered.first_call(s, handle.name, lambda envd, accepted: (
             self._start(s, envd, request, owner, stdin=stdin, tag=tag, detachable=detachable,
@@ -404,11 +405,11 @@ class E2B(StreamingAdapter):
         """The journaled (detachable) commands of the sandbox, finished ones included."""
         s = Settings.load()
         self._check_handle(handle)
-        lister = partial(self._run, s, "bash", ["-c", journal.lister()])
+        lister = partial(self._run, s, "bash", ["-c", shim.lister()])
         _, result = self._remembered.first_call(s, handle.name, lister)
         if result.exit_code != 0:
             raise ProviderError(PROVIDER, ("session_listing_failed", result.exit_code))
-        return journal.parse_listing(result.output)
+        return shim.parse_listing(result.output)
 
     def attach(
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
@@ -417,9 +418,9 @@ class E2B(StreamingAdapter):
         self._check_handle(handle)
         s = Settings.load()
         name = handle.name
-        envd, spec = self._remembered.first_call(s, name, partial(self._journaled, session_id))
+        envd, spec = self._remembered.first_call(s, name, partial(self._command_line, session_id))
         if spec is None and not (
-            journal.is_tag(session_id)
+            shim.is_tag(session_id)
             and self._remembered.later_call(s, name, envd,
                                             partial(self._starting, envd, session_id))
         ):
@@ -429,25 +430,25 @@ class E2B(StreamingAdapter):
         stream, _ = self._remembered.later_call(s, name, envd,
                                                 partial(self._replay, s, envd, session_id,
                                                         owner=owner, stdin=stdin))
-        process = E2BProcess(stream, envd, self._http, session_id, None,
+        process = E2BCommandEnd(stream, envd, self._http, session_id, None,
                              live=exit_code is None)
         return Command(self.provider, stream.ref, frames=stream.frames, private=process,
                        session_id=session_id)
 
-    def _journaled(self, session_id: str, envd: Envd, _: threading.Event) -> bytes | None:
+    def _command_line(self, session_id: str, envd: Envd, _: threading.Event) -> bytes | None:
         """The session's journaled ``.cmd`` (``None`` when there is none, or the id is no
         journal tag): an attach's first envd call."""
-        if not journal.is_tag(session_id):
+        if not shim.is_tag(session_id):
             return None
-        return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE)
+        return envd.download(self._http, shim.cmd_path(session_id), _SMALL_FILE)
 
     def _replay(
         self, s: Settings, envd: Envd, session_id: str, *, owner: Owner | None, stdin: bool
     ) -> tuple[Stream, int | None]:
         """Start the session's replayer: its journal from byte zero, then its tail; the
         code at its end is the journaled exit (see :func:`.process.open_process`)."""
-        request = start_request("bash", ["-c", journal.replayer(session_id)], env=None,
-                                cwd=None, tag=journal.new_tag(), stdin=False)
+        request = start_request("bash", ["-c", shim.replayer(session_id)], env=None,
+                                cwd=None, tag=shim.new_tag(), stdin=False)
         return open_process(
             self._http, envd, request, owner=owner, stdin=stdin,
             keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
@@ -467,13 +468,13 @@ class E2B(StreamingAdapter):
         processes = listing.get("processes") if isinstance(listing, Mapping) else None
         for entry in processes if isinstance(processes, list) else []:
             if (isinstance(entry, Mapping) and entry.get("tag") == session_id
-                    and journal.is_shim(session_id, entry.get("config"))):
+                    and shim.is_shim(session_id, entry.get("config"))):
                 return True
-        return envd.download(self._http, journal.cmd_path(session_id), _SMALL_FILE) is not None
+        return envd.download(self._http, shim.cmd_path(session_id), _SMALL_FILE) is not None
 
     def _exit_code(self, envd: Envd, session_id: str) -> int | None:
-        return journal.parse_exit(
-            envd.download(self._http, journal.exit_path(session_id), _SMALL_FILE)
+        return shim.parse_exit(
+            envd.download(self._http, shim.exit_path(session_id), _SMALL_FILE)
         )
 
     def _kill_quietly(self, envd: Envd, pid: int | None) -> None:

@@ -1,4 +1,4 @@
-"""One envd process stream turned into frames, and its stdin.
+"""One envd process stream turned into frames (its stdin is the command's end, :mod:`.end`).
 
 :func:`open_process` opens a ``Start`` stream and waits (bounded) for envd's
 ``start`` event before it returns, so a caller never holds a command whose
@@ -46,23 +46,17 @@ from ..._http import HttpClient, interrupt, set_read_timeout
 from ..._streaming import Stream, new_ref
 from ...contract import Owner
 from ...errors import (
-    CommandExited,
-    Invalid,
-    NotFound,
     SandboxError,
     Unavailable,
-    WriteFailed,
 )
 from . import connect
 from .envd import Envd, read_chunks
 from .errors import codec_error, connect_error
 
-__all__ = ["E2BProcess", "open_process"]
+__all__ = ["open_process"]
 
 log = logging.getLogger("managoat_sandbox.e2b")
 
-#: Bytes of stdin per ``SendInput`` call.
-STDIN_PIECE = 256 * 1024
 #: The longest wait, after ``end``, for the body to end (so the connection can be reused).
 TRAILER_WAIT = 0.5
 #: The most bytes read after ``end`` while waiting for the body to end.
@@ -275,90 +269,6 @@ def _wait_for_start(
 def _late(deadline: Deadline | None) -> SandboxError | None:
     """The deadline's error if it has expired: a failure after it is a timeout."""
     return deadline.error() if deadline is not None and deadline.expired() else None
-
-
-@attrs.define(eq=False)
-class E2BProcess:
-    """What an E2B ``Command.private`` holds: the stream and the stdin target.
-
-    ``pid`` is the process stdin goes to; when ``None`` (an attach) it is
-    found once, by ``List``, as the live process tagged ``tag``. ``live`` is
-    false for an attach to a session that had already finished.
-    """
-
-    stream: Stream
-    envd: Envd
-    http: HttpClient = attrs.field(repr=False)
-    tag: str
-    pid: int | None
-    live: bool = True
-    stdin_closed: bool = False
-    _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
-
-    def _target(self) -> int | None:
-        if self.pid is None:
-            listing = self.envd.call(self.http, "List", {})
-            processes = listing.get("processes") if isinstance(listing, Mapping) else None
-            for entry in processes if isinstance(processes, list) else []:
-                if isinstance(entry, Mapping) and entry.get("tag") == self.tag:
-                    pid = entry.get("pid")
-                    if isinstance(pid, int) and not isinstance(pid, bool):
-                        self.pid = pid
-                        break
-        return self.pid
-
-    def _check_connected(self) -> None:
-        self.stream.check_stdin()
-        if not self.live:
-            raise CommandExited("the session had finished before attach")
-
-    def write(self, data: bytes) -> None:
-        """``SendInput`` by pid; total: exited → ``CommandExited``, else ``WriteFailed``."""
-        self._check_connected()
-        self.stream.check_writable()
-        if self.stdin_closed:
-            raise Invalid(reasons.STDIN_NOT_OPEN)
-        with self._lock:
-            try:
-                pid = self._target()
-                if pid is None:
-                    raise CommandExited("the process is no longer running")
-                for start in range(0, len(data), STDIN_PIECE):
-                    piece = base64.b64encode(data[start:start + STDIN_PIECE]).decode("ascii")
-                    self.envd.call(self.http, "SendInput",
-                                   {"process": {"pid": pid}, "input": {"stdin": piece}})
-            except (CommandExited, NotFound):
-                raise CommandExited("the process has exited") from None
-            except SandboxError as error:
-                if _stdin_closed(error):
-                    raise Invalid(reasons.STDIN_NOT_OPEN) from None
-                raise WriteFailed(error.detail) from None
-
-    def close_stdin(self) -> None:
-        """``CloseStdin`` by pid; idempotent while connected, also after the exit."""
-        self._check_connected()
-        with self._lock:
-            if self.stdin_closed or self.stream.finished.is_set():
-                return
-            try:
-                pid = self._target()
-                if pid is not None:
-                    self.envd.call(self.http, "CloseStdin", {"process": {"pid": pid}})
-            except NotFound:
-                pass
-            self.stdin_closed = True
-
-    def stop(self) -> None:
-        """Detach this end (the remote process goes on); never raises."""
-        self.stream.stop()
-        self.stream.join(2.0)
-
-
-def _stdin_closed(error: SandboxError) -> bool:
-    body = error.body
-    if isinstance(body, Mapping):
-        return "stdin not enabled or closed" in str(body.get("message", ""))
-    return False
 
 
 def open_process(

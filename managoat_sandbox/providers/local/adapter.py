@@ -55,7 +55,7 @@ from ...errors import (
 )
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from . import checkpoints, files, layout, mode, retention
-from .commands import LocalCommand, end_error, follow_into
+from .end import LocalCommandEnd, end_error, follow_into
 
 __all__ = ["Local"]
 
@@ -78,7 +78,7 @@ class Local(StreamingAdapter):
     """Sandboxes on this machine; see the module docstring for what isolates them."""
 
     provider = "local"
-    command_type = LocalCommand
+    command_type = LocalCommandEnd
 
     _BASE = frozenset(
         {
@@ -407,7 +407,7 @@ class Local(StreamingAdapter):
         assert subscription is not None
         follow_into(stream, subscription)
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommand(stream, box, session_id), session_id=session_id)
+                       private=LocalCommandEnd(stream, box, session_id), session_id=session_id)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -442,7 +442,7 @@ class Local(StreamingAdapter):
             raise NotFound(("session", session_id))
         follow_into(stream, subscription)
         return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommand(stream, box, session_id, live=live),
+                       private=LocalCommandEnd(stream, box, session_id, live=live),
                        session_id=session_id)
 
     def terminate_session(

@@ -64,8 +64,9 @@ from ...types import (
 )
 from . import checkpoints, files, once
 from .api import SpritesApi, sprite_path
+from .end import SpritesCommandEnd
 from .errors import http_error
-from .exec import SpritesCommand, open_socket
+from .exec import open_socket
 from .settings import Settings, check_name, checkpoints_enabled, load
 from .timestamps import timestamp
 
@@ -88,7 +89,7 @@ class Sprites(StreamingAdapter):
     """
 
     provider = "sprites"
-    command_type = SpritesCommand
+    command_type = SpritesCommandEnd
 
     _ALWAYS = frozenset(
         {
@@ -317,7 +318,8 @@ class Sprites(StreamingAdapter):
             if deadline is not None:
                 deadline.check()
             raise
-        state = SpritesCommand(stream, ws, tty=tty, attached=attached, keepalive=self._keepalive)
+        state = SpritesCommandEnd(stream, ws, tty=tty, attached=attached,
+                                  keepalive=self._keepalive)
         if announced:
             state.read_session_info(timeout)
             session_id = state.session_id

@@ -1,4 +1,5 @@
-"""The in-sandbox journal that makes detachable E2B commands attachable.
+"""The shell text that makes detachable E2B commands attachable: the journaling shim,
+the replayer and the session lister, and where they keep each session's journal.
 
 envd keeps no output: it throws away what nobody is subscribed to, and a
 ``Connect`` delivers only live data. So a detachable spawn runs its command
@@ -48,7 +49,7 @@ __all__ = [
     "parse_listing",
     "quote",
     "replayer",
-    "shim",
+    "script",
 ]
 
 #: The journal directory as envd's files API addresses it (under the user's home).
@@ -101,7 +102,7 @@ def _shim_tail(tag: str) -> str:
     )
 
 
-def shim(
+def script(
     tag: str, cmd: str, args: Sequence[str], env: Mapping[str, str] | None = None
 ) -> str:
     """The bash script a detachable spawn runs (``bash -c <script>``, no ``envs``).

@@ -1,12 +1,16 @@
 """A command's journal, decoded incrementally — in one read, or across replays from byte zero.
 
+The journal is the recorded output attach replays
+(docs/protocols/contract.md#attach-replays-from-byte-zero); here, the
+daemon's log of a session command.
+
 The daemon journals a session command as one append-only byte stream in which
 each line is preceded by a 3-byte channel marker (``01 01 01`` stdout,
 ``02 02 02`` stderr). Every way of reading it — the WebSocket follow, a plain
 snapshot, the answer of a synchronous exec — starts at byte zero; a read may
 end early, and a flaky server may serve a stale, shorter prefix.
 
-:class:`Journal` remembers, per channel, how many of that channel's bytes it
+:class:`JournalDecoder` remembers, per channel, how many of that channel's bytes it
 has consumed. Each read is a :class:`JournalRead` that demultiplexes the bytes
 it is fed and passes on only the bytes past that count, so a replay, a later
 snapshot or a stale prefix yields only what is new: no byte twice, none lost.
@@ -21,9 +25,9 @@ A channel of a command run by our shim (:mod:`.shim`) is *framed*: each line
 ``:<base64>`` carries raw output bytes, the empty frame ``:`` ends the stream,
 and on stdout, after its end, ``!<code>`` carries the command's exit code.
 An exec's shim that cannot enter the command's working directory writes the
-line :data:`NO_DIR` on stdout instead: :attr:`Journal.no_dir`.
+line :data:`NO_DIR` on stdout instead: :attr:`JournalDecoder.no_dir`.
 Only complete lines are decoded; any other line (an error printed by the shim
-itself) passes through as text. The journal is :attr:`Journal.complete` once
+itself) passes through as text. The journal is complete (:attr:`JournalDecoder.complete`) once
 both streams have ended and the code is known: everything the command wrote
 has been consumed, and its exit code with it. A channel not framed by our shim
 (a session someone else made) yields its bytes as journaled and never
@@ -36,7 +40,7 @@ import base64
 import binascii
 import re
 
-__all__ = ["NO_DIR", "STDERR", "STDOUT", "Event", "Journal", "JournalRead"]
+__all__ = ["NO_DIR", "STDERR", "STDOUT", "Event", "JournalDecoder", "JournalRead"]
 
 STDOUT = 1
 STDERR = 2
@@ -99,8 +103,9 @@ class _Channel:
         return body + b"\n"
 
 
-class Journal:
-    """What has been consumed of one command's journal, across every read of it."""
+class JournalDecoder:
+    """The decoder of one command's journal: what has been consumed of it, across every
+    read of it."""
 
     def __init__(self, *, framed: bool) -> None:
         self.framed = framed
@@ -145,8 +150,8 @@ class Journal:
 class JournalRead:
     """One pass over the journal from byte zero: feed it the bytes in order."""
 
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
+    def __init__(self, decoder: JournalDecoder) -> None:
+        self._decoder = decoder
         self._target = STDOUT
         self._held = b""
         self._positions = [0, 0]
@@ -181,7 +186,7 @@ class JournalRead:
         index = kind - 1
         start = self._positions[index]
         self._positions[index] = start + len(data)
-        channel = self._journal.channels[index]
+        channel = self._decoder.channels[index]
         known = channel.seen - start
         if known >= len(data):
             return

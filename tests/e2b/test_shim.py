@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from managoat_sandbox.providers.e2b import journal
+from managoat_sandbox.providers.e2b import shim
 
 from ..conftest import wait_until
 
@@ -47,7 +47,7 @@ def processes_mentioning(text: str) -> dict[int, bytes]:
 
 @pytest.mark.parametrize("arg", ["plain", "a'b", "$HOME", "`id`", "x\ny", "\"q\"", "", "*"])
 def test_quote_is_read_back_verbatim(arg: str, env: dict[str, str]) -> None:
-    out = subprocess.run(["bash", "-c", f"printf %s {journal.quote(arg)}"], env=env,
+    out = subprocess.run(["bash", "-c", f"printf %s {shim.quote(arg)}"], env=env,
                          capture_output=True, check=True).stdout
     assert out == arg.encode()
 
@@ -55,8 +55,8 @@ def test_quote_is_read_back_verbatim(arg: str, env: dict[str, str]) -> None:
 def test_the_shim_passes_output_through_journals_it_and_keeps_the_code(
     home: Path, env: dict[str, str]
 ) -> None:
-    tag = journal.new_tag()
-    script = journal.shim(tag, "bash", ["-c", "read x; echo out:$x:$K:$HOME; echo err >&2; exit 7"],
+    tag = shim.new_tag()
+    script = shim.script(tag, "bash", ["-c", "read x; echo out:$x:$K:$HOME; echo err >&2; exit 7"],
                           {"K": "v", "HOME": "/elsewhere"})
     process = bash(script, env)
     out, err = process.communicate(b"in\n", timeout=10)
@@ -64,49 +64,49 @@ def test_the_shim_passes_output_through_journals_it_and_keeps_the_code(
     base = home / ".fountain" / tag
     assert Path(f"{base}.out").read_bytes() == out
     assert Path(f"{base}.err").read_bytes() == err
-    assert journal.parse_exit(Path(f"{base}.exit").read_bytes()) == 7
+    assert shim.parse_exit(Path(f"{base}.exit").read_bytes()) == 7
     assert not Path(f"{base}.rc").exists()
 
 
 def test_the_replayer_replays_from_byte_zero_tails_and_ends_with_the_code(
     env: dict[str, str]
 ) -> None:
-    tag = journal.new_tag()
-    shim = bash(journal.shim(tag, "bash", ["-c", "echo first; echo e1 >&2; cat; exit 3"]), env)
-    assert shim.stdout is not None and shim.stdin is not None
-    assert shim.stdout.readline() == b"first\n"
-    replayer = bash(journal.replayer(tag), env)
+    tag = shim.new_tag()
+    spawned = bash(shim.script(tag, "bash", ["-c", "echo first; echo e1 >&2; cat; exit 3"]), env)
+    assert spawned.stdout is not None and spawned.stdin is not None
+    assert spawned.stdout.readline() == b"first\n"
+    replayer = bash(shim.replayer(tag), env)
     assert replayer.stdout is not None
     assert replayer.stdout.readline() == b"first\n"
-    shim.stdin.write(b"later\n")
-    shim.stdin.close()
+    spawned.stdin.write(b"later\n")
+    spawned.stdin.close()
     assert replayer.stdout.readline() == b"later\n"
-    assert shim.wait(10) == 3
+    assert spawned.wait(10) == 3
     assert replayer.wait(10) == 3
     assert replayer.stdout.read() == b""
     assert replayer.stderr is not None and replayer.stderr.read() == b"e1\n"
-    shim.stdout.close()
-    assert shim.stderr is not None
-    shim.stderr.close()
+    spawned.stdout.close()
+    assert spawned.stderr is not None
+    spawned.stderr.close()
 
 
 def test_a_killed_replayer_leaves_no_process_behind(home: Path, env: dict[str, str]) -> None:
-    tag = journal.new_tag()
-    shim = bash(journal.shim(tag, "cat", []), env)
+    tag = shim.new_tag()
+    spawned = bash(shim.script(tag, "cat", []), env)
     # attach replays only sessions whose journal exists: wait for the shim to make it
     assert wait_until((home / ".fountain" / f"{tag}.cmd").exists, timeout=5)
-    replayer = bash(journal.replayer(tag), env)
+    replayer = bash(shim.replayer(tag), env)
     assert wait_until(lambda: _followers(tag) != [], timeout=5)
     replayer.send_signal(signal.SIGKILL)
     replayer.wait(5)
     assert wait_until(lambda: _followers(tag) == [], timeout=5), _followers(tag)
-    for stream in (shim.stdin, replayer.stdout, replayer.stderr):
+    for stream in (spawned.stdin, replayer.stdout, replayer.stderr):
         assert stream is not None
         stream.close()
-    assert shim.wait(10) == 0
-    assert shim.stdout is not None and shim.stderr is not None
-    shim.stdout.close()
-    shim.stderr.close()
+    assert spawned.wait(10) == 0
+    assert spawned.stdout is not None and spawned.stderr is not None
+    spawned.stdout.close()
+    spawned.stderr.close()
 
 
 def _followers(tag: str) -> list[int]:
@@ -116,19 +116,19 @@ def _followers(tag: str) -> list[int]:
 
 
 def test_the_lister_lists_journaled_sessions_only(home: Path, env: dict[str, str]) -> None:
-    tags = [journal.new_tag() for _ in range(2)]
+    tags = [shim.new_tag() for _ in range(2)]
     for tag in tags:
-        bash(journal.shim(tag, "echo", ["a b"]), env).communicate(timeout=10)
+        bash(shim.script(tag, "echo", ["a b"]), env).communicate(timeout=10)
     (home / ".fountain" / "stray.txt").write_text("x")
-    out = subprocess.run(["bash", "-c", journal.lister()], env=env, capture_output=True,
+    out = subprocess.run(["bash", "-c", shim.lister()], env=env, capture_output=True,
                          check=True).stdout
-    sessions = journal.parse_listing(out)
+    sessions = shim.parse_listing(out)
     assert [s.id for s in sessions] == sorted(tags)
     assert all(s.command == "echo a b" and s.created_at is not None for s in sessions)
 
 
 def test_the_lister_of_a_sandbox_without_journal_is_empty(env: dict[str, str]) -> None:
-    out = subprocess.run(["bash", "-c", journal.lister()], env=env, capture_output=True,
+    out = subprocess.run(["bash", "-c", shim.lister()], env=env, capture_output=True,
                          check=False)
     assert (out.returncode, out.stdout) == (0, b"")
 
@@ -138,11 +138,11 @@ def test_the_lister_of_a_sandbox_without_journal_is_empty(env: dict[str, str]) -
     (b"1 2", None),
 ])
 def test_parse_exit(data: bytes | None, code: int | None) -> None:
-    assert journal.parse_exit(data) == code
+    assert shim.parse_exit(data) == code
 
 
 def test_tags_are_unique_session_ids() -> None:
-    tags = {journal.new_tag() for _ in range(1000)}
+    tags = {shim.new_tag() for _ in range(1000)}
     assert len(tags) == 1000
-    assert all(journal.is_tag(tag) for tag in tags)
-    assert not journal.is_tag("other-1") and not journal.is_tag("fountain-a/b")
+    assert all(shim.is_tag(tag) for tag in tags)
+    assert not shim.is_tag("other-1") and not shim.is_tag("fountain-a/b")

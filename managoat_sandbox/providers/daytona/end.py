@@ -1,4 +1,5 @@
-"""What a Daytona ``Command.private`` holds, and stdin through the command-input endpoint."""
+"""A Daytona command's end (what its ``Command.private`` holds), and stdin through the
+command-input endpoint."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from . import shim
 from .errors import is_status
 from .toolbox import Toolbox
 
-__all__ = ["DaytonaCommand"]
+__all__ = ["DaytonaCommandEnd"]
 
 log = logging.getLogger("managoat_sandbox.daytona")
 
@@ -26,7 +27,7 @@ def _exited(error: SandboxError) -> bool:
 
 
 @attrs.define(eq=False)
-class DaytonaCommand:
+class DaytonaCommandEnd:
     """One command's local end: its stream and where its session lives.
 
     ``live`` is false for an attach to a command that had already exited: it

@@ -1,4 +1,5 @@
-"""Local commands: a subscription to the agent, delivered as frames by a reader thread."""
+"""A local command's end: its subscription to the agent, delivered as frames by a
+reader thread, and its stdin through the agent."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..._engine.subscription import Subscription
 from ..._streaming import Stream
 from ...errors import CommandExited, Invalid, SandboxError, Unavailable, WriteFailed
 
-__all__ = ["LocalCommand", "end_error", "follow_into"]
+__all__ = ["LocalCommandEnd", "end_error", "follow_into"]
 
 
 def end_error(lost: events.Lost) -> SandboxError:
@@ -47,8 +48,8 @@ def follow_into(stream: Stream, subscription: Subscription) -> None:
 
 
 @attrs.define(eq=False)
-class LocalCommand:
-    """What a local ``Command.private`` holds.
+class LocalCommandEnd:
+    """What a local ``Command.private`` holds: the command's local end.
 
     ``live`` is false for an attach to a session that had already ended: such a
     command replays, but is not connected (stdin calls raise ``CommandExited``).

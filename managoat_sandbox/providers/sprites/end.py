@@ -1,0 +1,238 @@
+"""A Sprites command's end: the reader of its exec WebSocket, and its stdin.
+
+The frames it reads and writes are described in :mod:`.exec`.
+
+The reader thread reports the exit as soon as the exit frame arrives (it does
+not wait for the server's close, docs/protocols/sprites.md#exit-before-close)
+and then closes its side. A close
+or a drop without an exit frame ends the stream through the shared
+:class:`~..._streaming.Stream`, which turns it into
+``Error(ref, Unavailable("closed_before_exit"))``; frames are read in order, so
+an exit frame that arrived before the close always wins. A quiet connection is
+pinged every ``keepalive`` seconds and declared dead (``Unavailable("timeout")``)
+after three intervals without any message from the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import attrs
+import websocket
+
+from ... import reasons
+from ..._streaming import Stream
+from ...errors import CommandExited, DeadlineExpired, WriteFailed
+from .exec import (
+    EXIT,
+    STDERR,
+    STDIN,
+    STDIN_EOF,
+    STDOUT,
+    decode_exit,
+    is_session_info,
+    text_exit_code,
+)
+
+__all__ = ["SpritesCommandEnd"]
+
+log = logging.getLogger("managoat_sandbox.providers.sprites")
+
+#: How long a failed stdin send waits for the reader to see the command's end.
+_SETTLE = 1.0
+#: How long stop_command waits for the reader thread to finish.
+_JOIN = 2.0
+#: Missed keepalive intervals after which a silent connection is dead.
+_DEAD_AFTER = 3
+
+
+@attrs.define(eq=False)
+class SpritesCommandEnd:
+    """What a Sprites ``Command.private`` holds: the stream, its socket and the mode.
+
+    ``attached`` commands rejoined a session; once their socket has closed they
+    are not connected (``close_stdin`` raises ``CommandExited``), while a
+    spawned command whose process exited keeps accepting ``close_stdin`` as a
+    no-op.
+    """
+
+    stream: Stream
+    ws: Any = attrs.field(repr=False)
+    tty: bool
+    attached: bool
+    keepalive: float
+    exited: bool = False
+    session_id: str | None = None
+    #: Messages read before the reader started (by :meth:`read_session_info`).
+    early: list[tuple[int, Any]] = attrs.field(factory=list, repr=False)
+
+    def start(self) -> None:
+        """Start the reader thread; stop_command aborts the socket to interrupt it."""
+        self.stream.start(self._pump, on_stop=self.ws.abort)
+
+    def read_session_info(self, timeout: float) -> None:
+        """Before :meth:`start`: read until the server's ``session_info`` (the first
+        message of every connection), so that :attr:`session_id` is known.
+
+        Messages before it are kept for the reader, in order. Nothing is raised:
+        after ``timeout`` seconds, or on a close or a failure (which the reader
+        then meets), ``session_id`` stays ``None``.
+        """
+        ws = self.ws
+        expires = time.monotonic() + timeout
+        while self.session_id is None:
+            remaining = expires - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                ws.settimeout(remaining)
+                opcode, data = ws.recv_data(control_frame=True)
+            except (websocket.WebSocketException, OSError, ValueError):
+                return
+            if opcode == websocket.ABNF.OPCODE_TEXT and is_session_info(data):
+                self._text(self.stream, data)
+                continue
+            self.early.append((opcode, data))
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                return
+
+    # -- reader -----------------------------------------------------------
+
+    def _pump(self, stream: Stream) -> None:
+        ws = self.ws
+        try:
+            for opcode, data in self.early:
+                if self._handle(stream, opcode, data):
+                    return
+            self.early.clear()
+            ws.settimeout(self.keepalive)
+            heard = time.monotonic()
+            while not stream.stopped.is_set():
+                try:
+                    opcode, data = ws.recv_data(control_frame=True)
+                except websocket.WebSocketTimeoutException:
+                    if time.monotonic() - heard >= _DEAD_AFTER * self.keepalive:
+                        stream.fail(DeadlineExpired(reasons.TIMEOUT))
+                        return
+                    try:
+                        ws.ping()
+                    except (websocket.WebSocketException, OSError):
+                        return
+                    continue
+                except (websocket.WebSocketException, OSError, ValueError):
+                    return
+                heard = time.monotonic()
+                if self._handle(stream, opcode, data):
+                    return
+        finally:
+            self._close_quietly()
+
+    def _handle(self, stream: Stream, opcode: int, data: Any) -> bool:
+        """Handle one message; ``True`` once the connection is done (a close, an exit)."""
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return True
+        if opcode == websocket.ABNF.OPCODE_BINARY:
+            return self._binary(stream, data)
+        if opcode == websocket.ABNF.OPCODE_TEXT:
+            return self._text(stream, data)
+        return False
+
+    def _binary(self, stream: Stream, data: bytes) -> bool:
+        """Handle one binary message; ``True`` once the command has exited."""
+        if self.tty:
+            stream.stdout(data)
+            return False
+        if not data:
+            return False
+        kind, payload = data[0], data[1:]
+        if kind == STDOUT:
+            stream.stdout(payload)
+        elif kind == STDERR:
+            stream.stderr(payload)
+        elif kind == EXIT:
+            self._exit(stream, decode_exit(payload))
+            return True
+        return False
+
+    def _text(self, stream: Stream, data: bytes | str) -> bool:
+        """Handle one JSON text message; ``True`` once the command has exited."""
+        try:
+            message = json.loads(data)
+        except ValueError:
+            log.debug("sprites: ignoring a text frame that is not JSON")
+            return False
+        if not isinstance(message, dict):
+            return False
+        kind = message.get("type")
+        if kind == "session_info":
+            if isinstance(message.get("tty"), bool):
+                self.tty = message["tty"]
+            session = message.get("session_id")
+            if isinstance(session, (str, int)) and not isinstance(session, bool):
+                self.session_id = str(session)
+        elif kind == "exit":
+            self._exit(stream, text_exit_code(message))
+            return True
+        return False
+
+    def _exit(self, stream: Stream, code: int) -> None:
+        self.exited = True
+        stream.exit(code)
+
+    def _close_quietly(self) -> None:
+        """Say goodbye if still connected, then drop the socket; never raises."""
+        try:
+            if self.ws.connected:
+                self.ws.send_close()
+        except (websocket.WebSocketException, OSError):
+            pass
+        self.ws.shutdown()
+
+    # -- the local end ----------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Send stdin bytes (``0x00`` + data; raw in TTY mode). Total, as the contract says."""
+        self.stream.check_writable()
+        if not data:
+            return
+        self._send(data if self.tty else STDIN + data)
+
+    def close_stdin(self) -> None:
+        """Send EOF (``0x04``; the EOF keystroke in TTY mode).
+
+        Idempotent while connected, also after the process exited; an attached
+        command whose session has ended is not connected (``CommandExited``).
+        """
+        self.stream.check_stdin()
+        if self._exited_while_spawned():
+            return
+        if self.stream.finished.is_set():
+            raise CommandExited("not connected")
+        try:
+            self._send(STDIN_EOF)
+        except CommandExited:
+            if self._exited_while_spawned():
+                return
+            raise
+
+    def _exited_while_spawned(self) -> bool:
+        """Whether this is a spawned command whose exit frame has arrived."""
+        return self.exited and not self.attached
+
+    def _send(self, frame: bytes) -> None:
+        try:
+            self.ws.send_bytes(frame)
+        except (websocket.WebSocketException, OSError) as error:
+            if self.stream.stopped.is_set():
+                raise CommandExited("detached") from None
+            if self.stream.finished.wait(_SETTLE):
+                raise CommandExited("exited") from None
+            raise WriteFailed((reasons.TRANSPORT, type(error).__name__)) from None
+
+    def stop(self) -> None:
+        """Detach this end (the remote process keeps running); idempotent, never raises."""
+        self.stream.stop()
+        self.stream.join(_JOIN)
