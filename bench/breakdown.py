@@ -39,8 +39,9 @@ Step = tuple[str, Callable[[], object]]
 def interleaved(steps: Sequence[Step], rounds: int) -> list[tuple[str, float]]:
     """The median seconds of each step over ``rounds`` rounds, the order rotating."""
     found = rotated([elapsed(call) for _, call in steps], rounds)
-    return [(name, statistics.median(samples)) for (name, _), samples in zip(steps, found,
-                                                                             strict=True)]
+    return [
+        (name, statistics.median(samples)) for (name, _), samples in zip(steps, found, strict=True)
+    ]
 
 
 def report(title: str, medians: list[tuple[str, float]]) -> None:
@@ -53,15 +54,25 @@ def report(title: str, medians: list[tuple[str, float]]) -> None:
 
 
 def e2b() -> None:
-    with emulator_process("e2b") as served, requests.Session() as plain, \
-            httpx.Client() as modern:
+    with emulator_process("e2b") as served, requests.Session() as plain, httpx.Client() as modern:
         url = f"{served.base_url}/health"
         plain.headers["X-API-Key"] = modern.headers["X-API-Key"] = CREDENTIAL
-        report("e2b: one GET of the same emulator", interleaved([
-            ("httpx.Client (the E2B SDK's library)",
-             lambda: modern.get(url, timeout=WAIT).raise_for_status()),
-            ("requests.Session (ours)", lambda: plain.get(url, timeout=WAIT).raise_for_status()),
-        ], ROUNDS))
+        report(
+            "e2b: one GET of the same emulator",
+            interleaved(
+                [
+                    (
+                        "httpx.Client (the E2B SDK's library)",
+                        lambda: modern.get(url, timeout=WAIT).raise_for_status(),
+                    ),
+                    (
+                        "requests.Session (ours)",
+                        lambda: plain.get(url, timeout=WAIT).raise_for_status(),
+                    ),
+                ],
+                ROUNDS,
+            ),
+        )
 
 
 def daytona() -> None:
@@ -70,22 +81,38 @@ def daytona() -> None:
         raw = RawDaytona(served.base_url + "/api", "bench-breakdown-raw")
         try:
             session_id = raw.session.rsplit("/", 1)[1]
-            shimmed = shim.exec_script(session_id, shim.program("true", [], env=None, cwd=None),
-                                       merge=False)
+            shimmed = shim.exec_script(
+                session_id, shim.program("true", [], env=None, cwd=None), merge=False
+            )
 
             def post(path: str, body: dict[str, object]) -> None:
                 raw.http.post(raw.toolbox + path, json=body, timeout=WAIT).raise_for_status()
 
             with our_sandbox("daytona", "bench-breakdown") as handle:
-                report("daytona: exec of true, step by step", interleaved([
-                    ("/process/execute 'true' (the SDK's exec)",
-                     lambda: post("/process/execute", {"command": "true"})),
-                    ("session exec 'true', a shell builtin (the raw client)",
-                     lambda: post(raw.session + "/exec", {"command": "true"})),
-                    ("session exec of our shim for true (requests)",
-                     lambda: post(raw.session + "/exec", {"command": shimmed})),
-                    ("our exec(h, 'true')", lambda: sandbox.exec(handle, "true", timeout=WAIT)),
-                ], ROUNDS))
+                report(
+                    "daytona: exec of true, step by step",
+                    interleaved(
+                        [
+                            (
+                                "/process/execute 'true' (the SDK's exec)",
+                                lambda: post("/process/execute", {"command": "true"}),
+                            ),
+                            (
+                                "session exec 'true', a shell builtin (the raw client)",
+                                lambda: post(raw.session + "/exec", {"command": "true"}),
+                            ),
+                            (
+                                "session exec of our shim for true (requests)",
+                                lambda: post(raw.session + "/exec", {"command": shimmed}),
+                            ),
+                            (
+                                "our exec(h, 'true')",
+                                lambda: sandbox.exec(handle, "true", timeout=WAIT),
+                            ),
+                        ],
+                        ROUNDS,
+                    ),
+                )
         finally:
             raw.close()
 

@@ -21,17 +21,25 @@ DEFAULT = Path(__file__).resolve().parent.parent / "docs" / "performance.png"
 COLOURS = {"raw": "#4c72b0", "SDK": "#dd8452"}
 
 
-def _bars(ax: Any, rows: Sequence[Mapping[str, Any]], title: str,
-          targets: Sequence[tuple[float, str]]) -> None:
-    labels = [f"{row['section']}: {row['measurement']}"
-              + ("" if " vs " in row["measurement"] else f" vs {row['reference_name']}")
-              for row in rows]
+def _bars(
+    ax: Any, rows: Sequence[Mapping[str, Any]], title: str, targets: Sequence[tuple[float, str]]
+) -> None:
+    labels = [
+        f"{row['section']}: {row['measurement']}"
+        + ("" if " vs " in row["measurement"] else f" vs {row['reference_name']}")
+        for row in rows
+    ]
     ratios = [row["ratio"] for row in rows]
     below = [row["ratio"] - row["spread"][0] for row in rows]
     above = [row["spread"][1] - row["ratio"] for row in rows]
     positions = range(len(rows))
-    ax.barh(positions, ratios, xerr=[below, above], capsize=3,
-            color=[COLOURS.get(row["reference_name"], "#55a868") for row in rows])
+    ax.barh(
+        positions,
+        ratios,
+        xerr=[below, above],
+        capsize=3,
+        color=[COLOURS.get(row["reference_name"], "#55a868") for row in rows],
+    )
     ax.set_yticks(list(positions), labels, fontsize=8)
     ax.invert_yaxis()
     for n, (value, text) in enumerate(targets):
@@ -48,15 +56,21 @@ def draw(results: Mapping[str, Any], out: Path) -> None:
     throughput = [row for row in rows if row["kind"] == "throughput"]
     figure = Figure(figsize=(12, max(3.0, 0.45 * len(latency) + 1.5)))
     left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
-    _bars(left, latency, "Latency (lower is better)",
-          [(1.0, "SDK bar"), (1.2, "raw bar"), (2.0, "local bar")])
+    _bars(
+        left,
+        latency,
+        "Latency (lower is better)",
+        [(1.0, "SDK bar"), (1.2, "raw bar"), (2.0, "local bar")],
+    )
     _bars(right, throughput, "Throughput (higher is better)", [(0.8, "raw bar")])
     right.set_xlim(0, max([1.1, *(row["spread"][1] * 1.05 for row in throughput)]))
     machine = results.get("machine", {})
-    figure.suptitle(f"managoat_sandbox, local and on the emulators: "
-                    f"{results.get('plan', {}).get('name')} run, "
-                    f"{machine.get('nproc', '?')} cores, Python {machine.get('python', '?')}",
-                    fontsize=10)
+    figure.suptitle(
+        f"managoat_sandbox, local and on the emulators: "
+        f"{results.get('plan', {}).get('name')} run, "
+        f"{machine.get('nproc', '?')} cores, Python {machine.get('python', '?')}",
+        fontsize=10,
+    )
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=110)

@@ -44,10 +44,16 @@ class Script:
     expected: Counter[str]
 
 
-BASH = Script("bash", ("-c", f"seq 1 {HALF}; read _; seq {HALF + 1} {2 * HALF}"),
-              Counter(str(n) for n in range(1, 2 * HALF + 1)))
-FAKE = Script("fake", (*(f"out:{n}\n" for n in range(1, HALF + 1)), "stay"),
-              Counter([*(str(n) for n in range(1, HALF + 1)), "echo:go"]))
+BASH = Script(
+    "bash",
+    ("-c", f"seq 1 {HALF}; read _; seq {HALF + 1} {2 * HALF}"),
+    Counter(str(n) for n in range(1, 2 * HALF + 1)),
+)
+FAKE = Script(
+    "fake",
+    (*(f"out:{n}\n" for n in range(1, HALF + 1)), "stay"),
+    Counter([*(str(n) for n in range(1, HALF + 1)), "echo:go"]),
+)
 
 
 def peak_rss_kib(*, reset: bool = False) -> int:
@@ -122,8 +128,13 @@ def run_fan_out(handles: Sequence[Handle], script: Script, commands: int) -> Fan
     def spawn(n: int) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("fan-out spawns did not get there in time")
-        command = sandbox.spawn(handles[n % len(handles)], script.cmd, list(script.args),
-                                owner=collected.owner, stdin=True)
+        command = sandbox.spawn(
+            handles[n % len(handles)],
+            script.cmd,
+            list(script.args),
+            owner=collected.owner,
+            stdin=True,
+        )
         with lock:
             running.append(command)
 
@@ -132,8 +143,9 @@ def run_fan_out(handles: Sequence[Handle], script: Script, commands: int) -> Fan
             for _ in pool.map(spawn, range(commands)):
                 pass
         refs = [command.ref for command in running]
-        collected.wait(lambda: all(collected.stdout.get(ref, b"") == FIRST_HALF for ref in refs),
-                       deadline)
+        collected.wait(
+            lambda: all(collected.stdout.get(ref, b"") == FIRST_HALF for ref in refs), deadline
+        )
         for command in running:
             sandbox.write_stdin(command, "go\n")
             sandbox.close_stdin(command)
@@ -146,16 +158,27 @@ def run_fan_out(handles: Sequence[Handle], script: Script, commands: int) -> Fan
     return FanOutResult(*collected.tally(refs, script.expected), wall, peak)
 
 
-def fan_out_rows(section: str, handle: Handle | Sequence[Handle], script: Script,
-                 commands: int, *, name: str = "") -> list[Row]:
+def fan_out_rows(
+    section: str,
+    handle: Handle | Sequence[Handle],
+    script: Script,
+    commands: int,
+    *,
+    name: str = "",
+) -> list[Row]:
     """The rows of one fan-out over one sandbox or several (the caller guards them)."""
     handles = [handle] if isinstance(handle, Handle) else list(handle)
     found = run_fan_out(handles, script, commands)
     name = name or f"fan-out {commands}"
     return [
-        Row(section, f"{name}: lost+dup lines", ours=found.lost + found.duplicated,
-            target=NONE_LOST.text, met=found.lost + found.duplicated + found.bad_ends == 0,
-            note=f"{found.lost} lost, {found.duplicated} dup, {found.bad_ends} bad ends"),
+        Row(
+            section,
+            f"{name}: lost+dup lines",
+            ours=found.lost + found.duplicated,
+            target=NONE_LOST.text,
+            met=found.lost + found.duplicated + found.bad_ends == 0,
+            note=f"{found.lost} lost, {found.duplicated} dup, {found.bad_ends} bad ends",
+        ),
         Row(section, f"{name}: wall time", "s", ours=found.wall),
         Row(section, f"{name}: peak RSS growth", "KiB/cmd", ours=found.peak_kib_per_command),
     ]

@@ -19,13 +19,17 @@ from raw import CREDENTIAL
 import managoat_sandbox as sandbox
 
 NAME = "bench-first-call"
-OURS = ("import time; began = time.perf_counter(); import managoat_sandbox as s; "
-        "from managoat_sandbox import config; "
-        "config.configure('sprites', token={token!r}, base_url={url!r}); "
-        "s.get(s.build_handle('sprites', {name!r})); print(time.perf_counter() - began)")
-SDK = ("import time; began = time.perf_counter(); import sprites; "
-       "sprites.SpritesClient({token!r}, base_url={url!r}).get_sprite({name!r}); "
-       "print(time.perf_counter() - began)")
+OURS = (
+    "import time; began = time.perf_counter(); import managoat_sandbox as s; "
+    "from managoat_sandbox import config; "
+    "config.configure('sprites', token={token!r}, base_url={url!r}); "
+    "s.get(s.build_handle('sprites', {name!r})); print(time.perf_counter() - began)"
+)
+SDK = (
+    "import time; began = time.perf_counter(); import sprites; "
+    "sprites.SpritesClient({token!r}, base_url={url!r}).get_sprite({name!r}); "
+    "print(time.perf_counter() - began)"
+)
 
 
 def _seconds(template: str, url: str) -> float:
@@ -40,5 +44,15 @@ def sprites_rows(url: str, rounds: int) -> list[Row]:
         found = paired(partial(_seconds, OURS, url), partial(_seconds, SDK, url), rounds)
     finally:
         sandbox.destroy(handle)
-    return [compared("sprites", "import + first request vs SDK", found, unit="ms", scale=1000,
-                     reference_name="SDK", kind="import", target=FASTER_THAN_SDK)]
+    return [
+        compared(
+            "sprites",
+            "import + first request vs SDK",
+            found,
+            unit="ms",
+            scale=1000,
+            reference_name="SDK",
+            kind="import",
+            target=FASTER_THAN_SDK,
+        )
+    ]

@@ -40,20 +40,33 @@ SUITE_TARGET = Target("ours", "<", 10, "a few seconds (< 10 s)")
 
 def import_seconds(statement: str) -> float:
     """Seconds ``import <statement>`` takes in a fresh interpreter."""
-    code = (f"import time; t = time.perf_counter(); import {statement}; "
-            "print(time.perf_counter() - t)")
+    code = (
+        f"import time; t = time.perf_counter(); import {statement}; print(time.perf_counter() - t)"
+    )
     return float(subprocess.check_output([sys.executable, "-c", code], timeout=WAIT))
 
 
 def import_rows(rounds: int) -> list[Row]:
     ours = repeated(lambda: import_seconds("managoat_sandbox"), rounds)
-    rows = [single("import", "import managoat_sandbox", ours, unit="ms", scale=1000,
-                   target=IMPORT_TARGET)]
+    rows = [
+        single(
+            "import", "import managoat_sandbox", ours, unit="ms", scale=1000, target=IMPORT_TARGET
+        )
+    ]
     for provider, (module, sdk) in IMPORTS.items():
         found = paired(partial(import_seconds, module), partial(import_seconds, sdk), rounds)
-        rows.append(compared("import", f"{provider} adapter vs SDK client", found, unit="ms",
-                             scale=1000, reference_name="SDK", kind="import",
-                             target=FASTER_THAN_SDK))
+        rows.append(
+            compared(
+                "import",
+                f"{provider} adapter vs SDK client",
+                found,
+                unit="ms",
+                scale=1000,
+                reference_name="SDK",
+                kind="import",
+                target=FASTER_THAN_SDK,
+            )
+        )
     return rows
 
 
@@ -72,15 +85,27 @@ def fake_rows(rounds: int) -> list[Row]:
 
 def _fake_rows(fake: Fake, handle: Handle, rounds: int) -> list[Row]:
     try:
+
         def batch(call: Callable[[], object]) -> float:
             return elapsed(lambda: [call() for _ in range(100)])() / 100
 
-        found = paired(lambda: batch(lambda: sandbox.exec(handle, "emit", ["out:x"])),
-                       lambda: batch(lambda: fake.exec(handle, "emit", ["out:x"])), rounds)
+        found = paired(
+            lambda: batch(lambda: sandbox.exec(handle, "emit", ["out:x"])),
+            lambda: batch(lambda: fake.exec(handle, "emit", ["out:x"])),
+            rounds,
+        )
         first = repeated(elapsed(lambda: _first_frame(handle, "emit", ["out:x"])), rounds * 10)
         return [
-            compared("fake", "exec via facade vs adapter", found, unit="us", scale=1e6,
-                     reference_name="adapter", kind="", target=None),
+            compared(
+                "fake",
+                "exec via facade vs adapter",
+                found,
+                unit="us",
+                scale=1e6,
+                reference_name="adapter",
+                kind="",
+                target=None,
+            ),
             single("fake", "spawn -> first frame", first, unit="us", scale=1e6),
         ]
     finally:
@@ -89,9 +114,21 @@ def _fake_rows(fake: Fake, handle: Handle, rounds: int) -> list[Row]:
 
 def suite_rows(rounds: int) -> list[Row]:
     def run_suite() -> None:
-        subprocess.run([sys.executable, "-m", "pytest", "tests/test_fake_conformance.py", "-q"],
-                       cwd=ROOT, check=True, capture_output=True, timeout=WAIT * 5)
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "tests/test_fake_conformance.py", "-q"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            timeout=WAIT * 5,
+        )
 
-    return [single("fake", "conformance suite (pytest, fresh process)",
-                   [elapsed(run_suite)() for _ in range(rounds)], unit="s", scale=1,
-                   target=SUITE_TARGET)]
+    return [
+        single(
+            "fake",
+            "conformance suite (pytest, fresh process)",
+            [elapsed(run_suite)() for _ in range(rounds)],
+            unit="s",
+            scale=1,
+            target=SUITE_TARGET,
+        )
+    ]

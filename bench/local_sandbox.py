@@ -63,37 +63,87 @@ def latency_rows(rounds: int) -> list[Row]:
         mode = sandbox.get(handle).raw["isolation"]
         try:
             ours = lambda: batch(lambda: sandbox.exec(handle, "true", timeout=WAIT))  # noqa: E731
-            rows = [compared("local", "exec true vs subprocess.run", paired(
-                ours, lambda: batch(lambda: subprocess.run(["true"], check=True)), rounds),
-                unit="ms", scale=1000, reference_name="subprocess.run", kind="latency",
-                target=WITHIN_2X)]
+            rows = [
+                compared(
+                    "local",
+                    "exec true vs subprocess.run",
+                    paired(
+                        ours, lambda: batch(lambda: subprocess.run(["true"], check=True)), rounds
+                    ),
+                    unit="ms",
+                    scale=1000,
+                    reference_name="subprocess.run",
+                    kind="latency",
+                    target=WITHIN_2X,
+                )
+            ]
             rows[0].note = f"isolation: {mode}"
             if bwrap is not None:
-                rows.append(compared("local", "exec true vs bwrap true", paired(
-                    ours, lambda: batch(lambda: subprocess.run(bwrap, check=True), 5), rounds),
-                    unit="ms", scale=1000, reference_name="bwrap per command", kind="latency",
-                    target=None))
+                rows.append(
+                    compared(
+                        "local",
+                        "exec true vs bwrap true",
+                        paired(
+                            ours,
+                            lambda: batch(lambda: subprocess.run(bwrap, check=True), 5),
+                            rounds,
+                        ),
+                        unit="ms",
+                        scale=1000,
+                        reference_name="bwrap per command",
+                        kind="latency",
+                        target=None,
+                    )
+                )
             first = repeated(lambda: batch(lambda: _first_frame(handle)), rounds)
-            rows.append(single("local", "spawn -> first stdout", first, unit="ms", scale=1000,
-                               target=FIRST_FRAME))
+            rows.append(
+                single(
+                    "local",
+                    "spawn -> first stdout",
+                    first,
+                    unit="ms",
+                    scale=1000,
+                    target=FIRST_FRAME,
+                )
+            )
         finally:
             sandbox.destroy(handle)
         made: list[Handle] = []
 
         def create() -> float:
-            began = elapsed(lambda: made.append(
-                sandbox.create("local", f"bench-create-{len(made)}")))()
+            began = elapsed(
+                lambda: made.append(sandbox.create("local", f"bench-create-{len(made)}"))
+            )()
             return began
 
         try:
             if bwrap is not None:
-                rows.append(compared("local", "create vs bwrap alone", paired(
-                    create, elapsed(lambda: subprocess.run(bwrap, check=True)),
-                    max(rounds // 3, 3)), unit="ms", scale=1000, reference_name="bwrap true",
-                    kind="", target=None))
+                rows.append(
+                    compared(
+                        "local",
+                        "create vs bwrap alone",
+                        paired(
+                            create,
+                            elapsed(lambda: subprocess.run(bwrap, check=True)),
+                            max(rounds // 3, 3),
+                        ),
+                        unit="ms",
+                        scale=1000,
+                        reference_name="bwrap true",
+                        kind="",
+                        target=None,
+                    )
+                )
             else:
-                rows.append(single("local", "create", repeated(create, max(rounds // 3, 3)),
-                                   unit="ms", scale=1000))
+                rows.append(
+                    single(
+                        "local",
+                        "create",
+                        repeated(create, max(rounds // 3, 3)),
+                        unit="ms",
+                        scale=1000,
+                    )
+                )
         finally:
             for made_handle in made:
                 sandbox.destroy(made_handle)
@@ -110,8 +160,13 @@ def fan_out_rows(commands: int, sandboxes: int, per_sandbox: int) -> list[Row]:
             sandbox.destroy(handle)
         handles = [sandbox.create("local", f"bench-many-{n}") for n in range(sandboxes)]
         try:
-            rows += fanout.fan_out_rows("local", handles, fanout.BASH, sandboxes * per_sandbox,
-                                        name=f"{sandboxes} sandboxes x {per_sandbox}")
+            rows += fanout.fan_out_rows(
+                "local",
+                handles,
+                fanout.BASH,
+                sandboxes * per_sandbox,
+                name=f"{sandboxes} sandboxes x {per_sandbox}",
+            )
         finally:
             for many in handles:
                 sandbox.destroy(many)

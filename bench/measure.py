@@ -39,8 +39,10 @@ class Target:
         if found is None:
             return None
         checks: dict[str, Callable[[float, float], bool]] = {
-            "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-            ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
+            "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b,
+            ">=": lambda a, b: a >= b,
+            "==": lambda a, b: a == b,
         }
         return checks[self.op](found, self.value)
 
@@ -138,29 +140,61 @@ def elapsed(fn: Call) -> Sample:
     return sample
 
 
-def compared(section: str, measurement: str, found: Paired, *, unit: str, scale: float,
-             reference_name: str, kind: str, target: Target | None) -> Row:
+def compared(
+    section: str,
+    measurement: str,
+    found: Paired,
+    *,
+    unit: str,
+    scale: float,
+    reference_name: str,
+    kind: str,
+    target: Target | None,
+) -> Row:
     """The row of a paired comparison; values are multiplied by ``scale`` into ``unit``."""
     ratios = found.ratios
-    row = Row(section, measurement, unit,
-              ours=statistics.median(found.ours) * scale,
-              reference=statistics.median(found.reference) * scale,
-              reference_name=reference_name, ratio=statistics.median(ratios),
-              spread=quartiles(ratios), rounds=len(ratios), kind=kind,
-              target=target.text if target else "",
-              samples={"ours": found.ours, "reference": found.reference},
-              bar=target.value if target and target.subject == "ratio" else None)
+    row = Row(
+        section,
+        measurement,
+        unit,
+        ours=statistics.median(found.ours) * scale,
+        reference=statistics.median(found.reference) * scale,
+        reference_name=reference_name,
+        ratio=statistics.median(ratios),
+        spread=quartiles(ratios),
+        rounds=len(ratios),
+        kind=kind,
+        target=target.text if target else "",
+        samples={"ours": found.ours, "reference": found.reference},
+        bar=target.value if target and target.subject == "ratio" else None,
+    )
     row.met = target.met(row) if target else None
     return row
 
 
-def single(section: str, measurement: str, samples: list[float], *, unit: str, scale: float,
-           target: Target | None = None, note: str = "") -> Row:
+def single(
+    section: str,
+    measurement: str,
+    samples: list[float],
+    *,
+    unit: str,
+    scale: float,
+    target: Target | None = None,
+    note: str = "",
+) -> Row:
     """The row of a figure with no reference: its median, the IQR of the samples as spread."""
     low, high = quartiles(samples)
-    row = Row(section, measurement, unit, ours=statistics.median(samples) * scale,
-              spread=(low * scale, high * scale), rounds=len(samples),
-              target=target.text if target else "", note=note, samples={"ours": samples})
+    row = Row(
+        section,
+        measurement,
+        unit,
+        ours=statistics.median(samples) * scale,
+        spread=(low * scale, high * scale),
+        rounds=len(samples),
+        target=target.text if target else "",
+        note=note,
+        samples={"ours": samples},
+    )
     row.met = target.met(row) if target else None
     return row
 
@@ -206,11 +240,22 @@ def _cells(row: Row) -> list[str]:
     elif row.spread is not None and row.rounds > 1 and row.ours is not None:
         ours += f" [{_number(row.spread[0])}-{_number(row.spread[1])}]"
     status = {True: "ok", False: "MISS", None: ""}[row.met]
-    if row.met is False and row.bar is not None and row.spread is not None \
-            and row.spread[0] <= row.bar <= row.spread[1]:
+    if (
+        row.met is False
+        and row.bar is not None
+        and row.spread is not None
+        and row.spread[0] <= row.bar <= row.spread[1]
+    ):
         status = "MISS (bar within IQR)"
-    return [row.section, row.measurement, ours, reference, ratio, row.target,
-            " ".join(part for part in (status, row.note) if part)]
+    return [
+        row.section,
+        row.measurement,
+        ours,
+        reference,
+        ratio,
+        row.target,
+        " ".join(part for part in (status, row.note) if part),
+    ]
 
 
 HEADER = ["section", "measurement", "ours [IQR]", "reference", "ratio [IQR]", "target", "status"]
@@ -223,7 +268,9 @@ def table(rows: Sequence[Row]) -> str:
     right = {2, 3, 4}
     out = []
     for line in lines:
-        cells = [cell.rjust(width) if column in right else cell.ljust(width)
-                 for column, (cell, width) in enumerate(zip(line, widths, strict=True))]
+        cells = [
+            cell.rjust(width) if column in right else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
         out.append("  ".join(cells).rstrip())
     return "\n".join(out)

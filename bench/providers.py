@@ -69,16 +69,20 @@ class Provider:
 
 PROVIDERS = {
     "sprites": Provider(
-        "sprites", lambda url: config.configure("sprites", base_url=url, token=CREDENTIAL),
-        lambda url, handle: RawSprites(url, handle.name)),
+        "sprites",
+        lambda url: config.configure("sprites", base_url=url, token=CREDENTIAL),
+        lambda url, handle: RawSprites(url, handle.name),
+    ),
     "e2b": Provider(
         "e2b",
         lambda url: config.configure("e2b", base_url=url, sandbox_url=url, api_key=CREDENTIAL),
-        lambda url, _: RawE2B(url)),
+        lambda url, _: RawE2B(url),
+    ),
     "daytona": Provider(
         "daytona",
         lambda url: config.configure("daytona", api_url=url + "/api", api_key=CREDENTIAL),
-        lambda url, _: RawDaytona(url + "/api", "bench-raw")),
+        lambda url, _: RawDaytona(url + "/api", "bench-raw"),
+    ),
 }
 
 
@@ -140,13 +144,16 @@ def measure(provider: Provider, served: Served, sizes: Sizes) -> list[Row]:
     """Rows 1-4 for one provider; each group of rows fails alone."""
     name = provider.name
     provider.point(served.base_url)
-    with our_sandbox(name, "bench-ours") as handle, \
-            opened(provider.raw(served.base_url, handle)) as raw:
+    with (
+        our_sandbox(name, "bench-ours") as handle,
+        opened(provider.raw(served.base_url, handle)) as raw,
+    ):
         exec_argv, echo_argv = SDK_ARGV[name]
 
         def ours_exec() -> None:
-            check_code(sandbox.exec(handle, exec_argv[0], list(exec_argv[1:]),
-                                    timeout=WAIT).exit_code)
+            check_code(
+                sandbox.exec(handle, exec_argv[0], list(exec_argv[1:]), timeout=WAIT).exit_code
+            )
 
         # A raw client whose protocol has a cheaper call for a command run to its end
         # (Daytona's synchronous session exec) uses it for exec.
@@ -158,23 +165,45 @@ def measure(provider: Provider, served: Served, sizes: Sizes) -> list[Row]:
         def first(run: Callable[[Sequence[str]], RawRun]) -> Callable[[], float]:
             return lambda: run(echo_argv).first_stdout
 
-        def latency(measurement: str, ours: Callable[[], float], reference: Callable[[], float],
-                    vs: str) -> Row:
+        def latency(
+            measurement: str, ours: Callable[[], float], reference: Callable[[], float], vs: str
+        ) -> Row:
             target = LATENCY_VS_RAW if vs == "raw" else FASTER_THAN_SDK
-            return compared(name, measurement, paired(ours, reference, sizes.rounds),
-                            unit="ms", scale=1000, reference_name=vs, kind="latency",
-                            target=target)
+            return compared(
+                name,
+                measurement,
+                paired(ours, reference, sizes.rounds),
+                unit="ms",
+                scale=1000,
+                reference_name=vs,
+                kind="latency",
+                target=target,
+            )
 
         def vs_sdk() -> list[Row]:
             with OPENERS[name](served.base_url) as sdk:
-                rows = [latency(f"exec {' '.join(exec_argv)}", elapsed(ours_exec),
-                                elapsed(sdk.exec), "SDK"),
-                        latency("spawn -> first stdout", first(lambda a: ours_spawn(handle, a)),
-                                sdk.first_frame, "SDK")]
+                rows = [
+                    latency(
+                        f"exec {' '.join(exec_argv)}", elapsed(ours_exec), elapsed(sdk.exec), "SDK"
+                    ),
+                    latency(
+                        "spawn -> first stdout",
+                        first(lambda a: ours_spawn(handle, a)),
+                        sdk.first_frame,
+                        "SDK",
+                    ),
+                ]
                 counts = [served.requests_made(fn) for fn in (ours_exec, sdk.exec, raw_exec)]
-            rows.append(Row(name, "HTTP requests per exec", ours=counts[0],
-                            reference=counts[1], reference_name="SDK",
-                            note=f"raw client: {counts[2]}"))
+            rows.append(
+                Row(
+                    name,
+                    "HTTP requests per exec",
+                    ours=counts[0],
+                    reference=counts[1],
+                    reference_name="SDK",
+                    note=f"raw client: {counts[2]}",
+                )
+            )
             return rows
 
         size = sizes.stream_bytes
@@ -186,21 +215,50 @@ def measure(provider: Provider, served: Served, sizes: Sizes) -> list[Row]:
                 if found.stdout_bytes != size:
                     raise RuntimeError(f"{found.stdout_bytes} of {size} bytes streamed")
                 return found.stdout_bytes / found.total
+
             return sample
 
         def stream() -> list[Row]:
-            found = paired(throughput(lambda a: ours_spawn(handle, a)), throughput(raw.run),
-                           sizes.stream_rounds)
-            return [compared(name, f"stdout throughput, {size // MIB} MiB", found,
-                             unit="MiB/s", scale=1 / MIB, reference_name="raw",
-                             kind="throughput", target=THROUGHPUT_VS_RAW)]
+            found = paired(
+                throughput(lambda a: ours_spawn(handle, a)),
+                throughput(raw.run),
+                sizes.stream_rounds,
+            )
+            return [
+                compared(
+                    name,
+                    f"stdout throughput, {size // MIB} MiB",
+                    found,
+                    unit="MiB/s",
+                    scale=1 / MIB,
+                    reference_name="raw",
+                    kind="throughput",
+                    target=THROUGHPUT_VS_RAW,
+                )
+            ]
 
         return [
-            *guarded(name, "exec vs raw", lambda: [latency(
-                f"exec {' '.join(exec_argv)}", elapsed(ours_exec), elapsed(raw_exec), "raw")]),
-            *guarded(name, "spawn -> first stdout vs raw", lambda: [latency(
-                "spawn -> first stdout", first(lambda a: ours_spawn(handle, a)),
-                first(raw.run), "raw")]),
+            *guarded(
+                name,
+                "exec vs raw",
+                lambda: [
+                    latency(
+                        f"exec {' '.join(exec_argv)}", elapsed(ours_exec), elapsed(raw_exec), "raw"
+                    )
+                ],
+            ),
+            *guarded(
+                name,
+                "spawn -> first stdout vs raw",
+                lambda: [
+                    latency(
+                        "spawn -> first stdout",
+                        first(lambda a: ours_spawn(handle, a)),
+                        first(raw.run),
+                        "raw",
+                    )
+                ],
+            ),
             *guarded(name, "vs SDK", vs_sdk),
             *guarded(name, "stdout throughput", stream),
         ]

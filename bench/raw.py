@@ -70,14 +70,21 @@ class RawSprites:
 
     def run(self, argv: Sequence[str], *, first_only: bool = False) -> RawRun:
         params = [*(("cmd", arg) for arg in argv), ("path", argv[0]), ("stdin", "false")]
-        url = (self.base_url.replace("http", "ws", 1) + f"/v1/sprites/{self.sprite}/exec?"
-               + urlencode(params, quote_via=quote))
+        url = (
+            self.base_url.replace("http", "ws", 1)
+            + f"/v1/sprites/{self.sprite}/exec?"
+            + urlencode(params, quote_via=quote)
+        )
         began = time.perf_counter()
         first = float("inf")
         received = 0
-        ws = websocket.create_connection(url, header=[f"Authorization: Bearer {CREDENTIAL}"],
-                                         timeout=WAIT, suppress_origin=True,
-                                         skip_utf8_validation=True)
+        ws = websocket.create_connection(
+            url,
+            header=[f"Authorization: Bearer {CREDENTIAL}"],
+            timeout=WAIT,
+            suppress_origin=True,
+            skip_utf8_validation=True,
+        )
         try:
             while True:
                 opcode, data = ws.recv_data()
@@ -108,18 +115,28 @@ class RawE2B:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
         self.http = requests.Session()
-        created = self.http.post(f"{base_url}/v2/sandboxes", json={"templateID": "base"},
-                                 headers={"X-API-Key": CREDENTIAL}, timeout=WAIT)
+        created = self.http.post(
+            f"{base_url}/v2/sandboxes",
+            json={"templateID": "base"},
+            headers={"X-API-Key": CREDENTIAL},
+            timeout=WAIT,
+        )
         created.raise_for_status()
         answer = created.json()
         self.sandbox_id: str = answer["sandboxID"]
-        self.headers = {"E2b-Sandbox-Id": self.sandbox_id, "E2b-Sandbox-Port": "49983",
-                        "X-Access-Token": answer["envdAccessToken"],
-                        "Content-Type": "application/connect+json"}
+        self.headers = {
+            "E2b-Sandbox-Id": self.sandbox_id,
+            "E2b-Sandbox-Port": "49983",
+            "X-Access-Token": answer["envdAccessToken"],
+            "Content-Type": "application/connect+json",
+        }
 
     def close(self) -> None:
-        self.http.delete(f"{self.base_url}/sandboxes/{self.sandbox_id}",
-                         headers={"X-API-Key": CREDENTIAL}, timeout=WAIT)
+        self.http.delete(
+            f"{self.base_url}/sandboxes/{self.sandbox_id}",
+            headers={"X-API-Key": CREDENTIAL},
+            timeout=WAIT,
+        )
         self.http.close()
 
     def run(self, argv: Sequence[str], *, first_only: bool = False) -> RawRun:
@@ -129,8 +146,13 @@ class RawE2B:
         received = 0
         code: int | None = None
         buffer = bytearray()
-        with self.http.post(f"{self.base_url}/process.Process/Start", data=body,
-                            headers=self.headers, stream=True, timeout=WAIT) as response:
+        with self.http.post(
+            f"{self.base_url}/process.Process/Start",
+            data=body,
+            headers=self.headers,
+            stream=True,
+            timeout=WAIT,
+        ) as response:
             response.raise_for_status()
             for chunk in response.iter_content(chunk_size=None):
                 buffer += chunk
@@ -138,8 +160,8 @@ class RawE2B:
                     size = int.from_bytes(buffer[1:5], "big")
                     if len(buffer) < 5 + size:
                         break
-                    flags, message = buffer[0], json.loads(buffer[5:5 + size])
-                    del buffer[:5 + size]
+                    flags, message = buffer[0], json.loads(buffer[5 : 5 + size])
+                    del buffer[: 5 + size]
                     if flags & 0x02:
                         if "error" in message or code is None:
                             raise RuntimeError(f"stream ended: {message!r}")
@@ -182,8 +204,12 @@ class RawDaytona:
     def exec(self, argv: Sequence[str]) -> RawRun:
         """One synchronous session exec: the answer holds the journal and the exit code."""
         began = time.perf_counter()
-        answer = self._call("POST", self.session + "/exec", headers=_SPLIT,
-                            json={"command": shlex.join(argv), "runAsync": False}).json()
+        answer = self._call(
+            "POST",
+            self.session + "/exec",
+            headers=_SPLIT,
+            json={"command": shlex.join(argv), "runAsync": False},
+        ).json()
         journal = answer["output"].encode()
         total = time.perf_counter() - began
         return RawRun(total, total, _stdout_size(journal, b""), int(answer["exitCode"]))
@@ -191,14 +217,20 @@ class RawDaytona:
     def run(self, argv: Sequence[str], *, first_only: bool = False) -> RawRun:
         """Run asynchronously, follow the log over the WebSocket to its Close, read the code."""
         began = time.perf_counter()
-        command = self._call("POST", self.session + "/exec",
-                             json={"command": shlex.join(argv), "runAsync": True,
-                                   "suppressInputEcho": True}).json()["cmdId"]
+        command = self._call(
+            "POST",
+            self.session + "/exec",
+            json={"command": shlex.join(argv), "runAsync": True, "suppressInputEcho": True},
+        ).json()["cmdId"]
         path = f"{self.session}/command/{command}"
         url = self.toolbox.replace("http", "ws", 1) + path + "/logs?follow=true"
         ws = websocket.create_connection(
-            url, header=[f"Authorization: Bearer {CREDENTIAL}", "X-Daytona-Split-Output: true"],
-            timeout=WAIT, suppress_origin=True, skip_utf8_validation=True)
+            url,
+            header=[f"Authorization: Bearer {CREDENTIAL}", "X-Daytona-Split-Output: true"],
+            timeout=WAIT,
+            suppress_origin=True,
+            skip_utf8_validation=True,
+        )
         first = float("inf")
         received = 0
         tail = b""

@@ -67,12 +67,28 @@ class Plan:
     sizes: providers.Sizes
 
 
-QUICK = Plan("quick", rounds=7, import_rounds=3, suite_rounds=1, fan_out=50, daytona_fan_out=50,
-             sandboxes=5, per_sandbox=10,
-             sizes=providers.Sizes(rounds=7, stream_rounds=2, stream_bytes=8 * MIB))
-FULL = Plan("full", rounds=31, import_rounds=11, suite_rounds=5, fan_out=500, daytona_fan_out=250,
-            sandboxes=50, per_sandbox=10,
-            sizes=providers.Sizes(rounds=31, stream_rounds=5, stream_bytes=256 * MIB))
+QUICK = Plan(
+    "quick",
+    rounds=7,
+    import_rounds=3,
+    suite_rounds=1,
+    fan_out=50,
+    daytona_fan_out=50,
+    sandboxes=5,
+    per_sandbox=10,
+    sizes=providers.Sizes(rounds=7, stream_rounds=2, stream_bytes=8 * MIB),
+)
+FULL = Plan(
+    "full",
+    rounds=31,
+    import_rounds=11,
+    suite_rounds=5,
+    fan_out=500,
+    daytona_fan_out=250,
+    sandboxes=50,
+    per_sandbox=10,
+    sizes=providers.Sizes(rounds=31, stream_rounds=5, stream_bytes=256 * MIB),
+)
 SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona")
 
 
@@ -100,8 +116,11 @@ def hosted(name: str, plan: Plan) -> list[Row]:
 
         rows += guarded(name, f"fan-out {commands}", fan)
         if name == "sprites":
-            rows += guarded(name, "import + first request",
-                            lambda: first_call.sprites_rows(served.base_url, plan.import_rounds))
+            rows += guarded(
+                name,
+                "import + first request",
+                lambda: first_call.sprites_rows(served.base_url, plan.import_rounds),
+            )
         return rows
 
 
@@ -109,12 +128,18 @@ def section(name: str, plan: Plan) -> list[Row]:
     """The rows of one section; one that raised outright is one error row."""
     steps: dict[str, list[tuple[str, Callable[[], list[Row]]]]] = {
         "import": [("import times", lambda: inprocess.import_rows(plan.import_rounds))],
-        "fake": [("facade and first frame", lambda: inprocess.fake_rows(plan.rounds)),
-                 ("conformance suite", lambda: inprocess.suite_rows(plan.suite_rounds)),
-                 (f"fan-out {plan.fan_out}", lambda: fake_fan_out(plan.fan_out))],
-        "local": [("latencies", lambda: local_sandbox.latency_rows(plan.rounds)),
-                  ("fan-outs", lambda: local_sandbox.fan_out_rows(
-                      plan.fan_out, plan.sandboxes, plan.per_sandbox))],
+        "fake": [
+            ("facade and first frame", lambda: inprocess.fake_rows(plan.rounds)),
+            ("conformance suite", lambda: inprocess.suite_rows(plan.suite_rounds)),
+            (f"fan-out {plan.fan_out}", lambda: fake_fan_out(plan.fan_out)),
+        ],
+        "local": [
+            ("latencies", lambda: local_sandbox.latency_rows(plan.rounds)),
+            (
+                "fan-outs",
+                lambda: local_sandbox.fan_out_rows(plan.fan_out, plan.sandboxes, plan.per_sandbox),
+            ),
+        ],
     }
     if name not in steps:
         return guarded(name, "emulator", lambda: hosted(name, plan))
@@ -123,25 +148,43 @@ def section(name: str, plan: Plan) -> list[Row]:
 
 def machine() -> dict[str, str]:
     """What the figures were measured on."""
+
     def run(*argv: str) -> str:
         try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=10,
-                                  check=False).stdout.strip()
+            return subprocess.run(
+                argv, capture_output=True, text=True, timeout=10, check=False
+            ).stdout.strip()
         except OSError:
             return ""
 
-    model = next((line.split(":", 1)[1].strip() for line in run("lscpu").splitlines()
-                  if line.startswith("Model name")), "")
-    return {"cpu": model, "nproc": run("nproc"), "kernel": platform.release(),
-            "python": platform.python_version(), "platform": platform.platform()}
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in run("lscpu").splitlines()
+            if line.startswith("Model name")
+        ),
+        "",
+    )
+    return {
+        "cpu": model,
+        "nproc": run("nproc"),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def write_chart(results: Path, chart: Path) -> str:
     """Draw the chart with ``bench/chart.py`` if matplotlib is importable; say what happened."""
     if importlib.util.find_spec("matplotlib") is None:
         return "no chart (matplotlib is not installed: pip install -e '.[bench]')"
-    drawn = subprocess.run([sys.executable, str(BENCH / "chart.py"), str(results), str(chart)],
-                           capture_output=True, text=True, timeout=120, check=False)
+    drawn = subprocess.run(
+        [sys.executable, str(BENCH / "chart.py"), str(results), str(chart)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if drawn.returncode:
         print(drawn.stderr, file=sys.stderr)
         return "no chart: bench/chart.py failed (stderr above)"
@@ -151,13 +194,26 @@ def write_chart(results: Path, chart: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small N and sizes (< 2 minutes)")
-    parser.add_argument("--json", type=Path, default=BENCH / "results.json",
-                        help="where to write the results (default: bench/results.json)")
-    parser.add_argument("--chart", type=Path, default=BENCH.parent / "docs" / "performance.png",
-                        help="where to draw the chart (default: docs/performance.png)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=BENCH / "results.json",
+        help="where to write the results (default: bench/results.json)",
+    )
+    parser.add_argument(
+        "--chart",
+        type=Path,
+        default=BENCH.parent / "docs" / "performance.png",
+        help="where to draw the chart (default: docs/performance.png)",
+    )
     parser.add_argument("--no-chart", action="store_true", help="do not draw the chart")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="run only these sections")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="run only these sections",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     # A terminated run still stops its emulators (their ``finally`` blocks run).
@@ -169,14 +225,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows += section(name, plan)
     seconds = time.monotonic() - began
     print(table(rows))
-    results = {"plan": asdict(plan), "seconds": round(seconds, 1), "machine": machine(),
-               "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-               "rows": [row.as_json() for row in rows]}
+    results = {
+        "plan": asdict(plan),
+        "seconds": round(seconds, 1),
+        "machine": machine(),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "rows": [row.as_json() for row in rows],
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1) + "\n")
-    footer = [f"{plan.name} run, {seconds:.0f} s; latency figures: medians of {plan.rounds} "
-              f"alternating rounds, ratio = median per-round ours/reference [IQR]",
-              f"results: {args.json}"]
+    footer = [
+        f"{plan.name} run, {seconds:.0f} s; latency figures: medians of {plan.rounds} "
+        f"alternating rounds, ratio = median per-round ours/reference [IQR]",
+        f"results: {args.json}",
+    ]
     if not args.no_chart:
         footer.append(write_chart(args.json, args.chart))
     print("\n".join(footer))

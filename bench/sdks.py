@@ -90,18 +90,32 @@ def open_sprites(base_url: str) -> Iterator[Sdk]:
 
 @contextlib.contextmanager
 def open_e2b(base_url: str) -> Iterator[Sdk]:
-    box = e2b.Sandbox.create(api_key=CREDENTIAL, api_url=base_url, sandbox_url=base_url,
-                             debug=False, http_version="1.1", request_timeout=WAIT)
+    box = e2b.Sandbox.create(
+        api_key=CREDENTIAL,
+        api_url=base_url,
+        sandbox_url=base_url,
+        debug=False,
+        http_version="1.1",
+        request_timeout=WAIT,
+    )
     try:
+
         def first_frame() -> float:
             sink = _FirstWrite()
             began = time.perf_counter()
-            check_code(box.commands.run("echo x", timeout=WAIT, request_timeout=WAIT,
-                                        on_stdout=sink.write).exit_code)
+            check_code(
+                box.commands.run(
+                    "echo x", timeout=WAIT, request_timeout=WAIT, on_stdout=sink.write
+                ).exit_code
+            )
             return sink.at - began
 
-        yield Sdk(lambda: check_code(
-            box.commands.run("true", timeout=WAIT, request_timeout=WAIT).exit_code), first_frame)
+        yield Sdk(
+            lambda: check_code(
+                box.commands.run("true", timeout=WAIT, request_timeout=WAIT).exit_code
+            ),
+            first_frame,
+        )
     finally:
         with contextlib.suppress(Exception):
             box.kill()
@@ -113,19 +127,22 @@ def open_daytona(base_url: str) -> Iterator[Sdk]:
     box = client.create(daytona.CreateSandboxFromSnapshotParams(name="bench-sdk"))
     counter = iter(range(1 << 30))
     try:
+
         def first_frame() -> float:
             session = f"sdk-{next(counter)}"
             began = time.perf_counter()
             box.process.create_session(session)
             try:
                 answer = box.process.execute_session_command(
-                    session, daytona.SessionExecuteRequest(command="echo x", run_async=True))
+                    session, daytona.SessionExecuteRequest(command="echo x", run_async=True)
+                )
                 return asyncio.run(_first_log(box, session, str(answer.cmd_id))) - began
             finally:
                 box.process.delete_session(session)
 
-        yield Sdk(lambda: check_code(box.process.exec("true", timeout=int(WAIT)).exit_code),
-                  first_frame)
+        yield Sdk(
+            lambda: check_code(box.process.exec("true", timeout=int(WAIT)).exit_code), first_frame
+        )
     finally:
         with contextlib.suppress(Exception):
             box.delete()
@@ -134,8 +151,11 @@ def open_daytona(base_url: str) -> Iterator[Sdk]:
 async def _first_log(box: daytona.Sandbox, session: str, command: str) -> float:
     """When the log WebSocket delivered the first stdout chunk (the follow is then cancelled)."""
     arrived = asyncio.Event()
-    follow = asyncio.ensure_future(box.process.get_session_command_logs_async(
-        session, command, lambda _: arrived.set(), lambda _: None))
+    follow = asyncio.ensure_future(
+        box.process.get_session_command_logs_async(
+            session, command, lambda _: arrived.set(), lambda _: None
+        )
+    )
     try:
         await asyncio.wait_for(arrived.wait(), WAIT)
         return time.perf_counter()
@@ -146,5 +166,7 @@ async def _first_log(box: daytona.Sandbox, session: str, command: str) -> float:
 
 
 OPENERS: dict[str, Callable[[str], contextlib.AbstractContextManager[Sdk]]] = {
-    "sprites": open_sprites, "e2b": open_e2b, "daytona": open_daytona,
+    "sprites": open_sprites,
+    "e2b": open_e2b,
+    "daytona": open_daytona,
 }

@@ -34,12 +34,12 @@ class Served:
     def requests_made(self, fn: Callable[[], object]) -> int:
         """How many HTTP requests (WebSocket upgrades included) one call of ``fn`` made."""
         control = {"Authorization": f"Bearer {CREDENTIAL}"}
-        requests.delete(f"{self.base_url}/_emulator/requests", headers=control,
-                        timeout=WAIT).raise_for_status()
+        requests.delete(
+            f"{self.base_url}/_emulator/requests", headers=control, timeout=WAIT
+        ).raise_for_status()
         fn()
         time.sleep(SETTLE)
-        answer = requests.get(f"{self.base_url}/_emulator/requests", headers=control,
-                              timeout=WAIT)
+        answer = requests.get(f"{self.base_url}/_emulator/requests", headers=control, timeout=WAIT)
         answer.raise_for_status()
         return len(answer.json())
 
@@ -48,8 +48,19 @@ class Served:
 def emulator_process(provider: str) -> Iterator[Served]:
     """Serve ``provider``'s emulator from a child process until the block ends."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "managoat_sandbox.emulators", provider, "--port", "0",
-         "--token", CREDENTIAL], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "managoat_sandbox.emulators",
+            provider,
+            "--port",
+            "0",
+            "--token",
+            CREDENTIAL,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout is not None
         readable, _, _ = select.select([child.stdout], [], [], WAIT)

@@ -36,7 +36,10 @@ from soak_local import FakeDriver, LocalDriver
 from managoat_sandbox import config
 
 DRIVERS: dict[str, Callable[[], Driver]] = {
-    "fake": FakeDriver, "local": LocalDriver, "sprites": SpritesDriver, "e2b": E2BDriver,
+    "fake": FakeDriver,
+    "local": LocalDriver,
+    "sprites": SpritesDriver,
+    "e2b": E2BDriver,
     "daytona": DaytonaDriver,
 }
 #: Cycles between fresh sandboxes (bounds session lists and disk use).
@@ -44,8 +47,15 @@ RECYCLE = 200
 COLUMNS = ("cycles", "faults", "errors", *PROBLEMS)
 
 
-def soak(driver: Driver, rng: random.Random, *, cycles: int, seconds: float, progress: float,
-         began: float) -> Tally:
+def soak(
+    driver: Driver,
+    rng: random.Random,
+    *,
+    cycles: int,
+    seconds: float,
+    progress: float,
+    began: float,
+) -> Tally:
     """Run one adapter's cycles within both bounds; count its leaked threads after."""
     tally = Tally(driver.name)
     baseline = {thread.ident for thread in threading.enumerate()}
@@ -80,19 +90,22 @@ def soak(driver: Driver, rng: random.Random, *, cycles: int, seconds: float, pro
 
 def _brief(tally: Tally) -> str:
     counts = tally.counts
-    return (f"{tally.name}: {counts['cycles']} cycles, {counts['faults']} faults "
-            f"({counts['errors']} ended in accepted errors), {tally.problems} problems")
+    return (
+        f"{tally.name}: {counts['cycles']} cycles, {counts['faults']} faults "
+        f"({counts['errors']} ended in accepted errors), {tally.problems} problems"
+    )
 
 
 def report(tallies: list[Tally]) -> str:
     header = f"{'adapter':<9}" + "".join(f"{c:>15}" for c in (*COLUMNS, "seconds"))
-    rows = [f"{t.name:<9}" + "".join(f"{t.counts[c]:>15}" for c in (*COLUMNS, "seconds"))
-            for t in tallies]
+    rows = [
+        f"{t.name:<9}" + "".join(f"{t.counts[c]:>15}" for c in (*COLUMNS, "seconds"))
+        for t in tallies
+    ]
     total = Tally("total")
     for tally in tallies:
         total.counts.update(tally.counts)
-    rows.append(f"{'total':<9}" + "".join(f"{total.counts[c]:>15}"
-                                          for c in (*COLUMNS, "seconds")))
+    rows.append(f"{'total':<9}" + "".join(f"{total.counts[c]:>15}" for c in (*COLUMNS, "seconds")))
     details = [f"  {t.name} {example}" for t in tallies for example in t.examples]
     return "\n".join([header, *rows, *(["problems (first ones):", *details] if details else [])])
 
@@ -104,8 +117,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--short", action="store_true", help="the CI run: 300 cycles, 35 s")
     parser.add_argument("--progress", type=float, default=10.0, help="seconds between lines")
-    parser.add_argument("--adapters", default=",".join(DRIVERS),
-                        help=f"comma-separated subset of {','.join(DRIVERS)}")
+    parser.add_argument(
+        "--adapters",
+        default=",".join(DRIVERS),
+        help=f"comma-separated subset of {','.join(DRIVERS)}",
+    )
     args = parser.parse_args()
     if args.short:
         args.cycles, args.seconds = 300, 35.0
@@ -114,8 +130,11 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown adapters {unknown}")
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    print(f"soak: seed {seed}, {args.cycles} cycles per adapter, {args.seconds:.0f} s, "
-          f"adapters {','.join(names)}", flush=True)
+    print(
+        f"soak: seed {seed}, {args.cycles} cycles per adapter, {args.seconds:.0f} s, "
+        f"adapters {','.join(names)}",
+        flush=True,
+    )
     config.configure("retry", attempts=1)
     # The emulators' server logs the connection resets that injected faults cause.
     logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
@@ -124,13 +143,23 @@ def main() -> int:
     for index, name in enumerate(names):
         share = (args.seconds - (time.monotonic() - began)) / (len(names) - index)
         rng = random.Random(f"{seed}-{name}")
-        tallies.append(soak(DRIVERS[name](), rng, cycles=args.cycles, seconds=share,
-                            progress=args.progress, began=began))
+        tallies.append(
+            soak(
+                DRIVERS[name](),
+                rng,
+                cycles=args.cycles,
+                seconds=share,
+                progress=args.progress,
+                began=began,
+            )
+        )
     print(report(tallies))
     failed = sum(t.problems for t in tallies)
-    print(f"seed {seed}: {sum(t.counts['cycles'] for t in tallies)} cycles in "
-          f"{time.monotonic() - began:.1f} s: "
-          + ("all problem counts 0" if not failed else f"{failed} problems"))
+    print(
+        f"seed {seed}: {sum(t.counts['cycles'] for t in tallies)} cycles in "
+        f"{time.monotonic() - began:.1f} s: "
+        + ("all problem counts 0" if not failed else f"{failed} problems")
+    )
     return 1 if failed else 0
 
 

@@ -63,8 +63,9 @@ class Recorder:
     ``spawn`` returns) and records :attr:`at_stop`, the frames delivered by then.
     """
 
-    def __init__(self, stop: Callable[[object], None] | None = None,
-                 stop_after: int | None = None) -> None:
+    def __init__(
+        self, stop: Callable[[object], None] | None = None, stop_after: int | None = None
+    ) -> None:
         self.frames: list[Frame] = []
         self.at_stop: int | None = None
         self.missed_stop = False
@@ -169,7 +170,7 @@ class Tally:
             frames = frames[:at_stop]
         ends = [i for i, f in enumerate(frames) if f.terminal]
         if len(frames) > (ends[0] + 1 if ends else len(frames)):
-            self.problem("duplicated", f"frames after the terminal one: {frames[ends[0]:]}")
+            self.problem("duplicated", f"frames after the terminal one: {frames[ends[0] :]}")
         body = frames[: ends[0]] if ends else frames
         terminal = frames[ends[0]] if ends else None
         out = b"".join(f.data for f in body if isinstance(f, Stdout))

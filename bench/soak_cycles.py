@@ -125,8 +125,13 @@ def cycle(driver: Driver, rng: random.Random, n: int, tally: Tally) -> None:
     """Run one random cycle (see the module docstring) and judge it."""
     kind = rng.choices(KINDS, WEIGHTS)[0]
     fault = pick_fault(driver, rng, kind)
-    job = driver.job(rng, n, slow=kind == "stop" or (fault is not None and fault.slow)
-                     or (kind == "attach" and rng.random() < 0.5))
+    job = driver.job(
+        rng,
+        n,
+        slow=kind == "stop"
+        or (fault is not None and fault.slow)
+        or (kind == "attach" and rng.random() < 0.5),
+    )
     expect = job.expect
     tally.context = f"{kind} cycle {n} ({fault.name if fault else 'no fault'})"
     if fault is not None:
@@ -154,8 +159,13 @@ def _spawn(run: Run, recorder: Recorder, *, detachable: bool) -> Command | None:
     """Spawn into ``recorder``; a start that raised is judged (against the run's
     expectation) here and gives None."""
     try:
-        command = sandbox.spawn(run.driver.handle, run.job.cmd, list(run.job.args),
-                                owner=recorder, detachable=detachable)
+        command = sandbox.spawn(
+            run.driver.handle,
+            run.job.cmd,
+            list(run.job.args),
+            owner=recorder,
+            detachable=detachable,
+        )
     except Exception as error:
         run.tally.outcome(error, run.expect)
         return None
@@ -226,11 +236,13 @@ def _attach_cycle(run: Run) -> None:
 
 
 RUNS: dict[str, Callable[[Run], None]] = {
-    "exec": _exec, "spawn": _spawn_cycle, "stop": _stop_cycle, "attach": _attach_cycle,
+    "exec": _exec,
+    "spawn": _spawn_cycle,
+    "stop": _stop_cycle,
+    "attach": _attach_cycle,
 }
 
 
 def deadline_fault(seconds: float = 0.05) -> Fault:
     """An exec deadline shorter than a slow job: ``Unavailable(("exec_timeout", s))``."""
     return Fault("exec-deadline", frozenset({"exec"}), (Unavailable,), timeout=seconds)
-

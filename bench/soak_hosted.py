@@ -85,15 +85,28 @@ class SpritesDriver(HostedDriver):
     def __init__(self) -> None:
         emu = SpritesEmulator(credential=CREDENTIAL)
         emu.behaviour.list_finished_sessions = True
-        super().__init__(emu, lambda url: config.configure(
-            "sprites", base_url=url, token=CREDENTIAL))
+        super().__init__(
+            emu, lambda url: config.configure("sprites", base_url=url, token=CREDENTIAL)
+        )
         self.faults = (
-            Fault("ws-drop", EVERY, (Unavailable,), lambda rng: emu.drop_exec(
-                rng.randint(0, 2), close_frame=rng.random() < 0.5)),
-            Fault("upgrade-refused", EVERY, (RateLimited, Unavailable),
-                  lambda rng: emu.refuse_upgrade(rng.choice((429, 500, 502, 503)))),
-            Fault("connection-dropped", EVERY, (Unavailable,),
-                  lambda rng: emu.drop_connection(method="GET", path=r"/exec(/[^/]+)?$")),
+            Fault(
+                "ws-drop",
+                EVERY,
+                (Unavailable,),
+                lambda rng: emu.drop_exec(rng.randint(0, 2), close_frame=rng.random() < 0.5),
+            ),
+            Fault(
+                "upgrade-refused",
+                EVERY,
+                (RateLimited, Unavailable),
+                lambda rng: emu.refuse_upgrade(rng.choice((429, 500, 502, 503))),
+            ),
+            Fault(
+                "connection-dropped",
+                EVERY,
+                (Unavailable,),
+                lambda rng: emu.drop_connection(method="GET", path=r"/exec(/[^/]+)?$"),
+            ),
             Fault("stall", STARTS, (), lambda rng: emu.stall(0.05, path=r"/exec$")),
             deadline_fault(),
         )
@@ -106,14 +119,18 @@ class E2BDriver(HostedDriver):
 
     def __init__(self) -> None:
         emu = E2BEmulator(credential=CREDENTIAL)
-        super().__init__(emu, lambda url: config.configure(
-            "e2b", base_url=url, sandbox_url=url, api_key=CREDENTIAL))
+        super().__init__(
+            emu,
+            lambda url: config.configure("e2b", base_url=url, sandbox_url=url, api_key=CREDENTIAL),
+        )
         start = r"/process\.Process/Start$"
 
-        def stream(kind: str, after: Callable[[random.Random], int] = lambda rng: 0,
-                   body: Callable[[random.Random], object] = lambda rng: None) -> Arm:
-            return lambda rng: emu.stream_fault(kind, rpc="Start", after=after(rng),
-                                                body=body(rng))
+        def stream(
+            kind: str,
+            after: Callable[[random.Random], int] = lambda rng: 0,
+            body: Callable[[random.Random], object] = lambda rng: None,
+        ) -> Arm:
+            return lambda rng: emu.stream_fault(kind, rpc="Start", after=after(rng), body=body(rng))
 
         def some(rng: random.Random) -> int:
             return rng.randint(0, 3)
@@ -124,17 +141,33 @@ class E2BDriver(HostedDriver):
         self.faults = (
             Fault("no-end", EVERY, (Unavailable,), stream("no_end", some)),
             Fault("reset", EVERY, (Unavailable,), stream("reset", some)),
-            Fault("error-end", EVERY, (Unavailable, ProviderError),
-                  stream("error_end", some, error_body)),
-            Fault("garbage", EVERY, (ProviderError,),
-                  stream("garbage", body=lambda rng: rng.choice(("json", "compressed")))),
+            Fault(
+                "error-end",
+                EVERY,
+                (Unavailable, ProviderError),
+                stream("error_end", some, error_body),
+            ),
+            Fault(
+                "garbage",
+                EVERY,
+                (ProviderError,),
+                stream("garbage", body=lambda rng: rng.choice(("json", "compressed"))),
+            ),
             Fault("no-start", EVERY, (Unavailable,), stream("no_start")),
             Fault("split", EVERY, (), stream("split", lambda rng: rng.randint(1, 7))),
             Fault("merge", EVERY, (), stream("merge")),
-            Fault("rate-limited", EVERY, (RateLimited,),
-                  lambda rng: emu.rate_limit(path=start, retry_after=1)),
-            Fault("server-error", EVERY, (Unavailable,),
-                  lambda rng: emu.server_error(rng.choice((500, 502, 503)), path=start)),
+            Fault(
+                "rate-limited",
+                EVERY,
+                (RateLimited,),
+                lambda rng: emu.rate_limit(path=start, retry_after=1),
+            ),
+            Fault(
+                "server-error",
+                EVERY,
+                (Unavailable,),
+                lambda rng: emu.server_error(rng.choice((500, 502, 503)), path=start),
+            ),
             deadline_fault(),
         )
 
@@ -149,35 +182,52 @@ class DaytonaDriver(HostedDriver):
 
     def __init__(self) -> None:
         emu = DaytonaEmulator(credential=CREDENTIAL)
-        super().__init__(emu, lambda url: config.configure(
-            "daytona", api_url=url + "/api", api_key=CREDENTIAL))
+        super().__init__(
+            emu, lambda url: config.configure("daytona", api_url=url + "/api", api_key=CREDENTIAL)
+        )
 
         def times(rng: random.Random) -> int:
             return rng.randint(1, 3)
 
         transient: dict[str, Arm] = {
             "rate-limited": lambda rng: emu.rate_limit(
-                path=COMMAND_PATHS, retry_after=0, times=times(rng)),
+                path=COMMAND_PATHS, retry_after=0, times=times(rng)
+            ),
             "unavailable": lambda rng: emu.unavailable(
-                as_json=rng.random() < 0.5, path=COMMAND_PATHS, times=times(rng)),
+                as_json=rng.random() < 0.5, path=COMMAND_PATHS, times=times(rng)
+            ),
             "connection-dropped": lambda rng: emu.drop_connections(
-                path=COMMAND_PATHS, times=times(rng)),
+                path=COMMAND_PATHS, times=times(rng)
+            ),
             "log-closed-early": lambda rng: emu.close_log_stream_early(
-                rng.randint(0, 20), times=times(rng)),
+                rng.randint(0, 20), times=times(rng)
+            ),
             "stale-log-prefix": lambda rng: emu.serve_stale_log_prefix(
-                rng.randint(0, 20), times=times(rng)),
+                rng.randint(0, 20), times=times(rng)
+            ),
         }
         self.faults = (
             *(Fault(name, STARTS, (), arm) for name, arm in transient.items()),
-            *(Fault(f"{name}-at-attach", ATTACHES, (RateLimited, Unavailable), arm)
-              for name, arm in transient.items()),
+            *(
+                Fault(f"{name}-at-attach", ATTACHES, (RateLimited, Unavailable), arm)
+                for name, arm in transient.items()
+            ),
             Fault("command-lost", frozenset({"spawn"}), (Unavailable,), mid=self._lose),
-            Fault("session-refused", STARTS, (Unavailable,), lambda rng: emu.unavailable(
-                path=r"/process/session$", method="POST")),
+            Fault(
+                "session-refused",
+                STARTS,
+                (Unavailable,),
+                lambda rng: emu.unavailable(path=r"/process/session$", method="POST"),
+            ),
             deadline_fault(),
         )
 
     def _lose(self, command: Command) -> None:
         """From now on the daemon answers 404 for the command: it lost track of it."""
-        self.emulator.faults.add("status", path=COMMAND_PATHS, status=404, times=10_000,
-                                 body={"statusCode": 404, "message": "command not found"})
+        self.emulator.faults.add(
+            "status",
+            path=COMMAND_PATHS,
+            status=404,
+            times=10_000,
+            body={"statusCode": 404, "message": "command not found"},
+        )

@@ -29,8 +29,9 @@ def _pause_at(rng: random.Random, count: int, slow: bool) -> int:
 def fake_job(rng: random.Random, n: int, *, slow: bool) -> Job:
     """A Fake script: stdout and stderr writes, maybe a pause, then an exit or a drop."""
     marker = f"soak-{n}"
-    writes = [("err" if rng.random() < 0.2 else "out", f"{marker}.{i}")
-              for i in range(rng.randint(0, 6))]
+    writes = [
+        ("err" if rng.random() < 0.2 else "out", f"{marker}.{i}") for i in range(rng.randint(0, 6))
+    ]
     pause = _pause_at(rng, len(writes), slow)
     args: list[str] = []
     for i, (stream, text) in enumerate(writes):
@@ -72,6 +73,10 @@ def bash_job(rng: random.Random, n: int, *, slow: bool, signals: bool = False) -
     else:
         code = rng.choice(CODES)
         parts.append(f"exit {code}")
-    expect = Expect("".join(f"{line}\n" for line in lines).encode(), code, (),
-                    "".join(f"{line}\n" for line in errs).encode())
+    expect = Expect(
+        "".join(f"{line}\n" for line in lines).encode(),
+        code,
+        (),
+        "".join(f"{line}\n" for line in errs).encode(),
+    )
     return Job("bash", ("-c", "; ".join(parts)), expect, marker)

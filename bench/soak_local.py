@@ -47,8 +47,11 @@ class FakeDriver(Driver):
         self.fake = Fake()
         self.faults = tuple(
             Fault(f"fail_next-{operation}", frozenset(kinds), FAKE_ERRORS, self._failing(operation))
-            for operation, kinds in (("exec", {"exec"}), ("spawn", {"spawn"}),
-                                     ("attach", {"stop", "attach"}))
+            for operation, kinds in (
+                ("exec", {"exec"}),
+                ("spawn", {"spawn"}),
+                ("attach", {"stop", "attach"}),
+            )
         )
 
     def _failing(self, operation: str) -> Callable[[random.Random], None]:
@@ -99,7 +102,8 @@ class LocalDriver(Driver):
 
     def _kill_agent(self, command: Command) -> None:
         """SIGKILL the sandbox's agent (and with it, when isolated, every process of it)."""
-        record = json.loads((layout.sandbox_dir(self.handle.name) / "state" / "agent.json")
-                            .read_text())
+        record = json.loads(
+            (layout.sandbox_dir(self.handle.name) / "state" / "agent.json").read_text()
+        )
         with contextlib.suppress(ProcessLookupError):
             os.kill(record["pid"], signal.SIGKILL)

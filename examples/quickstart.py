@@ -32,8 +32,7 @@ def main() -> int:
     handle = sandbox.create(PROVIDER, f"quickstart-{uuid.uuid4().hex[:8]}")
     info = sandbox.get(handle)
     isolation = info.raw.get("isolation") if isinstance(info.raw, dict) else None
-    print(f"created {handle!r}: {info.status}"
-          + (f", isolation: {isolation}" if isolation else ""))
+    print(f"created {handle!r}: {info.status}" + (f", isolation: {isolation}" if isolation else ""))
     try:
         output, code = sandbox.exec(handle, *scripts["exec"], timeout=30)
         print(f"exec -> exit {code}: {output.decode().strip()}")

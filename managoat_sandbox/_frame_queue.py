@@ -35,8 +35,12 @@ class _Run:
         self.size = len(frame.data)
 
     def joins(self, frame: object) -> bool:
-        return (type(frame) is self.kind and isinstance(frame, (Stdout, Stderr))
-                and frame.ref == self.ref and self.size < MERGE_LIMIT)
+        return (
+            type(frame) is self.kind
+            and isinstance(frame, (Stdout, Stderr))
+            and frame.ref == self.ref
+            and self.size < MERGE_LIMIT
+        )
 
     def add(self, data: bytes) -> None:
         self.chunks.append(data)

@@ -156,11 +156,13 @@ def error_for(
     """The taxonomy error for a non-2xx answer (see the module docstring), carrying the
     answer's ``status`` and ``request_id`` as context."""
     return _mapped(status, body, headers, retry_after_field).with_context(
-        status=status, request_id=request_id_from(headers))
+        status=status, request_id=request_id_from(headers)
+    )
 
 
-def _mapped(status: int, body: bytes, headers: Mapping[str, str],
-            retry_after_field: str | None) -> SandboxError:
+def _mapped(
+    status: int, body: bytes, headers: Mapping[str, str], retry_after_field: str | None
+) -> SandboxError:
     parsed = parse_body(body, headers.get("Content-Type") or headers.get("content-type"))
     detail = (reasons.HTTP, status, parsed)
     if status == 404:
@@ -216,8 +218,12 @@ class ErrorPolicy:
         """The taxonomy error for a non-accepted ``response``."""
         if self.refine is not None:
             return self.refine(response)
-        return error_for(response.status, response.body, response.headers,
-                         retry_after_field=self.retry_after_field)
+        return error_for(
+            response.status,
+            response.body,
+            response.headers,
+            retry_after_field=self.retry_after_field,
+        )
 
 
 def unexpected(provider: str, what: str, answer: object) -> ProviderError:
@@ -316,8 +322,13 @@ class HttpClient:
         """
         try:
             response = self.session().request(
-                method, url, headers=dict(headers or {}), timeout=timeout, stream=True,
-                allow_redirects=False, **kwargs,
+                method,
+                url,
+                headers=dict(headers or {}),
+                timeout=timeout,
+                stream=True,
+                allow_redirects=False,
+                **kwargs,
             )
         except requests_module().RequestException as error:
             raise transport_error(error, url) from None
@@ -359,8 +370,9 @@ class HttpClient:
         Transport failures are :func:`transport_error`; a body over ``limit`` is
         ``Unavailable(("response_too_large", limit))``.
         """
-        response = self.request(method, url, timeout=timeout, headers=headers, limit=limit,
-                                **kwargs)
+        response = self.request(
+            method, url, timeout=timeout, headers=headers, limit=limit, **kwargs
+        )
         if not accept(response.status):
             raise policy.error(_scrubbed(response, headers))
         return response
@@ -394,8 +406,12 @@ def _scrubbed(response: Response, headers: Mapping[str, str] | None) -> Response
     return attrs.evolve(response, body=scrub_bytes(response.body, credentials_in(headers or {})))
 
 
-def body_chunks(response: requests.Response, *, size: int = _CHUNK,
-                before_read: Callable[[], object] | None = None) -> Iterator[bytes]:
+def body_chunks(
+    response: requests.Response,
+    *,
+    size: int = _CHUNK,
+    before_read: Callable[[], object] | None = None,
+) -> Iterator[bytes]:
     """A streaming response's body, chunk by chunk (at most ``size`` bytes each).
 
     ``before_read()`` runs before each read and may raise to abandon the body;

@@ -77,4 +77,3 @@ def safe_url(url: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
-

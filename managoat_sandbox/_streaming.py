@@ -124,8 +124,11 @@ class Stream:
             try:
                 owner(frame)  # type: ignore[operator]
             except Exception:
-                log.exception("%s: owner callback raised on %s; delivery goes on",
-                              self.label, type(frame).__name__)
+                log.exception(
+                    "%s: owner callback raised on %s; delivery goes on",
+                    self.label,
+                    type(frame).__name__,
+                )
 
     # -- reader thread --------------------------------------------------
 

@@ -139,8 +139,9 @@ class Adapter(ABC):
         """Wake the sandbox; the returned handle is usable."""
 
     @abstractmethod
-    def write_file(self, handle: Handle, path: str, data: bytes, *,
-                   mode: int | None = None) -> None:
+    def write_file(
+        self, handle: Handle, path: str, data: bytes, *, mode: int | None = None
+    ) -> None:
         """Write ``data`` at ``path``, creating parent directories."""
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:

@@ -69,8 +69,11 @@ class SandboxError(Exception):
         return text
 
     def __repr__(self) -> str:
-        extra = "".join(f", {name}={getattr(self, name)!r}" for name in self._shown
-                        if getattr(self, name) is not None)
+        extra = "".join(
+            f", {name}={getattr(self, name)!r}"
+            for name in self._shown
+            if getattr(self, name) is not None
+        )
         return f"{type(self).__name__}({self.detail!r}{extra})"
 
     @property
@@ -91,8 +94,12 @@ class SandboxError(Exception):
         """``(status, body)`` of an ``("http", status, body)`` detail (the one place that
         reads that shape), else ``None``."""
         detail = self.detail
-        if (isinstance(detail, tuple) and len(detail) == 3 and detail[0] == reasons.HTTP
-                and isinstance(detail[1], int)):
+        if (
+            isinstance(detail, tuple)
+            and len(detail) == 3
+            and detail[0] == reasons.HTTP
+            and isinstance(detail[1], int)
+        ):
             return detail[1], detail[2]
         return None
 
@@ -106,8 +113,11 @@ class SandboxError(Exception):
         return cls
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, SandboxError) and self.taxonomy() is other.taxonomy()
-                and self.args == other.args)
+        return (
+            isinstance(other, SandboxError)
+            and self.taxonomy() is other.taxonomy()
+            and self.args == other.args
+        )
 
     def __hash__(self) -> int:
         return hash((self.taxonomy(), _hashable(self.args)))
@@ -115,8 +125,9 @@ class SandboxError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), self.args, dict(self.__dict__))
 
-    def with_context(self, *, status: int | None = None,
-                     request_id: str | None = None) -> SandboxError:
+    def with_context(
+        self, *, status: int | None = None, request_id: str | None = None
+    ) -> SandboxError:
         """Set the HTTP context this error was made from; returns the error."""
         self._status = status
         self.request_id = request_id
@@ -266,7 +277,19 @@ class UnknownProvider(ValueError):
 
 
 #: The closed set: every error a contract operation raises is an instance of one of these.
-_TAXONOMY: frozenset[type[SandboxError]] = frozenset({
-    NotFound, Truncated, NotSupported, AlreadyExists, CommandExited, RateLimited,
-    Unavailable, Denied, Invalid, RestoreFailed, WriteFailed, ProviderError,
-})
+_TAXONOMY: frozenset[type[SandboxError]] = frozenset(
+    {
+        NotFound,
+        Truncated,
+        NotSupported,
+        AlreadyExists,
+        CommandExited,
+        RateLimited,
+        Unavailable,
+        Denied,
+        Invalid,
+        RestoreFailed,
+        WriteFailed,
+        ProviderError,
+    }
+)

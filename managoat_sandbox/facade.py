@@ -212,8 +212,9 @@ def write_file(handle: Handle, path: str, data: Any, *, mode: int | None = None)
     """
     adapter = _for_handle(handle)
     clean = _args.normalised(path=path, data=data, mode=mode)
-    _retried(handle.provider, adapter.write_file)(handle, clean.pop("path"), clean.pop("data"),
-                                                  **clean)
+    _retried(handle.provider, adapter.write_file)(
+        handle, clean.pop("path"), clean.pop("data"), **clean
+    )
 
 
 def read_file(handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
@@ -271,8 +272,9 @@ def exec(
     ``Invalid``. Runs once, never retried.
     """
     adapter = _for_handle(handle)
-    clean = _args.normalised(cmd=cmd, args=args, env=env, dir=dir, timeout=timeout,
-                             stderr_to_stdout=stderr_to_stdout)
+    clean = _args.normalised(
+        cmd=cmd, args=args, env=env, dir=dir, timeout=timeout, stderr_to_stdout=stderr_to_stdout
+    )
     if clean["timeout"] is not None and clean["timeout"] <= 0:
         raise DeadlineExpired((reasons.EXEC_TIMEOUT, timeout))
     return adapter.exec(handle, clean.pop("cmd"), clean.pop("args"), **clean)
@@ -297,15 +299,24 @@ def spawn(
     ``detachable=True`` the ``attach`` capability (else ``NotSupported``).
     """
     adapter = _for_handle(handle)
-    clean = _args.normalised(cmd=cmd, args=args, owner=owner, env=env, dir=dir, stdin=stdin,
-                             tty=tty, detachable=detachable)
+    clean = _args.normalised(
+        cmd=cmd,
+        args=args,
+        owner=owner,
+        env=env,
+        dir=dir,
+        stdin=stdin,
+        tty=tty,
+        detachable=detachable,
+    )
     caps = adapter.capabilities()
     if clean["tty"] and Capability.TTY not in caps:
         raise NotSupported("tty")
     if clean["detachable"] and Capability.ATTACH not in caps:
         raise NotSupported("attach")
-    return _tag_command(adapter.spawn(handle, clean.pop("cmd"), clean.pop("args"), **clean),
-                        handle.provider)
+    return _tag_command(
+        adapter.spawn(handle, clean.pop("cmd"), clean.pop("args"), **clean), handle.provider
+    )
 
 
 def write_stdin(command: Command, data: Any) -> None:
@@ -341,8 +352,7 @@ def attach(
     """Rejoin a session: its output from byte zero, then the live tail. Never retried."""
     adapter = _for_handle(handle)
     clean = _args.normalised(session_id=session_id, owner=owner, stdin=stdin)
-    return _tag_command(adapter.attach(handle, clean.pop("session_id"), **clean),
-                        handle.provider)
+    return _tag_command(adapter.attach(handle, clean.pop("session_id"), **clean), handle.provider)
 
 
 def terminate_session(

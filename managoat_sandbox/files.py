@@ -22,8 +22,9 @@ def truncated(max_bytes: int) -> Truncated:
     return Truncated(("max_bytes", max_bytes))
 
 
-def collect(pieces: Iterable[bytes], max_bytes: int | None = None, *,
-            size: int | None = None) -> bytes:
+def collect(
+    pieces: Iterable[bytes], max_bytes: int | None = None, *, size: int | None = None
+) -> bytes:
     """The concatenation of ``pieces``; ``Truncated(("max_bytes", n))`` once more than
     ``max_bytes`` bytes have arrived (no further piece is read), or at once when the
     provider announced a ``size`` over the limit."""

@@ -89,4 +89,3 @@ def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) ->
         yield frame
         if frame.terminal:
             return
-

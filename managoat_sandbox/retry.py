@@ -75,8 +75,15 @@ def with_backoff(
     total = int(config.get("retry", "attempts")) if attempts is None else attempts
     if isinstance(total, bool) or not isinstance(total, int) or total < 1:
         raise ValueError("attempts must be an int >= 1")
-    policy = _Policy(total, retriable, _seconds(base, "base_ms"), _seconds(max_delay, "max_ms"),
-                     _seconds(max_retry_after, "max_retry_after_ms"), budget, label)
+    policy = _Policy(
+        total,
+        retriable,
+        _seconds(base, "base_ms"),
+        _seconds(max_delay, "max_ms"),
+        _seconds(max_retry_after, "max_retry_after_ms"),
+        budget,
+        label,
+    )
     attempt = 1
     while True:
         try:
@@ -89,7 +96,10 @@ def with_backoff(
                 raise
             log.warning(
                 "retry: %s attempt %d failed (%s), retrying in %.3fs",
-                label, attempt, type(error).__name__, delay,
+                label,
+                attempt,
+                type(error).__name__,
+                delay,
             )
             sleep(delay)
             attempt += 1

@@ -10,7 +10,14 @@ from typing import Any, Literal, NamedTuple, get_args
 import attrs
 
 __all__ = [
-    "Command", "ExecResult", "FileInfo", "FileType", "Handle", "Info", "NetworkPolicy", "Session",
+    "Command",
+    "ExecResult",
+    "FileInfo",
+    "FileType",
+    "Handle",
+    "Info",
+    "NetworkPolicy",
+    "Session",
     "Status",
 ]
 
@@ -168,7 +175,9 @@ class ExecResult(_Collected):
 
     def _replace(self, **changes: Any) -> ExecResult:
         fields: dict[str, Any] = {
-            "output": self.output, "exit_code": self.exit_code, "stderr": self.stderr
+            "output": self.output,
+            "exit_code": self.exit_code,
+            "stderr": self.stderr,
         }
         unknown = set(changes) - set(fields)
         if unknown:
@@ -177,8 +186,10 @@ class ExecResult(_Collected):
         return ExecResult(**fields)
 
     def __repr__(self) -> str:
-        return (f"ExecResult(output={self.output!r}, exit_code={self.exit_code!r}, "
-                f"stderr={self.stderr!r})")
+        return (
+            f"ExecResult(output={self.output!r}, exit_code={self.exit_code!r}, "
+            f"stderr={self.stderr!r})"
+        )
 
     @property
     def text(self) -> str:

@@ -39,8 +39,10 @@ CANARY = "mgs-canary-7f3a9c41-SECRET"
 CREDENTIAL_ENV = ("SPRITES_TOKEN", "E2B_API_KEY", "DAYTONA_API_KEY")
 
 _ERROR_CLASSES = tuple(
-    value for value in vars(errors).values()
-    if isinstance(value, type) and issubclass(value, Exception)
+    value
+    for value in vars(errors).values()
+    if isinstance(value, type)
+    and issubclass(value, Exception)
     and value.__module__ == errors.__name__
 )
 _VALUE_CLASSES = (types.Handle, types.Command, types.Session, types.Info)

@@ -34,7 +34,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None],
+    item: pytest.Item,
+    call: pytest.CallInfo[None],
 ) -> Generator[None, Any, None]:
     """Fail a test whose report (failure text, captured output or logs) holds the canary."""
     outcome = yield
@@ -55,7 +56,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(
-                f"the secrets canary appeared after its test ended in: {late}", red=True,
+                f"the secrets canary appeared after its test ended in: {late}",
+                red=True,
             )
 
 

@@ -20,8 +20,12 @@ def local_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     ``PYTHONPATH``; every sandbox left in the root is destroyed afterwards (their agents
     are long-lived processes). A generator for a fixture to wrap."""
     root = tmp_path / "root"
-    environ = {**os.environ, "MANAGOAT_SANDBOX_LOCAL_ROOT": str(root),
-               "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONPATH": str(ROOT)}
+    environ = {
+        **os.environ,
+        "MANAGOAT_SANDBOX_LOCAL_ROOT": str(root),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "PYTHONPATH": str(ROOT),
+    }
     environ.pop("MANAGOAT_SANDBOX_PROVIDER", None)
     config.configure("local", root=str(root))
     yield environ
@@ -33,8 +37,14 @@ def local_env(tmp_path: Path) -> Iterator[dict[str, str]]:
 def run_cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     """``python -m managoat_sandbox ARGV`` with no stdin."""
     return subprocess.run(
-        [sys.executable, "-m", "managoat_sandbox", *argv], env=env, cwd=ROOT,
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False,
+        [sys.executable, "-m", "managoat_sandbox", *argv],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
 
 
@@ -45,8 +55,15 @@ def run_shell_lines(env: dict[str, str], lines: list[str], cwd: Path) -> str:
     script = [f'managoat-sandbox() {{ "{sys.executable}" -m managoat_sandbox "$@"; }}']
     for number, line in enumerate(lines):
         script += [line, f'[ $? -eq 0 ] || {{ echo "line {number} failed" >&2; exit 1; }}']
-    done = subprocess.run(["bash", "-c", "\n".join(script)], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert done.returncode == 0, (lines, done.stdout, done.stderr)
     return done.stdout

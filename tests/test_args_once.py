@@ -17,8 +17,18 @@ PACKAGE = Path(sandbox.__file__).parent
 
 #: Facade functions whose parameters all go through ``normalised`` (the others take only
 #: a provider, a handle or a command, or have their own documented rule).
-NORMALISED = ("build_handle", "create", "create_new", "exec", "spawn", "attach",
-              "write_file", "read_file", "write_stdin", "create_checkpoint")
+NORMALISED = (
+    "build_handle",
+    "create",
+    "create_new",
+    "exec",
+    "spawn",
+    "attach",
+    "write_file",
+    "read_file",
+    "write_stdin",
+    "create_checkpoint",
+)
 #: Parameters that are not arguments to check: what the call dispatches on.
 DISPATCH = {"provider", "handle", "command", "opts"}
 
@@ -33,9 +43,11 @@ def test_every_parameter_of_the_facade_has_its_one_check(operation: str) -> None
 
 
 def test_no_adapter_checks_the_contract_arguments_again() -> None:
-    pattern = re.compile(r"_args\.(command_name|str_args|env_map|flag|session_id|"
-                         r"flatten_bytes|file_path|dir_path|max_bytes|optional_seconds|"
-                         r"optional_str|file_mode|sandbox_name|normalised)\(")
+    pattern = re.compile(
+        r"_args\.(command_name|str_args|env_map|flag|session_id|"
+        r"flatten_bytes|file_path|dir_path|max_bytes|optional_seconds|"
+        r"optional_str|file_mode|sandbox_name|normalised)\("
+    )
     found = []
     for directory in ("providers", "testing"):
         for path in sorted((PACKAGE / directory).rglob("*.py")):

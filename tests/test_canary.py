@@ -61,8 +61,12 @@ def test_a_logged_exception_holding_the_canary_is_seen() -> None:
 def test_an_error_holding_the_canary_is_seen_when_built_not_only_when_raised() -> None:
     Denied(("http", 401, {"echo": CANARY}))
     ProviderError("e2b", CANARY)
-    assert sorted(WATCH.take()) == ["repr of a Denied", "repr of a ProviderError",
-                                    "text of a Denied", "text of a ProviderError"]
+    assert sorted(WATCH.take()) == [
+        "repr of a Denied",
+        "repr of a ProviderError",
+        "text of a Denied",
+        "text of a ProviderError",
+    ]
 
 
 def test_a_value_repr_holding_the_canary_is_seen_and_private_fields_are_not() -> None:

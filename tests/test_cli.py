@@ -108,7 +108,9 @@ def test_get_never_prints_the_providers_raw_answer(capsys: pytest.CaptureFixture
     captured = capsys.readouterr()
     assert "s3cret" not in captured.out + captured.err
     assert json.loads(lines(captured.out)[1]) == {
-        "provider": "fake", "name": "box", "status": "running"
+        "provider": "fake",
+        "name": "box",
+        "status": "running",
     }
 
 
@@ -173,7 +175,11 @@ def test_write_stores_stdin_bytes_verbatim(
     assert cli("write", "box", "/app/.env", "--mode", "0o600", "--json") == 0
     assert fake.file("box", "/app/.env") == b"A=1\n\x00\xff"
     assert json.loads(lines(capsys.readouterr().out)[-1]) == {
-        "ok": True, "action": "write", "provider": "fake", "name": "box", "path": "/app/.env",
+        "ok": True,
+        "action": "write",
+        "provider": "fake",
+        "name": "box",
+        "path": "/app/.env",
         "bytes": 6,
     }
 
@@ -211,8 +217,18 @@ def test_read_to_a_file_writes_it_there_and_nothing_to_stdout(
     sandbox.write_file(handle, "/data/every-byte.bin", BINARY)
     target = tmp_path / "copy.bin"
     target.write_bytes(b"old content, longer than nothing" * 100)
-    assert cli("read", "box", "/data/every-byte.bin", "-o", str(target),
-               "--max-bytes", str(len(BINARY))) == 0
+    assert (
+        cli(
+            "read",
+            "box",
+            "/data/every-byte.bin",
+            "-o",
+            str(target),
+            "--max-bytes",
+            str(len(BINARY)),
+        )
+        == 0
+    )
     assert target.read_bytes() == BINARY
     assert capsysbinary.readouterr() == (b"", b"")
 
@@ -252,8 +268,9 @@ def test_read_to_a_file_that_cannot_be_written_is_one_line(
     assert cli("read", "box", "/data/f", "-o", str(target)) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == (f"managoat-sandbox: error: cannot write {target}: "
-                            "No such file or directory\n")
+    assert captured.err == (
+        f"managoat-sandbox: error: cannot write {target}: No such file or directory\n"
+    )
 
 
 def test_read_json_gives_the_bytes_in_base64_and_text_only_when_utf8(
@@ -269,12 +286,16 @@ def test_read_json_gives_the_bytes_in_base64_and_text_only_when_utf8(
     assert only_printable(out)
     binary, text, saved = [json.loads(line) for line in lines(out)]
     assert base64.b64decode(binary.pop("data_b64")) == BINARY
-    assert binary == {"provider": "fake", "name": "box", "path": "/data/bin",
-                      "bytes": len(BINARY)}
+    assert binary == {"provider": "fake", "name": "box", "path": "/data/bin", "bytes": len(BINARY)}
     assert text["text"] == "héllo\n"
     assert base64.b64decode(text["data_b64"]) == "héllo\n".encode()
-    assert saved == {"provider": "fake", "name": "box", "path": "/data/text", "bytes": 7,
-                     "output": str(tmp_path / "t")}
+    assert saved == {
+        "provider": "fake",
+        "name": "box",
+        "path": "/data/text",
+        "bytes": 7,
+        "output": str(tmp_path / "t"),
+    }
 
 
 @pytest.mark.parametrize("value", ["-1", "ten", "1.5"])
@@ -296,7 +317,7 @@ def test_ls_prints_type_mode_size_modified_and_name_by_name(
 
 
 def test_ls_shows_modified_in_iso_8601_and_what_is_unknown_as_a_dash(
-    capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     moment = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 
@@ -310,9 +331,16 @@ def test_ls_shows_modified_in_iso_8601_and_what_is_unknown_as_a_dash(
     assert main(["-p", "dated", "ls", "--json", "box", "/x"]) == 0
     text, document = lines(capsys.readouterr().out)
     assert text == "symlink\t-\t9\t2024-05-06T07:08:09+00:00\tlink"
-    assert json.loads(document) == [{"name": "link", "path": "/x/link", "type": "symlink",
-                                     "size": 9, "mode": None,
-                                     "modified": "2024-05-06T07:08:09+00:00"}]
+    assert json.loads(document) == [
+        {
+            "name": "link",
+            "path": "/x/link",
+            "type": "symlink",
+            "size": 9,
+            "mode": None,
+            "modified": "2024-05-06T07:08:09+00:00",
+        }
+    ]
 
 
 def test_ls_json_gives_full_entries_with_exact_names(
@@ -323,8 +351,16 @@ def test_ls_json_gives_full_entries_with_exact_names(
     assert cli("ls", "--json", "box", "/data") == 0
     out = capsys.readouterr().out
     assert only_printable(out)
-    assert json.loads(out) == [{"name": HOSTILE, "path": f"/data/{HOSTILE}", "type": "file",
-                                "size": 1, "mode": 0o640, "modified": None}]
+    assert json.loads(out) == [
+        {
+            "name": HOSTILE,
+            "path": f"/data/{HOSTILE}",
+            "type": "file",
+            "size": 1,
+            "mode": 0o640,
+            "modified": None,
+        }
+    ]
 
 
 def test_ls_escapes_names_and_keeps_its_columns(
@@ -338,7 +374,7 @@ def test_ls_escapes_names_and_keeps_its_columns(
 
 
 def test_ls_escapes_names_that_are_not_utf8_in_text_and_json(
-    capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     raw = os.fsdecode(b"\xff\x1bname")
 
@@ -411,7 +447,9 @@ def test_json_exec_timeout_is_an_error_document(
     sandbox.create("fake", "box")
     assert cli("--json", "exec", "box", "--timeout", "0.2", "--", "emit", "sleep:5") == 124
     assert json.loads(capsys.readouterr().out) == {
-        "type": "error", "error": "Unavailable", "detail": [reasons.EXEC_TIMEOUT, 0.2],
+        "type": "error",
+        "error": "Unavailable",
+        "detail": [reasons.EXEC_TIMEOUT, 0.2],
         "transient": True,
     }
 
@@ -430,9 +468,7 @@ def test_a_stream_closed_before_exit_is_a_one_line_error(
     assert cli(subcommand, "box", "--", "emit", "out:partial", "drop") == 1
     captured = capsysbinary.readouterr()
     assert captured.out == (b"partial" if subcommand == "spawn" else b"")
-    assert captured.err.endswith(
-        b"managoat-sandbox: error: Unavailable: 'closed_before_exit'\n"
-    )
+    assert captured.err.endswith(b"managoat-sandbox: error: Unavailable: 'closed_before_exit'\n")
 
 
 def test_exec_of_a_missing_sandbox_is_not_found(
@@ -454,8 +490,11 @@ def test_spawn_forwards_stdin_and_eof_ends_it_with_zero(
     captured = capsysbinary.readouterr()
     assert captured.out == b"ready\necho:ping\n"
     assert captured.err == f"managoat-sandbox: session {only_session(handle)}\n".encode()
-    assert wait_until(lambda: not [t for t in threading.enumerate()
-                                   if t.name.startswith("managoat-sandbox-stdin")])
+    assert wait_until(
+        lambda: (
+            not [t for t in threading.enumerate() if t.name.startswith("managoat-sandbox-stdin")]
+        )
+    )
 
 
 def test_a_failed_stdin_write_is_a_one_line_error(
@@ -546,8 +585,13 @@ def test_sessions_lists_id_created_and_command(
     assert created.endswith("+00:00")
     assert cli("sessions", "box", "--json") == 0
     [document] = json.loads(capsys.readouterr().out)
-    assert document == {"id": session_id, "command": "emit stay", "created_at": created,
-                        "last_activity_at": None, "tty": False}
+    assert document == {
+        "id": session_id,
+        "command": "emit stay",
+        "created_at": created,
+        "last_activity_at": None,
+        "tty": False,
+    }
 
 
 @pytest.mark.parametrize("flags", [(), ("--force", "--timeout", "5")])
@@ -644,20 +688,25 @@ def test_json_exec_emits_the_collected_output_then_the_exit(
     assert captured.err == b""
     documents = [json.loads(line) for line in captured.out.splitlines()]
     assert documents == [
-        {"type": "stdout", "data_b64": base64.b64encode("h\u00e9\u2603".encode()).decode(),
-         "text": "h\u00e9\u2603"},
+        {
+            "type": "stdout",
+            "data_b64": base64.b64encode("h\u00e9\u2603".encode()).decode(),
+            "text": "h\u00e9\u2603",
+        },
         {"type": "exit", "code": 2},
     ]
 
 
-def test_json_spawn_starts_with_the_session(
-    fake: Fake, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_json_spawn_starts_with_the_session(fake: Fake, capsys: pytest.CaptureFixture[str]) -> None:
     handle = sandbox.create("fake", "box")
     assert cli("--json", "spawn", "box", "--", "emit", "out:x") == 0
     documents = [json.loads(line) for line in lines(capsys.readouterr().out)]
-    assert documents[0] == {"type": "session", "provider": "fake", "name": "box",
-                            "session_id": only_session(handle)}
+    assert documents[0] == {
+        "type": "session",
+        "provider": "fake",
+        "name": "box",
+        "session_id": only_session(handle),
+    }
     assert [d["type"] for d in documents[1:]] == ["stdout", "exit"]
 
 
@@ -674,7 +723,10 @@ def test_json_errors_are_a_document_and_a_line(
     assert cli("--json", "get", "missing") == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {
-        "type": "error", "error": "NotFound", "detail": ["sandbox", "missing"], "transient": False
+        "type": "error",
+        "error": "NotFound",
+        "detail": ["sandbox", "missing"],
+        "transient": False,
     }
     assert captured.err == "managoat-sandbox: error: NotFound: ('sandbox', 'missing')\n"
 
@@ -727,8 +779,26 @@ def test_bad_arguments_exit_2_with_usage(
 
 @pytest.mark.parametrize(
     "subcommand",
-    ["create", "get", "list", "destroy", "exec", "spawn", "attach", "sessions", "terminate",
-     "suspend", "resume", "policy", "checkpoint", "restore", "url", "write", "read", "ls"],
+    [
+        "create",
+        "get",
+        "list",
+        "destroy",
+        "exec",
+        "spawn",
+        "attach",
+        "sessions",
+        "terminate",
+        "suspend",
+        "resume",
+        "policy",
+        "checkpoint",
+        "restore",
+        "url",
+        "write",
+        "read",
+        "ls",
+    ],
 )
 def test_every_subcommand_has_help_with_examples(
     subcommand: str, capsys: pytest.CaptureFixture[str]
@@ -764,7 +834,11 @@ def test_a_signal_death_maps_to_128_plus_the_signal() -> None:
 def run_module(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "managoat_sandbox", *argv],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -792,8 +866,13 @@ def test_a_stdin_read_still_blocked_at_exit_does_not_abort_the_process() -> None
     read_end, write_end = os.pipe()  # stdin stays open and silent: the reader stays blocked
     try:
         result = subprocess.run(
-            [sys.executable, "-c", script], stdin=read_end, cwd=ROOT, capture_output=True,
-            text=True, timeout=60, check=False,
+            [sys.executable, "-c", script],
+            stdin=read_end,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
     finally:
         os.close(read_end)

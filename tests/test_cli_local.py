@@ -42,9 +42,23 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
     assert run_cli(env, "exec", "box", "--", "true").returncode == 0  # the agent is up
     marker = f"300.{secrets.randbelow(10**9)}"
     cli = subprocess.Popen(
-        [sys.executable, "-m", "managoat_sandbox", "exec", "--timeout", "5", "box", "--",
-         "sleep", marker],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "managoat_sandbox",
+            "exec",
+            "--timeout",
+            "5",
+            "box",
+            "--",
+            "sleep",
+            marker,
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         stdin=subprocess.DEVNULL,
     )
     try:
@@ -54,7 +68,8 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
         cli.kill()
     assert cli.returncode == 124
     assert (out, err) == (
-        "", "managoat-sandbox: error: Unavailable: ('exec_timeout', 5.0) (no exit within 5 s)\n"
+        "",
+        "managoat-sandbox: error: Unavailable: ('exec_timeout', 5.0) (no exit within 5 s)\n",
     )
     assert wait_until(lambda: not running(marker), timeout=30)
     assert sandbox.list_sessions(sandbox.build_handle("local", "box")) == []
@@ -69,17 +84,32 @@ def test_read_and_ls_give_back_what_write_and_a_command_left(
     assert run_cli(env, "create", "box").returncode == 0
     wrote = subprocess.run(
         [sys.executable, "-m", "managoat_sandbox", "write", "box", "/tmp/d/every-byte.bin"],
-        env=env, cwd=ROOT, input=data, capture_output=True, timeout=120, check=False)
+        env=env,
+        cwd=ROOT,
+        input=data,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert wrote.returncode == 0, wrote.stderr
     fifo = sandbox.host_path(sandbox.build_handle("local", "box"), "/tmp/d/fifo")
     assert run_cli(env, "exec", "box", "--", "mkfifo", fifo).returncode == 0
     read = subprocess.run(
         [sys.executable, "-m", "managoat_sandbox", "read", "box", "/tmp/d/every-byte.bin"],
-        env=env, cwd=ROOT, capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
-        check=False)
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert (read.returncode, read.stdout, read.stderr) == (0, data, b"")
-    assert run_cli(env, "read", "box", "/tmp/d/every-byte.bin", "-o",
-                   str(tmp_path / "copy")).returncode == 0
+    assert (
+        run_cli(
+            env, "read", "box", "/tmp/d/every-byte.bin", "-o", str(tmp_path / "copy")
+        ).returncode
+        == 0
+    )
     assert (tmp_path / "copy").read_bytes() == data
     refused = run_cli(env, "read", "box", "/tmp/d/fifo")
     assert refused.returncode == 1
@@ -88,14 +118,33 @@ def test_read_and_ls_give_back_what_write_and_a_command_left(
     assert listed.returncode == 0
     rows = [line.split("\t") for line in listed.stdout.splitlines()]
     assert [(row[0], row[2], row[4]) for row in rows] == [
-        ("file", str(len(data)), "every-byte.bin"), ("other", "0", "fifo")]
+        ("file", str(len(data)), "every-byte.bin"),
+        ("other", "0", "fifo"),
+    ]
 
 
 # -- the examples of --help, run as printed ---------------------------------------
 
-SUBCOMMANDS = ["create", "get", "list", "suspend", "resume", "exec", "spawn", "attach",
-               "sessions", "terminate", "policy", "url", "write", "read", "ls", "checkpoint",
-               "restore", "destroy"]
+SUBCOMMANDS = [
+    "create",
+    "get",
+    "list",
+    "suspend",
+    "resume",
+    "exec",
+    "spawn",
+    "attach",
+    "sessions",
+    "terminate",
+    "policy",
+    "url",
+    "write",
+    "read",
+    "ls",
+    "checkpoint",
+    "restore",
+    "destroy",
+]
 
 
 def examples(help_text: str) -> list[str]:
@@ -104,9 +153,7 @@ def examples(help_text: str) -> list[str]:
     return [line.strip() for line in section.splitlines() if line.strip()]
 
 
-def test_the_top_level_help_examples_run_as_printed(
-    env: dict[str, str], tmp_path: Path
-) -> None:
+def test_the_top_level_help_examples_run_as_printed(env: dict[str, str], tmp_path: Path) -> None:
     shown = run_cli(env, "--help")
     lines = examples(shown.stdout)
     assert lines[0] == "managoat-sandbox create box"

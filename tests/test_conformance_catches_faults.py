@@ -232,8 +232,10 @@ MUTANTS: list[tuple[type[Fake], str]] = [
     (StopIsANoOp, "test_stop_command_is_idempotent_and_silences_the_local_end"),
     (StopEndsTheSession, "test_stop_command_leaves_a_detachable_session_running"),
     (ExitOvertakesHeldOutput, "test_output_written_right_before_exit_arrives_before_the_exit"),
-    (ExitOvertakesHeldOutput,
-     "test_frames_carry_the_ref_and_output_precedes_exactly_one_terminal_frame"),
+    (
+        ExitOvertakesHeldOutput,
+        "test_frames_carry_the_ref_and_output_precedes_exactly_one_terminal_frame",
+    ),
     (MislabelledExecTimeout, "test_exec_deadline_is_one_bound_that_output_never_extends"),
     (AlwaysMergesStderr, "test_exec_merges_stderr_only_when_asked"),
     (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
@@ -351,8 +353,7 @@ def _lacking(capability: str) -> type[Fake]:
         return Fake.capabilities(self) - {capability}
 
     operations: dict[str, Any] = {op: refuse for op in REFUSED_WITHOUT[capability]}
-    return type(f"FakeWithout_{capability}", (Fake,), {**operations,
-                                                      "capabilities": capabilities})
+    return type(f"FakeWithout_{capability}", (Fake,), {**operations, "capabilities": capabilities})
 
 
 @pytest.mark.parametrize("capability", sorted(REFUSED_WITHOUT))
@@ -362,8 +363,11 @@ def test_an_adapter_without_a_capability_passes_with_its_tests_skipped(capabilit
     probe = type(
         f"ProbeWithout_{capability}",
         (ConformanceTests, unittest.TestCase),
-        {"adapter": _lacking(capability)(), "fixtures": FAKE_FIXTURES,
-         "frame_timeout": PROBE_FRAME_TIMEOUT},
+        {
+            "adapter": _lacking(capability)(),
+            "fixtures": FAKE_FIXTURES,
+            "frame_timeout": PROBE_FRAME_TIMEOUT,
+        },
     )
     result = unittest.TestResult()
     unittest.TestLoader().loadTestsFromTestCase(probe).run(result)

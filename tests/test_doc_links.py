@@ -102,7 +102,8 @@ def test_slug_follows_github() -> None:
     assert slug("Exit frame is one byte") == "exit-frame-is-one-byte"
     assert slug("`create_new`") == "create_new"
     assert slug("Sandbox answers and the envd access token") == (
-        "sandbox-answers-and-the-envd-access-token")
+        "sandbox-answers-and-the-envd-access-token"
+    )
     assert slug("Retry-After") == "retry-after"
     assert slug("Listing (v2), metadata & paging") == "listing-v2-metadata--paging"
 
@@ -116,8 +117,10 @@ def test_repeated_headings_get_numbered_anchors(tmp_path: Path) -> None:
 def test_the_protocol_pages_are_cited_from_the_code() -> None:
     cited = {(c.resolve(), a) for p, _, c, a in citations() if p.suffix == ".py" and a}
     pages = {path.resolve() for path, _ in cited}
-    assert {ROOT / "docs" / "protocols" / f"{name}.md"
-            for name in ("contract", "sprites", "e2b", "daytona")} <= pages
+    assert {
+        ROOT / "docs" / "protocols" / f"{name}.md"
+        for name in ("contract", "sprites", "e2b", "daytona")
+    } <= pages
 
 
 def test_every_cited_document_and_anchor_exists() -> None:
@@ -134,9 +137,11 @@ def test_no_citation_of_documents_outside_the_repository(top: str) -> None:
     here = Path(__file__).resolve()
     hits = [
         f"{shown(path)}:{number}: {line.strip()}"
-        for path in scanned_files() if path.is_relative_to(ROOT / top) and path != here
+        for path in scanned_files()
+        if path.is_relative_to(ROOT / top) and path != here
         for number, line in enumerate(
-            path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            path.read_text(encoding="utf-8", errors="replace").splitlines(), 1
+        )
         if OUTSIDE.search(line)
     ]
     assert hits == []

@@ -43,8 +43,7 @@ def test_facade_exec_returns_the_commands_stderr() -> None:
     try:
         result = sandbox.exec(handle, "emit", ["out:seen", "err:the reason", "exit:1"])
         assert (result.output, result.exit_code, result.stderr) == (b"seen", 1, b"the reason")
-        merged = sandbox.exec(handle, "emit", ["out:seen", "err:the reason"],
-                              stderr_to_stdout=True)
+        merged = sandbox.exec(handle, "emit", ["out:seen", "err:the reason"], stderr_to_stdout=True)
         assert (merged.output, merged.stderr) == (b"seenthe reason", b"")
     finally:
         sandbox.destroy(handle)

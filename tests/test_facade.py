@@ -30,8 +30,9 @@ from managoat_sandbox.types import Command, Handle, NetworkPolicy
 @pytest.fixture
 def fake() -> Fake:
     instance = Fake()
-    config.configure(adapters={"fake": instance, "sprites": instance, "e2b": instance,
-                               "daytona": instance})
+    config.configure(
+        adapters={"fake": instance, "sprites": instance, "e2b": instance, "daytona": instance}
+    )
     return instance
 
 
@@ -39,8 +40,11 @@ def fake() -> Fake:
 
 
 def test_an_unknown_provider_names_what_is_configured(fake: Fake) -> None:
-    with pytest.raises(UnknownProvider, match=r"unknown sandbox provider 'modal' — configured: "
-                       r"\['daytona', 'e2b', 'fake'"):
+    with pytest.raises(
+        UnknownProvider,
+        match=r"unknown sandbox provider 'modal' — configured: "
+        r"\['daytona', 'e2b', 'fake'",
+    ):
         sandbox.adapter_for("modal")
     assert issubclass(UnknownProvider, ValueError)
 
@@ -89,9 +93,11 @@ def test_explicit_map_beats_entry_points_which_beat_builtins(
 
     monkeypatch.setattr(registry, "_entry_points", None)
     monkeypatch.setattr(
-        importlib.metadata, "entry_points",
-        lambda group: [Entry("fake"), Entry("thirdparty")] if group == registry.ENTRY_POINT_GROUP
-        else [],
+        importlib.metadata,
+        "entry_points",
+        lambda group: (
+            [Entry("fake"), Entry("thirdparty")] if group == registry.ENTRY_POINT_GROUP else []
+        ),
     )
     assert sandbox.adapter_for("thirdparty") is from_entry_point
     assert sandbox.adapter_for("fake") is from_entry_point
@@ -124,8 +130,9 @@ def test_every_operation_round_trips_through_a_fake_registered_under(
     assert resumed.provider == provider and sandbox.get(resumed).status == "running"
     sandbox.write_file(handle, "/f", ["hel", b"lo"], mode=0o600)
     assert fake.file(name, "/f") == b"hello"
-    assert sandbox.exec(handle, "emit", ["out:out", "err:err", "exit:4"],
-                        stderr_to_stdout=True) == (b"out" + b"err", 4)
+    assert sandbox.exec(
+        handle, "emit", ["out:out", "err:err", "exit:4"], stderr_to_stdout=True
+    ) == (b"out" + b"err", 4)
 
     command = sandbox.spawn(handle, "script", ["stay"], stdin=True)
     assert command.provider == provider
@@ -211,8 +218,9 @@ class Legacy(Fake):
     def capabilities(self) -> frozenset[str]:
         return super().capabilities() - {Capability.FORCE_TERMINATE_SESSION}
 
-    def terminate_session(self, handle: Handle, session_id: str, *, timeout: float = 10.0,
-                          mode: str = "graceful") -> None:
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
         self.calls.append(mode)
 
 
@@ -229,9 +237,20 @@ def test_force_mode_refuses_a_legacy_adapter_before_it_can_ignore_the_option() -
 
 @pytest.mark.parametrize(
     "session_id,kwargs",
-    [("", {}), ("../other", {}), ("a/b", {}), ("a?x=1", {}), ("a" * 257, {}), (None, {}),
-     ("ok", {"timeout": 0}), ("ok", {"timeout": 30.001}), ("ok", {"timeout": True}),
-     ("ok", {"timeout": "1"}), ("ok", {"mode": "unknown"}), ("ok", {"timeout": float("nan")})],
+    [
+        ("", {}),
+        ("../other", {}),
+        ("a/b", {}),
+        ("a?x=1", {}),
+        ("a" * 257, {}),
+        (None, {}),
+        ("ok", {"timeout": 0}),
+        ("ok", {"timeout": 30.001}),
+        ("ok", {"timeout": True}),
+        ("ok", {"timeout": "1"}),
+        ("ok", {"mode": "unknown"}),
+        ("ok", {"timeout": float("nan")}),
+    ],
 )
 def test_terminate_session_validates_before_checking_capabilities(
     session_id: Any, kwargs: dict[str, Any]
@@ -248,10 +267,12 @@ def test_terminate_session_validates_before_checking_capabilities(
 
 @pytest.mark.parametrize(
     "session_id,kwargs,reason",
-    [("../other", {}, "session_id must be 1-256 characters of [A-Za-z0-9_-]"),
-     ("ok", {"timeout": 100}, "timeout must be a number of seconds from 0.001 to 30, got 100"),
-     ("ok", {"timeout": "1"}, "timeout must be a number of seconds from 0.001 to 30, got str"),
-     ("ok", {"mode": "soft"}, "mode must be one of graceful, force")],
+    [
+        ("../other", {}, "session_id must be 1-256 characters of [A-Za-z0-9_-]"),
+        ("ok", {"timeout": 100}, "timeout must be a number of seconds from 0.001 to 30, got 100"),
+        ("ok", {"timeout": "1"}, "timeout must be a number of seconds from 0.001 to 30, got str"),
+        ("ok", {"mode": "soft"}, "mode must be one of graceful, force"),
+    ],
 )
 def test_a_refused_termination_says_which_argument_and_what_it_must_be(
     fake: Fake, session_id: str, kwargs: dict[str, Any], reason: str
@@ -346,18 +367,21 @@ def test_a_sandbox_name_of_the_wrong_type_is_a_type_error(fake: Fake, name: Any)
     assert fake.list_all_names() == frozenset()
 
 
-@pytest.mark.parametrize(("path", "what"), [
-    ("", "empty"),
-    ("app/.env", "absolute"),
-    ("~/.env", "absolute"),
-    ("/app/", "file"),
-    ("/", "file"),
-    ("/app/../etc/passwd", ". or .."),
-    ("/app/./.env", ". or .."),
-    ("/app/\x00.env", "NUL"),
-    ("/" + "a" * 4096, "4096 bytes"),
-    ("/\udc80", "UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("", "empty"),
+        ("app/.env", "absolute"),
+        ("~/.env", "absolute"),
+        ("/app/", "file"),
+        ("/", "file"),
+        ("/app/../etc/passwd", ". or .."),
+        ("/app/./.env", ". or .."),
+        ("/app/\x00.env", "NUL"),
+        ("/" + "a" * 4096, "4096 bytes"),
+        ("/\udc80", "UTF-8"),
+    ],
+)
 def test_unusable_write_paths_are_invalid_before_dispatch(
     fake: Fake, monkeypatch: pytest.MonkeyPatch, path: str, what: str
 ) -> None:

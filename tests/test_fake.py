@@ -102,8 +102,10 @@ def test_exec_folds_the_script_as_spawn_runs_it(fake: Fake) -> None:
     assert fake.exec(handle, "emit", ["out:a", "exit:2", "out:never", "exit:3"]) == (b"a", 2)
     assert fake.exec(handle, "emit", ["out:a", "stay", "out:never"]) == (b"a", 0)
     assert fake.exec(handle, "emit", ["out:out", "err:noise"]) == (b"out", 0)
-    assert fake.exec(handle, "emit", ["out:out", "err:err", "exit:4"],
-                     stderr_to_stdout=True) == (b"outerr", 4)
+    assert fake.exec(handle, "emit", ["out:out", "err:err", "exit:4"], stderr_to_stdout=True) == (
+        b"outerr",
+        4,
+    )
 
 
 def test_exec_honours_its_deadline_across_sleeps(fake: Fake) -> None:
@@ -210,8 +212,10 @@ def test_a_command_without_stdin_refuses_writes_as_invalid(fake: Fake) -> None:
         assert caught.value.detail == reasons.STDIN_NOT_OPEN
 
 
-@pytest.mark.parametrize("arg", ["-lc", "echo", "exit:x", "exit:256", "exit:-1", "sleep:nan",
-                                 "sleep:-1", "sleep:", "warp:9"])
+@pytest.mark.parametrize(
+    "arg",
+    ["-lc", "echo", "exit:x", "exit:256", "exit:-1", "sleep:nan", "sleep:-1", "sleep:", "warp:9"],
+)
 def test_unknown_instructions_are_invalid_before_anything_starts(fake: Fake, arg: str) -> None:
     handle = fake.create("bad")
     with pytest.raises(Invalid) as caught:
@@ -348,5 +352,7 @@ def test_spawn_attach_and_exec_agree_with_the_script_model(script: list[str]) ->
             fake.exec(handle, "emit", script, stderr_to_stdout=True)
     else:
         assert fake.exec(handle, "emit", script, stderr_to_stdout=True) == (
-            b"".join(data for _, data in output), verdict[1])
+            b"".join(data for _, data in output),
+            verdict[1],
+        )
     fake.reset()

@@ -63,7 +63,8 @@ class Script:
         """Every frame the script must deliver, in order, ending in its one terminal frame."""
         frames: list[Frame] = [
             Stdout(ref, value.encode()) if kind == "out" else Stderr(ref, value.encode())
-            for kind, value in self.steps if kind != "sleep"
+            for kind, value in self.steps
+            if kind != "sleep"
         ]
         if self.end[0] == "drop":
             frames.append(Error(ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)))
@@ -106,8 +107,9 @@ class Recorder:
     handed over with :meth:`ready`; a stop from inside waits (bounded) for it.
     """
 
-    def __init__(self, fake: Fake, *, stop_at: int | None = None,
-                 raise_on: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, fake: Fake, *, stop_at: int | None = None, raise_on: frozenset[int] = frozenset()
+    ) -> None:
         self.at_stop: int | None = None
         self._fake = fake
         self._stop_at = stop_at
@@ -178,8 +180,9 @@ def test_a_stop_from_inside_the_callback_keeps_a_prefix_and_nothing_follows(
     command = _spawn(fake, script, recorder)
     expected = script.frames(command.ref)
     stops = stop_at <= len(expected)
-    assert recorder.wait_for(lambda frames: recorder.at_stop is not None if stops
-                             else _ended(frames))
+    assert recorder.wait_for(
+        lambda frames: recorder.at_stop is not None if stops else _ended(frames)
+    )
     _join_reader(command)
     frames = recorder.frames()
     if stops:

@@ -13,11 +13,21 @@ from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 
 def test_output_waiting_to_be_taken_is_merged_in_order_and_terminals_never_are() -> None:
     frames = FrameQueue()
-    for frame in (Stdout("a", b"1"), Stdout("a", b"2"), Stderr("a", b"e"), Stderr("a", b"f"),
-                  Stdout("a", b"3"), Exit("a", 0)):
+    for frame in (
+        Stdout("a", b"1"),
+        Stdout("a", b"2"),
+        Stderr("a", b"e"),
+        Stderr("a", b"f"),
+        Stdout("a", b"3"),
+        Exit("a", 0),
+    ):
         frames.put(frame)
     assert [frames.get_nowait() for _ in range(frames.qsize())] == [
-        Stdout("a", b"12"), Stderr("a", b"ef"), Stdout("a", b"3"), Exit("a", 0)]
+        Stdout("a", b"12"),
+        Stderr("a", b"ef"),
+        Stdout("a", b"3"),
+        Exit("a", 0),
+    ]
     frames.put(Stdout("a", b"late"))
     frames.put(Error("a", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
     frames.put(Stdout("a", b"after"))

@@ -18,8 +18,18 @@ URL = "https://provider.test/v1/thing"
 
 @pytest.mark.parametrize(
     "status,kind",
-    [(404, NotFound), (401, Denied), (403, Denied), (429, RateLimited), (500, Unavailable),
-     (503, Unavailable), (400, Invalid), (409, Invalid), (422, Invalid), (302, Invalid)],
+    [
+        (404, NotFound),
+        (401, Denied),
+        (403, Denied),
+        (429, RateLimited),
+        (500, Unavailable),
+        (503, Unavailable),
+        (400, Invalid),
+        (409, Invalid),
+        (422, Invalid),
+        (302, Invalid),
+    ],
 )
 def test_each_status_maps_to_its_taxonomy_class(status: int, kind: type) -> None:
     error = error_for(status, b'{"error": "x"}', {})
@@ -35,10 +45,14 @@ def test_a_text_body_stays_text_and_is_bounded() -> None:
 
 
 def test_retry_after_prefers_the_body_field_then_the_header() -> None:
-    assert retry_after_from({"Retry-After": "7"}, {"retry_after_seconds": 3},
-                            "retry_after_seconds") == 3
-    assert retry_after_from({"Retry-After": "7"}, {"retry_after_seconds": -1},
-                            "retry_after_seconds") == 7
+    assert (
+        retry_after_from({"Retry-After": "7"}, {"retry_after_seconds": 3}, "retry_after_seconds")
+        == 3
+    )
+    assert (
+        retry_after_from({"Retry-After": "7"}, {"retry_after_seconds": -1}, "retry_after_seconds")
+        == 7
+    )
     assert retry_after_from({}, {}, "x") is None
     assert retry_after_from({"Retry-After": "soon"}) is None
     future = email.utils.formatdate(time.time() + 60, usegmt=True)
@@ -71,14 +85,17 @@ def test_transport_failures_are_unavailable_and_name_the_endpoint_not_the_url() 
     assert caught.value.detail == "timeout"
 
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("https://user:s3cret@api.test/v1?token=s3cret#frag", "api.test:443"),
-    ("http://127.0.0.1:8080/api", "127.0.0.1:8080"),
-    ("wss://api.test/exec", "api.test:443"),
-    ("ws://api.test/exec", "api.test:80"),
-    ("http://[::1]:9000/", "[::1]:9000"),
-    ("http://api.test:notaport/", "api.test"),
-])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://user:s3cret@api.test/v1?token=s3cret#frag", "api.test:443"),
+        ("http://127.0.0.1:8080/api", "127.0.0.1:8080"),
+        ("wss://api.test/exec", "api.test:443"),
+        ("ws://api.test/exec", "api.test:80"),
+        ("http://[::1]:9000/", "[::1]:9000"),
+        ("http://api.test:notaport/", "api.test"),
+    ],
+)
 def test_endpoint_is_host_and_port_only(url: str, expected: str) -> None:
     assert endpoint(url) == expected
 

@@ -58,8 +58,12 @@ def test_send_accepts_exactly_what_accept_accepts(mock: responses.RequestsMock) 
     mock.get(URL, status=409, json={})
     mock.get(URL, status=201, json={})
     http = HttpClient()
-    assert http.send("GET", URL, policy=PLAIN, timeout=(1, 1),
-                     accept=lambda status: status == 409).status == 409
+    assert (
+        http.send(
+            "GET", URL, policy=PLAIN, timeout=(1, 1), accept=lambda status: status == 409
+        ).status
+        == 409
+    )
     with pytest.raises(Invalid):
         http.send("GET", URL, policy=PLAIN, timeout=(1, 1), accept=lambda status: status == 200)
 
@@ -71,8 +75,7 @@ def test_the_policy_retry_after_field_and_refinement_are_applied(
     mock.get(URL, status=500, json={"message": "special"})
     http = HttpClient()
     with pytest.raises(RateLimited) as limited:
-        http.send("GET", URL, policy=ErrorPolicy("test", retry_after_field="wait"),
-                  timeout=(1, 1))
+        http.send("GET", URL, policy=ErrorPolicy("test", retry_after_field="wait"), timeout=(1, 1))
     assert limited.value.retry_after == 4
 
     def refine(response: Response) -> SandboxError:
@@ -91,8 +94,7 @@ def test_open_yields_an_accepted_stream_and_maps_any_other_status(
     http = HttpClient()
     with http.open("GET", URL, policy=PLAIN, timeout=(1, 1)) as response:
         assert response.content == b"streamed"
-    with (pytest.raises(Unavailable) as caught,
-          http.open("GET", URL, policy=PLAIN, timeout=(1, 1))):
+    with pytest.raises(Unavailable) as caught, http.open("GET", URL, policy=PLAIN, timeout=(1, 1)):
         pytest.fail("a 503 must not be yielded")
     assert caught.value.detail == ("http", 503, {"down": True})
 
@@ -130,6 +132,7 @@ def _fetcher(pages: list[Page[int]], asked: list[str | None]) -> object:
     def fetch(cursor: str | None) -> Page[int]:
         asked.append(cursor)
         return pages[0 if cursor is None else int(cursor[1:])]
+
     return fetch
 
 
@@ -162,8 +165,10 @@ def test_walk_refuses_more_without_a_cursor_and_a_cap_below_one() -> None:
 
 
 def test_scrub_masks_userinfo_query_credentials_auth_values_and_known_secrets() -> None:
-    text = (f"https://user:{SECRET}@host.test/p?token={SECRET}&page=2 "
-            f"Authorization: Bearer {SECRET} and plainly {SECRET}")
+    text = (
+        f"https://user:{SECRET}@host.test/p?token={SECRET}&page=2 "
+        f"Authorization: Bearer {SECRET} and plainly {SECRET}"
+    )
     cleaned = scrub(text, [SECRET])
     assert SECRET not in cleaned
     assert "https://***@host.test/p?token=***&page=2" in cleaned
@@ -172,27 +177,39 @@ def test_scrub_masks_userinfo_query_credentials_auth_values_and_known_secrets() 
 
 
 def test_credentials_in_finds_each_credential_header_and_its_bare_token() -> None:
-    found = credentials_in({"Authorization": f"Bearer {SECRET}", "X-Access-Token": "tok-1234",
-                            "Accept": "application/json"})
+    found = credentials_in(
+        {
+            "Authorization": f"Bearer {SECRET}",
+            "X-Access-Token": "tok-1234",
+            "Accept": "application/json",
+        }
+    )
     assert set(found) == {f"Bearer {SECRET}", SECRET, "tok-1234"}
     assert scrub_bytes(f"a {SECRET} b".encode(), found) == b"a *** b"
 
 
 def test_safe_url_keeps_scheme_host_port_and_path_only() -> None:
-    assert safe_url(f"https://u:{SECRET}@h.test:8443/api?key={SECRET}#f") == \
-        "https://h.test:8443/api"
+    assert (
+        safe_url(f"https://u:{SECRET}@h.test:8443/api?key={SECRET}#f") == "https://h.test:8443/api"
+    )
 
 
 # -- settings ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("make", "call", "env"), [
-    (Sprites, lambda a: a.get(Handle("sprites", "box")), "SPRITES_TOKEN"),
-    (E2B, lambda a: a.get(a.build_handle("box")), "E2B_API_KEY"),
-    (Daytona, lambda a: a.get(a.build_handle("box")), "DAYTONA_API_KEY"),
-])
+@pytest.mark.parametrize(
+    ("make", "call", "env"),
+    [
+        (Sprites, lambda a: a.get(Handle("sprites", "box")), "SPRITES_TOKEN"),
+        (E2B, lambda a: a.get(a.build_handle("box")), "E2B_API_KEY"),
+        (Daytona, lambda a: a.get(a.build_handle("box")), "DAYTONA_API_KEY"),
+    ],
+)
 def test_a_missing_credential_is_denied_alike_by_every_provider_before_any_request(
-    mock: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch, make: type, call: object,
+    mock: responses.RequestsMock,
+    monkeypatch: pytest.MonkeyPatch,
+    make: type,
+    call: object,
     env: str,
 ) -> None:
     monkeypatch.delenv(env, raising=False)

@@ -26,6 +26,7 @@ Graph = Mapping[str, frozenset[str]]
 
 PACKAGE_DIR = Path(managoat_sandbox.__file__).parent
 
+
 def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     """Every module under package directory ``root``: dotted name → (file, is a package)."""
     modules: dict[str, tuple[Path, bool]] = {}
@@ -124,15 +125,17 @@ def one_cycle(graph: Graph, component: frozenset[str]) -> list[str]:
         step = next((m for m in following if m not in seen), None)
         if step is None:  # every neighbour seen: close the loop at the first one
             again = following[0]
-            return [*path[path.index(again):], again]
+            return [*path[path.index(again) :], again]
         path.append(step)
         seen.add(step)
 
 
 def _describe(graph: Graph, components: list[frozenset[str]]) -> str:
     """One closed path per circle, then every module of the circle."""
-    return "\n".join(f"{' -> '.join(one_cycle(graph, c))}\n  (all of: {', '.join(sorted(c))})"
-                     for c in components)
+    return "\n".join(
+        f"{' -> '.join(one_cycle(graph, c))}\n  (all of: {', '.join(sorted(c))})"
+        for c in components
+    )
 
 
 def test_the_package_has_no_import_circle() -> None:
@@ -158,29 +161,34 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_a_circle_behind_type_checking_or_in_a_function_is_found(tmp_path: Path) -> None:
-    root = _write(tmp_path / "pkg", {
-        "__init__.py": "from .a import A\n",
-        "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n",
-        "b.py": "def f():\n    from . import c\n",
-        "c.py": "import pkg.sub.d\n",
-        "sub/__init__.py": "",
-        "sub/d.py": "from ..a import A\n",
-        "e.py": "from . import a\n",
-    })
+    root = _write(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "from .a import A\n",
+            "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n",
+            "b.py": "def f():\n    from . import c\n",
+            "c.py": "import pkg.sub.d\n",
+            "sub/__init__.py": "",
+            "sub/d.py": "from ..a import A\n",
+            "e.py": "from . import a\n",
+        },
+    )
     graph = import_graph(root)
     assert graph["pkg.sub.d"] == {"pkg.a"}
     assert graph["pkg.e"] == {"pkg.a"}
     assert circles(graph) == [frozenset({"pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"})]
-    assert one_cycle(graph, circles(graph)[0]) == [
-        "pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.a"]
+    assert one_cycle(graph, circles(graph)[0]) == ["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.a"]
 
 
 def test_a_package_importing_its_own_submodules_is_no_circle(tmp_path: Path) -> None:
-    root = _write(tmp_path / "pkg", {
-        "__init__.py": "from .a import A\nfrom . import b\n",
-        "a.py": "from .b import B\n",
-        "b.py": "import os\n",
-    })
+    root = _write(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "from .a import A\nfrom . import b\n",
+            "a.py": "from .b import B\n",
+            "b.py": "import os\n",
+        },
+    )
     graph = import_graph(root)
     assert graph["pkg"] == {"pkg.a", "pkg.b"}
     assert circles(graph) == []

@@ -86,8 +86,10 @@ def find_class(path: Path, name: str, depth: int = 0) -> tuple[Path, ast.ClassDe
 
 def has_method(path: Path, cls: ast.ClassDef, name: str, depth: int = 0) -> bool:
     """Whether ``cls`` defines or inherits a method ``name``."""
-    if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
-           for node in cls.body):
+    if any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+        for node in cls.body
+    ):
         return True
     for base in cls.bases:
         if depth < 10 and isinstance(base, ast.Name):
@@ -104,8 +106,10 @@ def exists(node_id: str) -> bool:
     if not path.is_file() or not names[-1].startswith("test"):
         return False
     if len(names) == 1:
-        return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and node.name == names[0] for node in module(path).body)
+        return any(
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == names[0]
+            for node in module(path).body
+        )
     found = find_class(path, names[0])
     return found is not None and found[0] == path and has_method(*found, names[1])
 
@@ -124,8 +128,11 @@ def test_every_named_test_exists() -> None:
 def test_every_readme_heading_with_promises_is_mapped_and_every_section_is_a_heading() -> None:
     readme = headings(README.read_text(encoding="utf-8"))
     mapped = {section for section, _ in rows()}
-    unheld = {match[1] for line in MAP.read_text(encoding="utf-8").splitlines()
-              if (match := UNHELD.match(line))}
+    unheld = {
+        match[1]
+        for line in MAP.read_text(encoding="utf-8").splitlines()
+        if (match := UNHELD.match(line))
+    }
     assert sorted((mapped | unheld) - set(readme)) == []
     assert sorted(set(readme) - mapped - unheld - NO_PROMISES) == []
 

@@ -23,13 +23,17 @@ NOT_RUN = "# not run:"
 MOST_NOT_RUN = 2
 
 #: A fenced block, indented or not (inside a list item): its indent, language and text.
-FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```$",
-                   re.MULTILINE | re.DOTALL)
+FENCE = re.compile(
+    r"^(?P<indent>[ ]*)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```$", re.MULTILINE | re.DOTALL
+)
 
 
 def blocks(language: str) -> list[str]:
-    return [textwrap.dedent(match["body"]) for match in FENCE.finditer(README)
-            if match["lang"] == language]
+    return [
+        textwrap.dedent(match["body"])
+        for match in FENCE.finditer(README)
+        if match["lang"] == language
+    ]
 
 
 PYTHON = blocks("python")
@@ -54,9 +58,16 @@ def test_the_readme_has_code_and_few_blocks_that_do_not_run() -> None:
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=label)
 def test_each_python_block_runs(block: str, env: dict[str, str], tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", block], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", block],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
 
 

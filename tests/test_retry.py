@@ -186,10 +186,21 @@ def test_each_retry_logs_one_warning_naming_operation_attempt_class_and_delay(
 
 
 def test_idempotent_refuses_non_idempotent_functions_at_decoration_time() -> None:
-    for name in ("exec", "spawn", "write_stdin", "create_new", "destroy_once",
-                 "create_checkpoint", "create_checkpoint_once", "restore_checkpoint",
-                 "terminate_session", "attach"):
+    for name in (
+        "exec",
+        "spawn",
+        "write_stdin",
+        "create_new",
+        "destroy_once",
+        "create_checkpoint",
+        "create_checkpoint_once",
+        "restore_checkpoint",
+        "terminate_session",
+        "attach",
+    ):
+
         def fn() -> None: ...
+
         fn.__name__ = name
         with pytest.raises(TypeError, match="not an idempotent operation"):
             idempotent(fn)

@@ -19,6 +19,7 @@ def _failing(error: Exception, calls: list[int]) -> object:
     def fn() -> object:
         calls.append(1)
         raise error
+
     return fn
 
 
@@ -29,8 +30,9 @@ def test_a_503_carries_its_retry_after_and_the_retry_waits_for_it() -> None:
     waits: list[float] = []
     calls: list[int] = []
     with pytest.raises(Unavailable):
-        with_backoff(_failing(error, calls), attempts=2, base=0.001, max_delay=0.002,
-                     sleep=waits.append)
+        with_backoff(
+            _failing(error, calls), attempts=2, base=0.001, max_delay=0.002, sleep=waits.append
+        )
     assert waits and waits[0] >= 2.0
 
 
@@ -82,13 +84,15 @@ def test_a_spent_budget_surfaces_the_error_after_one_try() -> None:
     budget = budget_for("some-provider")
     first: list[int] = []
     with pytest.raises(Unavailable):
-        with_backoff(_failing(Unavailable("down"), first), attempts=5, sleep=lambda _: None,
-                     budget=budget)
+        with_backoff(
+            _failing(Unavailable("down"), first), attempts=5, sleep=lambda _: None, budget=budget
+        )
     assert len(first) == 2
     second: list[int] = []
     with pytest.raises(Unavailable) as raised:
-        with_backoff(_failing(Unavailable("down"), second), attempts=5, sleep=lambda _: None,
-                     budget=budget)
+        with_backoff(
+            _failing(Unavailable("down"), second), attempts=5, sleep=lambda _: None, budget=budget
+        )
     assert len(second) == 1 and raised.value.attempts == 1
 
 
@@ -118,7 +122,8 @@ def test_a_script_without_logging_set_up_prints_no_retry_lines() -> None:
         "except Unavailable:\n"
         "    print('raised')\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
     assert done.stdout == "raised\n"
     assert done.stderr == ""

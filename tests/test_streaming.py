@@ -125,6 +125,7 @@ def test_stop_waits_for_a_delivery_in_flight_then_nothing_more_arrives() -> None
         got.append(frame)
 
     stream = Stream("r", owner, label="t")
+
     def pump(s: Stream) -> None:
         s.stdout(b"a")
         s.stdout(b"b")
@@ -166,6 +167,7 @@ def test_on_stop_runs_once_to_interrupt_the_transport() -> None:
     calls: list[int] = []
     release = threading.Event()
     stream = Stream("r", None, label="t")
+
     def on_stop() -> None:
         calls.append(1)
         release.set()

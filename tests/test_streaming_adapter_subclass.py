@@ -66,8 +66,9 @@ def _adapter_class(name: str, **attributes: Any) -> type[StreamingAdapter]:
         return frozenset()
 
     operations = {op: _not_used for op in StreamingAdapter.__abstractmethods__}
-    operations.update(spawn=spawn, build_handle=build_handle, capabilities=capabilities,
-                      provider="minimal")
+    operations.update(
+        spawn=spawn, build_handle=build_handle, capabilities=capabilities, provider="minimal"
+    )
     return type(name, (StreamingAdapter,), {**operations, **attributes})
 
 
@@ -82,7 +83,10 @@ def test_a_subclass_without_command_type_delegates_to_its_commands_end() -> None
     adapter.stop_command(command)
     adapter.stop_command(command)
     assert command.private.calls == [
-        ("write", b"ab"), ("close_stdin", b""), ("stop", b""), ("stop", b"")
+        ("write", b"ab"),
+        ("close_stdin", b""),
+        ("stop", b""),
+        ("stop", b""),
     ]
 
 

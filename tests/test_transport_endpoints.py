@@ -38,8 +38,9 @@ def closed_port() -> int:
     return port
 
 
-def _assert_names_endpoint(error: SandboxError, port: int, *,
-                           first: str = reasons.TRANSPORT) -> None:
+def _assert_names_endpoint(
+    error: SandboxError, port: int, *, first: str = reasons.TRANSPORT
+) -> None:
     """``first`` is the detail's first element; a bounded operation's documented bare
     ``<operation>_transport_failed`` names the endpoint in its cause instead."""
     assert isinstance(error, Unavailable) and error.transient
@@ -60,8 +61,9 @@ def _assert_names_endpoint(error: SandboxError, port: int, *,
 
 @pytest.fixture
 def sprites(closed_port: int) -> Sprites:
-    config.configure("sprites", base_url=f"http://127.0.0.1:{closed_port}", token=FAKE,
-                     timeout_ms=5000)
+    config.configure(
+        "sprites", base_url=f"http://127.0.0.1:{closed_port}", token=FAKE, timeout_ms=5000
+    )
     return Sprites()
 
 
@@ -96,8 +98,13 @@ def test_e2b_control_api_names_the_endpoint(closed_port: int) -> None:
 
 def test_e2b_envd_names_the_endpoint(closed_port: int) -> None:
     with E2BEmulator(credential=FAKE) as emulator:
-        config.configure("e2b", api_key=FAKE, base_url=emulator.base_url,
-                         sandbox_url=f"http://127.0.0.1:{closed_port}", timeout_ms=5000)
+        config.configure(
+            "e2b",
+            api_key=FAKE,
+            base_url=emulator.base_url,
+            sandbox_url=f"http://127.0.0.1:{closed_port}",
+            timeout_ms=5000,
+        )
         adapter = E2B()
         handle = adapter.create("box")
         try:

@@ -37,8 +37,12 @@ def run_read(args: argparse.Namespace, console: Console) -> int:
             console.note(f"error: cannot write {args.output}: {error.strerror}")
             return exits.ERROR
     if console.json_mode:
-        doc: dict[str, Any] = {"provider": handle.provider, "name": handle.name,
-                               "path": args.path, "bytes": len(data)}
+        doc: dict[str, Any] = {
+            "provider": handle.provider,
+            "name": handle.name,
+            "path": args.path,
+            "bytes": len(data),
+        }
         if args.output is not None:
             doc["output"] = args.output
         else:

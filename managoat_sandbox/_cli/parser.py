@@ -139,12 +139,16 @@ def _globals(parser: argparse.ArgumentParser, *, provider: str | None) -> None:
     default to "not given", so a value before the subcommand survives."""
     suppress = provider is None
     parser.add_argument(
-        "-p", "--provider", metavar="NAME",
+        "-p",
+        "--provider",
+        metavar="NAME",
         default=argparse.SUPPRESS if suppress else provider,
         help=f"the provider to use (default: ${PROVIDER_ENV}, else {DEFAULT_PROVIDER})",
     )
     parser.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
         help="machine-readable output: JSON documents on stdout",
     )
 
@@ -152,7 +156,9 @@ def _globals(parser: argparse.ArgumentParser, *, provider: str | None) -> None:
 def build_parser(provider: str) -> argparse.ArgumentParser:
     """The whole parser; ``provider`` is the default for ``--provider``."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+        prog=PROG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _globals(parser, provider=provider)
@@ -166,8 +172,13 @@ def build_parser(provider: str) -> argparse.ArgumentParser:
     ) -> argparse.ArgumentParser:
         epilog = "examples:\n" + "\n".join(f"  {_example(example)}" for example in examples)
         child = sub.add_parser(
-            name, parents=[common], help=summary, description=summary, epilog=epilog,
-            usage=usage, formatter_class=argparse.RawDescriptionHelpFormatter,
+            name,
+            parents=[common],
+            help=summary,
+            description=summary,
+            epilog=epilog,
+            usage=usage,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         child.set_defaults(handler=handler)
         return child
@@ -193,33 +204,60 @@ def _example(text: str) -> str:
 
 
 def _lifecycle(add: Add) -> None:
-    create = add("create", sandboxes.run_create,
-                 "Create a sandbox (an existing name is adopted) and print its name.",
-                 "create box", "create --new job-42")
+    create = add(
+        "create",
+        sandboxes.run_create,
+        "Create a sandbox (an existing name is adopted) and print its name.",
+        "create box",
+        "create --new job-42",
+    )
     create.add_argument("name", metavar="NAME", help=NAME_HELP)
-    create.add_argument("--new", action="store_true",
-                        help="never adopt: fail with AlreadyExists if the name is taken; "
-                             "print the instance id")
-    add("get", sandboxes.run_get, "Print a sandbox's status (running, suspended, unknown) "
+    create.add_argument(
+        "--new",
+        action="store_true",
+        help="never adopt: fail with AlreadyExists if the name is taken; print the instance id",
+    )
+    add(
+        "get",
+        sandboxes.run_get,
+        "Print a sandbox's status (running, suspended, unknown) "
         "and, for local sandboxes, their isolation (namespaces or none).",
-        "get box").add_argument("name", metavar="NAME", help=NAME_HELP)
-    add("list", sandboxes.run_list, "Print every sandbox name at the provider.",
-        "list", "list --json")
-    add("destroy", sandboxes.run_destroy, "Destroy a sandbox (already gone is fine).",
-        "destroy box").add_argument("name", metavar="NAME", help=NAME_HELP)
-    add("suspend", sandboxes.run_suspend, "Park a sandbox.",
-        "suspend box").add_argument("name", metavar="NAME", help=NAME_HELP)
-    add("resume", sandboxes.run_resume, "Wake a parked sandbox.",
-        "resume box").add_argument("name", metavar="NAME", help=NAME_HELP)
+        "get box",
+    ).add_argument("name", metavar="NAME", help=NAME_HELP)
+    add(
+        "list",
+        sandboxes.run_list,
+        "Print every sandbox name at the provider.",
+        "list",
+        "list --json",
+    )
+    add(
+        "destroy", sandboxes.run_destroy, "Destroy a sandbox (already gone is fine).", "destroy box"
+    ).add_argument("name", metavar="NAME", help=NAME_HELP)
+    add("suspend", sandboxes.run_suspend, "Park a sandbox.", "suspend box").add_argument(
+        "name", metavar="NAME", help=NAME_HELP
+    )
+    add("resume", sandboxes.run_resume, "Wake a parked sandbox.", "resume box").add_argument(
+        "name", metavar="NAME", help=NAME_HELP
+    )
 
 
 def _command_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help=NAME_HELP)
-    parser.add_argument("--env", action=_EnvAction, metavar="K=V", default=None,
-                        help="set an environment variable (repeatable)")
+    parser.add_argument(
+        "--env",
+        action=_EnvAction,
+        metavar="K=V",
+        default=None,
+        help="set an environment variable (repeatable)",
+    )
     parser.add_argument("--dir", metavar="D", default=None, help="working directory")
-    parser.add_argument("command", nargs="+", metavar="CMD [ARGS ...]",
-                        help="the command and its arguments, after --")
+    parser.add_argument(
+        "command",
+        nargs="+",
+        metavar="CMD [ARGS ...]",
+        help="the command and its arguments, after --",
+    )
 
 
 NAME_HELP = "the sandbox's name"
@@ -229,104 +267,173 @@ COMMAND_USAGE = "%(prog)s [options] NAME -- CMD [ARGS ...]"
 
 
 def _running(add: Add) -> None:
-    run = add("exec", streaming.run_exec,
-              "Run a command to exit (the library's exec); print its output; exit with "
-              "its status.",
-              "exec box -- uname -a",
-              "exec box --timeout 30 --env MODE=ci --dir /tmp -- sh -c 'echo $MODE in $PWD'",
-              "exec --json box -- cat /etc/hostname", usage=COMMAND_USAGE)
+    run = add(
+        "exec",
+        streaming.run_exec,
+        "Run a command to exit (the library's exec); print its output; exit with its status.",
+        "exec box -- uname -a",
+        "exec box --timeout 30 --env MODE=ci --dir /tmp -- sh -c 'echo $MODE in $PWD'",
+        "exec --json box -- cat /etc/hostname",
+        usage=COMMAND_USAGE,
+    )
     _command_options(run)
-    run.add_argument("--timeout", type=_seconds, metavar="S", default=None,
-                     help="one deadline in seconds that output never extends; on expiry "
-                          "exit 124 with exec_timeout, after the provider's exec clean-up "
-                          "(local kills the command)")
-    run.add_argument("--merge-stderr", action="store_true",
-                     help="collect the command's stderr into stdout, in arrival order "
-                          "(otherwise stderr is printed to stderr after the exit; spawn "
-                          "streams both, live)")
-    spawn = add("spawn", streaming.run_spawn,
-                "Start a command and stream its output live; Ctrl-C detaches.",
-                "spawn box -- sh -c 'for i in 1 2 3; do echo $i; sleep 1; done'",
-                "spawn --stdin box -- python3 -i",
-                "spawn --detach box -- sleep 600   # prints the session id",
-                usage=COMMAND_USAGE)
+    run.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="S",
+        default=None,
+        help="one deadline in seconds that output never extends; on expiry "
+        "exit 124 with exec_timeout, after the provider's exec clean-up "
+        "(local kills the command)",
+    )
+    run.add_argument(
+        "--merge-stderr",
+        action="store_true",
+        help="collect the command's stderr into stdout, in arrival order "
+        "(otherwise stderr is printed to stderr after the exit; spawn "
+        "streams both, live)",
+    )
+    spawn = add(
+        "spawn",
+        streaming.run_spawn,
+        "Start a command and stream its output live; Ctrl-C detaches.",
+        "spawn box -- sh -c 'for i in 1 2 3; do echo $i; sleep 1; done'",
+        "spawn --stdin box -- python3 -i",
+        "spawn --detach box -- sleep 600   # prints the session id",
+        usage=COMMAND_USAGE,
+    )
     _command_options(spawn)
     spawn.add_argument("--tty", action="store_true", help="run in a terminal (provider: tty)")
     mode = spawn.add_mutually_exclusive_group()
     mode.add_argument("--stdin", action="store_true", help="forward this terminal's stdin")
-    mode.add_argument("--detach", action="store_true",
-                      help="start it, print the session id and return")
+    mode.add_argument(
+        "--detach", action="store_true", help="start it, print the session id and return"
+    )
 
 
 def _sessions(add: Add) -> None:
-    attach = add("attach", streaming.run_attach,
-                 "Re-attach to a session: replay its output from the start, then tail it.",
-                 "sid=$({prog} spawn --detach box -- sh -c 'echo hi; sleep 2')",
-                 '{prog} attach box "$sid"', '{prog} attach --stdin box "$sid"')
+    attach = add(
+        "attach",
+        streaming.run_attach,
+        "Re-attach to a session: replay its output from the start, then tail it.",
+        "sid=$({prog} spawn --detach box -- sh -c 'echo hi; sleep 2')",
+        '{prog} attach box "$sid"',
+        '{prog} attach --stdin box "$sid"',
+    )
     attach.add_argument("name", metavar="NAME", help=NAME_HELP)
     attach.add_argument("session_id", metavar="SESSION_ID", help="as `sessions NAME` lists it")
     attach.add_argument("--stdin", action="store_true", help="forward this terminal's stdin")
-    add("sessions", sessions.run_sessions,
+    add(
+        "sessions",
+        sessions.run_sessions,
         "List a sandbox's sessions: ID, CREATED and COMMAND, tab-separated.",
-        "sessions box").add_argument("name", metavar="NAME", help=NAME_HELP)
-    terminate = add("terminate", sessions.run_terminate,
-                    "End a session, with the provider's confirmation.",
-                    "sid=$({prog} spawn --detach box -- sleep 600)",
-                    '{prog} terminate box "$sid"',
-                    '{prog} terminate --force --timeout 5 box "$sid"')
+        "sessions box",
+    ).add_argument("name", metavar="NAME", help=NAME_HELP)
+    terminate = add(
+        "terminate",
+        sessions.run_terminate,
+        "End a session, with the provider's confirmation.",
+        "sid=$({prog} spawn --detach box -- sleep 600)",
+        '{prog} terminate box "$sid"',
+        '{prog} terminate --force --timeout 5 box "$sid"',
+    )
     terminate.add_argument("name", metavar="NAME", help=NAME_HELP)
     terminate.add_argument("session_id", metavar="SESSION_ID", help="as `sessions NAME` lists it")
     low, high = TERMINATION_TIMEOUT_RANGE
-    terminate.add_argument("--timeout", type=_termination_seconds, metavar="S", default=10.0,
-                           help=f"seconds to wait for confirmation, {low:g}-{high:g} "
-                                "(default: 10)")
+    terminate.add_argument(
+        "--timeout",
+        type=_termination_seconds,
+        metavar="S",
+        default=10.0,
+        help=f"seconds to wait for confirmation, {low:g}-{high:g} (default: 10)",
+    )
     terminate.add_argument("--force", action="store_true", help="kill rather than ask")
 
 
 def _extras(add: Add) -> None:
-    policy = add("policy", sandboxes.run_policy,
-                 "Replace the egress allowlist. Denying everything needs --deny-all.",
-                 "policy box --allow pypi.org --allow files.pythonhosted.org",
-                 "policy box --deny-all")
+    policy = add(
+        "policy",
+        sandboxes.run_policy,
+        "Replace the egress allowlist. Denying everything needs --deny-all.",
+        "policy box --allow pypi.org --allow files.pythonhosted.org",
+        "policy box --deny-all",
+    )
     policy.add_argument("name", metavar="NAME", help=NAME_HELP)
     choice = policy.add_mutually_exclusive_group(required=True)
-    choice.add_argument("--allow", action="append", type=_domain, metavar="DOMAIN",
-                        help="a domain the sandbox may reach (repeat for more); "
-                             "all else is denied")
+    choice.add_argument(
+        "--allow",
+        action="append",
+        type=_domain,
+        metavar="DOMAIN",
+        help="a domain the sandbox may reach (repeat for more); all else is denied",
+    )
     choice.add_argument("--deny-all", action="store_true", help="deny all egress")
-    add("url", sandboxes.run_url, "Print a sandbox's public URL (a note if it has none).",
-        "url box").add_argument("name", metavar="NAME", help=NAME_HELP)
-    write = add("write", sandboxes.run_write,
-                "Write stdin to a file in the sandbox, creating parent directories.",
-                "echo A=1 | {prog} write box /app/.env --mode 600")
+    add(
+        "url", sandboxes.run_url, "Print a sandbox's public URL (a note if it has none).", "url box"
+    ).add_argument("name", metavar="NAME", help=NAME_HELP)
+    write = add(
+        "write",
+        sandboxes.run_write,
+        "Write stdin to a file in the sandbox, creating parent directories.",
+        "echo A=1 | {prog} write box /app/.env --mode 600",
+    )
     write.add_argument("name", metavar="NAME", help=NAME_HELP)
     write.add_argument("path", metavar="PATH")
-    write.add_argument("--mode", type=_mode, default=None, metavar="MODE",
-                       help="octal file mode, e.g. 600 or 0o600")
-    read = add("read", files.run_read,
-               "Write a file of the sandbox to stdout, byte for byte (or to -o FILE).",
-               "echo hello | {prog} write box /tmp/greeting.txt",
-               "read box /tmp/greeting.txt",
-               "read box /tmp/greeting.txt -o greeting.txt --max-bytes 1048576")
+    write.add_argument(
+        "--mode",
+        type=_mode,
+        default=None,
+        metavar="MODE",
+        help="octal file mode, e.g. 600 or 0o600",
+    )
+    read = add(
+        "read",
+        files.run_read,
+        "Write a file of the sandbox to stdout, byte for byte (or to -o FILE).",
+        "echo hello | {prog} write box /tmp/greeting.txt",
+        "read box /tmp/greeting.txt",
+        "read box /tmp/greeting.txt -o greeting.txt --max-bytes 1048576",
+    )
     read.add_argument("name", metavar="NAME", help=NAME_HELP)
     read.add_argument("path", metavar="PATH", help="the file's absolute path in the sandbox")
-    read.add_argument("-o", "--output", metavar="FILE", default=None,
-                      help="write the bytes to FILE (created or replaced) instead of stdout")
-    read.add_argument("--max-bytes", type=_byte_count, metavar="N", default=None,
-                      help="fail with Truncated, writing nothing, if the file holds more "
-                           "than N bytes")
-    ls = add("ls", files.run_ls,
-             "List a directory of the sandbox: one TYPE MODE SIZE MODIFIED NAME line\n"
-             "per entry, tab-separated, by name (a symlink is shown, not followed).",
-             "ls box /home/user", "ls --json box /tmp")
+    read.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="write the bytes to FILE (created or replaced) instead of stdout",
+    )
+    read.add_argument(
+        "--max-bytes",
+        type=_byte_count,
+        metavar="N",
+        default=None,
+        help="fail with Truncated, writing nothing, if the file holds more than N bytes",
+    )
+    ls = add(
+        "ls",
+        files.run_ls,
+        "List a directory of the sandbox: one TYPE MODE SIZE MODIFIED NAME line\n"
+        "per entry, tab-separated, by name (a symlink is shown, not followed).",
+        "ls box /home/user",
+        "ls --json box /tmp",
+    )
     ls.add_argument("name", metavar="NAME", help=NAME_HELP)
     ls.add_argument("path", metavar="PATH", help="the directory's absolute path in the sandbox")
-    checkpoint = add("checkpoint", sandboxes.run_checkpoint,
-                     "Snapshot a sandbox and print the checkpoint id.",
-                     "checkpoint box --comment 'before upgrade'")
+    checkpoint = add(
+        "checkpoint",
+        sandboxes.run_checkpoint,
+        "Snapshot a sandbox and print the checkpoint id.",
+        "checkpoint box --comment 'before upgrade'",
+    )
     checkpoint.add_argument("name", metavar="NAME", help=NAME_HELP)
     checkpoint.add_argument("--comment", metavar="C", default=None)
-    restore = add("restore", sandboxes.run_restore, "Restore a sandbox to a checkpoint.",
-                  "ckpt=$({prog} checkpoint box)", '{prog} restore box "$ckpt"')
+    restore = add(
+        "restore",
+        sandboxes.run_restore,
+        "Restore a sandbox to a checkpoint.",
+        "ckpt=$({prog} checkpoint box)",
+        '{prog} restore box "$ckpt"',
+    )
     restore.add_argument("name", metavar="NAME", help=NAME_HELP)
     restore.add_argument("checkpoint_id", metavar="CHECKPOINT_ID")

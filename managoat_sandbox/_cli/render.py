@@ -103,8 +103,12 @@ def error_line(error: SandboxError | UnknownProvider) -> str:
 def error_document(error: SandboxError | UnknownProvider) -> dict[str, Any]:
     """The ``{"type": "error", ...}`` document for a failure."""
     if isinstance(error, UnknownProvider):
-        return {"type": "error", "error": type(error).__name__, "detail": str(error),
-                "configured": list(error.configured)}
+        return {
+            "type": "error",
+            "error": type(error).__name__,
+            "detail": str(error),
+            "configured": list(error.configured),
+        }
     doc: dict[str, Any] = {"type": "error", "error": error.taxonomy().__name__}
     doc["detail"] = _plain(error.detail)
     doc["transient"] = error.transient

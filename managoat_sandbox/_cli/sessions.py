@@ -34,7 +34,13 @@ def run_terminate(args: argparse.Namespace, console: Console) -> int:
     sandbox.terminate_session(handle, args.session_id, timeout=args.timeout, mode=mode)
     if console.json_mode:
         console.document(
-            {"ok": True, "action": "terminate", "provider": handle.provider,
-             "name": handle.name, "session_id": args.session_id, "mode": mode}
+            {
+                "ok": True,
+                "action": "terminate",
+                "provider": handle.provider,
+                "name": handle.name,
+                "session_id": args.session_id,
+                "mode": mode,
+            }
         )
     return exits.OK

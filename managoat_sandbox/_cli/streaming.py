@@ -61,7 +61,12 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
     cmd, *argv = args.command
     try:
         result = sandbox.exec(
-            handle, cmd, argv, env=args.env, dir=args.dir, timeout=args.timeout,
+            handle,
+            cmd,
+            argv,
+            env=args.env,
+            dir=args.dir,
+            timeout=args.timeout,
             stderr_to_stdout=args.merge_stderr,
         )
     except Unavailable as error:
@@ -98,8 +103,15 @@ def run_spawn(args: argparse.Namespace, console: Console) -> int:
     frames: queue.Queue[object] = queue.Queue()
     cmd, *argv = args.command
     command = sandbox.spawn(
-        handle, cmd, argv, owner=frames, env=args.env, dir=args.dir, stdin=args.stdin,
-        tty=args.tty, detachable=detachable,
+        handle,
+        cmd,
+        argv,
+        owner=frames,
+        env=args.env,
+        dir=args.dir,
+        stdin=args.stdin,
+        tty=args.tty,
+        detachable=detachable,
     )
     try:
         session_id = command.session_id or _new_session(handle, before)
@@ -212,13 +224,19 @@ def _announce(console: Console, handle: Handle, session_id: str | None, *, detac
     """Say which session was started: stdout when detached or ``--json``, else stderr."""
     if console.json_mode:
         console.document(
-            {"type": "session", "provider": handle.provider, "name": handle.name,
-             "session_id": session_id}
+            {
+                "type": "session",
+                "provider": handle.provider,
+                "name": handle.name,
+                "session_id": session_id,
+            }
         )
     elif session_id is None:
         if detached:
-            console.note("the provider did not list the new session; find it with: "
-                         + _command_line(handle, "sessions"))
+            console.note(
+                "the provider did not list the new session; find it with: "
+                + _command_line(handle, "sessions")
+            )
     elif detached:
         console.line(session_id)
     else:
@@ -234,8 +252,10 @@ def _detached_hint(
         if not detachable:
             console.note("interrupted")
         elif session_id is None:
-            console.note("detached; the session keeps running. Find it with: "
-                         + _command_line(handle, "sessions"))
+            console.note(
+                "detached; the session keeps running. Find it with: "
+                + _command_line(handle, "sessions")
+            )
         else:
             console.note(f"detached; session {session_id} keeps running")
             for label, verb in (("re-attach:", "attach"), ("end it:   ", "terminate")):

@@ -202,8 +202,9 @@ class Connection:
         if process is None:
             return False
         if process.journal_fd is not None and self.offset < process.size:
-            chunk = os.pread(process.journal_fd, min(BACKLOG, process.size - self.offset),
-                             self.offset)
+            chunk = os.pread(
+                process.journal_fd, min(BACKLOG, process.size - self.offset), self.offset
+            )
             if chunk:
                 self.out += chunk
                 self.offset += len(chunk)
@@ -231,8 +232,13 @@ Process = ProcessOf[Connection]
 class Agent:
     """The agent's state and its single-threaded event loop."""
 
-    def __init__(self, state_fd: int, listener: socket.socket, egress: socket.socket | None,
-                 config: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        state_fd: int,
+        listener: socket.socket,
+        egress: socket.socket | None,
+        config: dict[str, Any],
+    ) -> None:
         self.state = state_fd
         self.sel = selectors.DefaultSelector()
         self.namespace = bool(config.get("namespace"))
@@ -256,12 +262,21 @@ class Agent:
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         self.sel.register(self._wake_r, selectors.EVENT_READ, self._on_wakeup)
         signal.signal(signal.SIGCHLD, _ignore)
-        self._handlers: dict[str, Callable[[Connection, dict[str, Any], bytes],
-                                           dict[str, Any] | None]] = {
-            "hello": self._hello, "spawn": self._spawn, "attach": self._attach,
-            "stdin": self._stdin, "eof": self._eof, "signal": self._signal,
-            "resize": self._resize, "suspend": self._suspend, "resume": self._resume,
-            "kill_all": self._kill_all, "egress": self._egress, "shutdown": self._shutdown,
+        self._handlers: dict[
+            str, Callable[[Connection, dict[str, Any], bytes], dict[str, Any] | None]
+        ] = {
+            "hello": self._hello,
+            "spawn": self._spawn,
+            "attach": self._attach,
+            "stdin": self._stdin,
+            "eof": self._eof,
+            "signal": self._signal,
+            "resize": self._resize,
+            "suspend": self._suspend,
+            "resume": self._resume,
+            "kill_all": self._kill_all,
+            "egress": self._egress,
+            "shutdown": self._shutdown,
         }
 
     # -- the loop ------------------------------------------------------------------
@@ -271,9 +286,16 @@ class Agent:
         next_check = time.monotonic() + _IDLE
         while not self.exiting:
             now = time.monotonic()
-            timeout = min([next_check - now,
-                           *(p.drain_deadline - now for p in self.processes.values()
-                             if p.drain_deadline is not None and p.end is None)])
+            timeout = min(
+                [
+                    next_check - now,
+                    *(
+                        p.drain_deadline - now
+                        for p in self.processes.values()
+                        if p.drain_deadline is not None and p.end is None
+                    ),
+                ]
+            )
             for key, mask in self.sel.select(max(timeout, 0.0)):
                 callback: Callable[[int], None] = key.data
                 callback(mask)
@@ -355,9 +377,11 @@ class Agent:
 
     def _watch_outputs(self, process: Process) -> None:
         for fd, stream in process.outputs.items():
-            self.sel.register(fd, selectors.EVENT_READ,
-                              lambda mask, fd=fd, stream=stream: self._on_output(process, fd,
-                                                                                 stream))
+            self.sel.register(
+                fd,
+                selectors.EVENT_READ,
+                lambda mask, fd=fd, stream=stream: self._on_output(process, fd, stream),
+            )
 
     def _on_output(self, process: Process, fd: int, stream: int) -> None:
         try:
@@ -384,8 +408,11 @@ class Agent:
         for conn in list(process.subscribers):
             conn.offer(process, frame, at)
             conn.flush()
-        if not process.journaled and not process.paused and any(
-                len(conn.out) >= BACKLOG for conn in process.subscribers):
+        if (
+            not process.journaled
+            and not process.paused
+            and any(len(conn.out) >= BACKLOG for conn in process.subscribers)
+        ):
             self._pause_reading(process)
 
     def _pause_reading(self, process: Process) -> None:
@@ -456,8 +483,7 @@ class Agent:
             return
         registered = self.sel.get_map().get(target) is not None
         if feed.wants_write() and not registered:
-            self.sel.register(target, selectors.EVENT_WRITE,
-                              lambda mask: self._feed_stdin(process))
+            self.sel.register(target, selectors.EVENT_WRITE, lambda mask: self._feed_stdin(process))
         elif not feed.wants_write() and registered:
             self.sel.unregister(target)
         if feed.done:
@@ -482,8 +508,9 @@ class Agent:
 
     # -- requests --------------------------------------------------------------------
 
-    def handle(self, conn: Connection, header: dict[str, Any],
-               data: bytes) -> dict[str, Any] | None:
+    def handle(
+        self, conn: Connection, header: dict[str, Any], data: bytes
+    ) -> dict[str, Any] | None:
         """Answer one request; None when the answer comes later (or was already queued)."""
         op = header.get("op")
         handler = self._handlers.get(op) if isinstance(op, str) else None
@@ -528,8 +555,7 @@ class Agent:
             raise Refused("bad_cwd", f"{cwd!r} is not a directory")
         journal_fd = self._open_journal(sid, argv, cwd, tty=tty, stdin=stdin) if journaled else None
         process = Process(sid, journal_fd=journal_fd, stdin=stdin, tty=tty)
-        failure = process.start(argv, env, cwd, rows=rows, cols=cols,
-                                nofile_soft=self.nofile_soft)
+        failure = process.start(argv, env, cwd, rows=rows, cols=cols, nofile_soft=self.nofile_soft)
         self.processes[sid] = process
         conn.send_reply({"id": sid, "pid": process.pid})
         if req.get("follow") or not journaled:
@@ -552,22 +578,24 @@ class Agent:
         self._sync_stdin(process)
         return None
 
-    def _open_journal(self, sid: str, argv: list[str], cwd: str, *, tty: bool,
-                      stdin: bool) -> int:
+    def _open_journal(self, sid: str, argv: list[str], cwd: str, *, tty: bool, stdin: bool) -> int:
         try:
             os.mkdir(f"{SESSIONS}/{sid}", 0o700, dir_fd=self.state)
         except FileExistsError:
             raise Refused("exists", f"session {sid!r} exists") from None
         except OSError as exc:
             raise Refused("failed", f"cannot record the session: {exc.strerror}") from None
-        write_record(self.state, f"{SESSIONS}/{sid}/{SPEC}",
-                     session_spec(argv, cwd, tty=tty, stdin=stdin))
-        return os.open(f"{SESSIONS}/{sid}/{JOURNAL}",
-                       os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                       | os.O_CLOEXEC, 0o600, dir_fd=self.state)
+        write_record(
+            self.state, f"{SESSIONS}/{sid}/{SPEC}", session_spec(argv, cwd, tty=tty, stdin=stdin)
+        )
+        return os.open(
+            f"{SESSIONS}/{sid}/{JOURNAL}",
+            os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=self.state,
+        )
 
-    def _attach(self, conn: Connection, req: dict[str, Any],
-                data: bytes) -> dict[str, Any] | None:
+    def _attach(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
         sid = req.get("id")
         process = self.processes.get(sid) if isinstance(sid, str) else None
         if process is None or not process.journaled:
@@ -589,8 +617,7 @@ class Agent:
         self._sync_stdin(process)
         return {"status": status}
 
-    def _stdin(self, conn: Connection, req: dict[str, Any],
-               data: bytes) -> dict[str, Any] | None:
+    def _stdin(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
         reply = self._stdin_reply(conn, self._process(req), data)
         return reply or None
 
@@ -716,8 +743,9 @@ def _record_orphans(state_fd: int) -> None:
     A new agent runs none of them, so their outcome can never be known; with
     the record, "no end recorded" always means "running under the live agent".
     """
-    sessions = os.open(SESSIONS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                       dir_fd=state_fd)
+    sessions = os.open(
+        SESSIONS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=state_fd
+    )
     try:
         names = os.listdir(sessions)
     finally:
@@ -733,8 +761,9 @@ def _record_orphans(state_fd: int) -> None:
 
 
 def _lock(state_fd: int) -> int:
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                 dir_fd=state_fd)
+    fd = os.open(
+        LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=state_fd
+    )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -744,8 +773,11 @@ def _lock(state_fd: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the agent process."""
-    options = parse(sys.argv[1:] if argv is None else argv,
-                    required=("state", "ready"), optional=("socket", "egress", "config"))
+    options = parse(
+        sys.argv[1:] if argv is None else argv,
+        required=("state", "ready"),
+        optional=("socket", "egress", "config"),
+    )
     state, ready = int(options["state"]), int(options["ready"])
     egress_fd = int(options["egress"]) if "egress" in options else None
     config = json.loads(options.get("config", "{}"))

@@ -53,8 +53,12 @@ def write_all(fd: int, data: bytes) -> None:
 def write_record(state_fd: int, path: str, record: dict[str, Any]) -> None:
     """Replace ``path`` (relative to ``state_fd``) atomically with ``record`` as JSON."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600, dir_fd=state_fd)
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=state_fd,
+    )
     try:
         write_all(fd, json.dumps(record).encode())
     finally:
@@ -105,8 +109,16 @@ class Process(Generic[Client]):
 
     # -- start ------------------------------------------------------------------
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: str, *, rows: int,
-              cols: int, nofile_soft: int | None) -> OSError | None:
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        *,
+        rows: int,
+        cols: int,
+        nofile_soft: int | None,
+    ) -> OSError | None:
         """Start the child in its own session; the OSError if it could not be executed.
 
         ``nofile_soft`` is the child's soft limit on open files (see
@@ -219,9 +231,15 @@ class Process(Generic[Client]):
             self.journal_fd = None
 
 
-def _popen(argv: list[str], stdio: tuple[Any, Any, Any], env: dict[str, str], cwd: str, *,
-           preexec: Callable[[], None] | None, nofile_soft: int | None,
-           ) -> subprocess.Popen[bytes]:
+def _popen(
+    argv: list[str],
+    stdio: tuple[Any, Any, Any],
+    env: dict[str, str],
+    cwd: str,
+    *,
+    preexec: Callable[[], None] | None,
+    nofile_soft: int | None,
+) -> subprocess.Popen[bytes]:
     """Fork and execute ``argv`` in a new session, its open-files soft limit ``nofile_soft``.
 
     The fast way lowers the agent's own soft limit just around the fork (the
@@ -231,10 +249,17 @@ def _popen(argv: list[str], stdio: tuple[Any, Any, Any], env: dict[str, str], cw
     under the lowered limit (EMFILE): then the limit is set in the child before
     it executes, a plain fork, about a millisecond slower.
     """
+
     def spawn(pre: Callable[[], None] | None) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], env=env, cwd=cwd,
-            start_new_session=True, close_fds=True,
+            argv,
+            stdin=stdio[0],
+            stdout=stdio[1],
+            stderr=stdio[2],
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
             preexec_fn=pre,  # noqa: PLW1509 - the agent is single-threaded
         )
 
@@ -271,5 +296,10 @@ def _soft_nofile(soft: int | None) -> Iterator[None]:
 
 def session_spec(argv: list[str], cwd: str, *, tty: bool, stdin: bool) -> dict[str, Any]:
     """The ``spec.json`` record of a journaled session."""
-    return {"argv": argv, "cwd": cwd, "tty": tty, "stdin": stdin,
-            "created_at": datetime.now(timezone.utc).isoformat()}
+    return {
+        "argv": argv,
+        "cwd": cwd,
+        "tty": tty,
+        "stdin": stdin,
+        "created_at": datetime.now(timezone.utc).isoformat(),
+    }

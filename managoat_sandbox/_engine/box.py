@@ -82,8 +82,9 @@ def read_reply(sock: socket.socket, deadline: float | None) -> dict[str, Any]:
     return header
 
 
-def _reply(sock: socket.socket, deadline: float | None,
-           checkin: Callable[[socket.socket], None]) -> dict[str, Any]:
+def _reply(
+    sock: socket.socket, deadline: float | None, checkin: Callable[[socket.socket], None]
+) -> dict[str, Any]:
     """The reply on ``sock``: given back to ``checkin`` on a refusal. TimeoutError,
     OSError (the connection failed) or EngineError (the agent ended it)."""
     reply = read_reply(sock, deadline)
@@ -106,8 +107,9 @@ class Channel:
         self._closed = False
         self._lock = threading.Lock()
 
-    def request(self, header: dict[str, Any], data: bytes = b"", *,
-                timeout: float | None = None) -> dict[str, Any]:
+    def request(
+        self, header: dict[str, Any], data: bytes = b"", *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """One request and its reply; EngineError once closed."""
         with self._lock:
             if self._closed:
@@ -173,8 +175,9 @@ class Box:
     # -- creation ---------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, settings: BoxSettings, *,
-               timeout: float = START_TIMEOUT) -> Box:
+    def create(
+        cls, directory: Path, settings: BoxSettings, *, timeout: float = START_TIMEOUT
+    ) -> Box:
         """Lay out ``directory`` (:meth:`layout`) and start the agent."""
         box = cls.layout(directory, settings)
         box.ensure(timeout=timeout)
@@ -226,8 +229,9 @@ class Box:
             found: tuple[str, ...] = ()
             if self.settings.isolated:
                 _, python_paths = launch.agent_python()
-                found = tuple(m.dest for m in launch.mounts(self.settings, self.state,
-                                                            python_paths))
+                found = tuple(
+                    m.dest for m in launch.mounts(self.settings, self.state, python_paths)
+                )
             self._masked = found
         return self._masked
 
@@ -240,13 +244,19 @@ class Box:
         finally:
             os.close(root_fd)
 
-    def environment(self, extra: Mapping[str, str] | None = None, *,
-                    tty: bool = False) -> dict[str, str]:
+    def environment(
+        self, extra: Mapping[str, str] | None = None, *, tty: bool = False
+    ) -> dict[str, str]:
         """A command's environment, built from scratch: the base plus ``extra``."""
         settings = self.settings
-        env = {"PATH": DEFAULT_PATH, "HOME": self.agent_path(settings.home),
-               "USER": settings.user, "LOGNAME": settings.user, "LANG": "C.UTF-8",
-               "SHELL": "/bin/bash"}
+        env = {
+            "PATH": DEFAULT_PATH,
+            "HOME": self.agent_path(settings.home),
+            "USER": settings.user,
+            "LOGNAME": settings.user,
+            "LANG": "C.UTF-8",
+            "SHELL": "/bin/bash",
+        }
         if tty:
             env["TERM"] = "xterm-256color"
         if settings.isolated and settings.egress:
@@ -271,8 +281,11 @@ class Box:
         deadline = time.monotonic() + timeout
         if self._answers():
             return
-        lock = os.open(self.state / launch.LAUNCH_LOCK,
-                       os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        lock = os.open(
+            self.state / launch.LAUNCH_LOCK,
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
         try:
             while True:
                 try:
@@ -280,16 +293,19 @@ class Box:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise EngineError("another process is starting this sandbox's agent"
-                                          " and did not finish in time") from None
+                        raise EngineError(
+                            "another process is starting this sandbox's agent"
+                            " and did not finish in time"
+                        ) from None
                     time.sleep(_LOCK_POLL)
             if self._answers():
                 return
             if not self._wait_gone(deadline):
                 raise EngineError("the sandbox's agent no longer answers but has not ended")
             policy = self.policy()
-            launch.launch(self.directory, self.settings, deadline=deadline,
-                          egress_open=not policy.deny_all)
+            launch.launch(
+                self.directory, self.settings, deadline=deadline, egress_open=not policy.deny_all
+            )
         finally:
             os.close(lock)
 
@@ -349,8 +365,9 @@ class Box:
         for sock in pool:
             sock.close()
 
-    def _exchange(self, header: dict[str, Any], data: bytes, *, start: bool,
-                  timeout: float | None) -> tuple[socket.socket, dict[str, Any]]:
+    def _exchange(
+        self, header: dict[str, Any], data: bytes, *, start: bool, timeout: float | None
+    ) -> tuple[socket.socket, dict[str, Any]]:
         """Send one request and read its reply; the connection stays checked out.
 
         A connection that breaks (EPIPE) or is reset (ECONNRESET) was closed by
@@ -368,10 +385,12 @@ class Box:
             if attempt:
                 time.sleep(_RESET_BACKOFF * 2 ** (attempt - 1))
             sock = self._checkout(
-                start=start, deadline=time.monotonic() + (timeout or START_TIMEOUT))
+                start=start, deadline=time.monotonic() + (timeout or START_TIMEOUT)
+            )
             try:
-                sock.settimeout(None if deadline is None
-                                else max(deadline - time.monotonic(), 0.001))
+                sock.settimeout(
+                    None if deadline is None else max(deadline - time.monotonic(), 0.001)
+                )
                 sock.sendall(message)
                 return sock, _reply(sock, deadline, self.checkin)
             except Refused:
@@ -390,8 +409,14 @@ class Box:
                 raise EngineError(f"lost the sandbox's agent: {exc}") from None
         raise AssertionError("unreachable")
 
-    def request(self, header: dict[str, Any], data: bytes = b"", *, start: bool = True,
-                timeout: float | None = REQUEST_TIMEOUT) -> dict[str, Any]:
+    def request(
+        self,
+        header: dict[str, Any],
+        data: bytes = b"",
+        *,
+        start: bool = True,
+        timeout: float | None = REQUEST_TIMEOUT,
+    ) -> dict[str, Any]:
         """One request and its reply. ``timeout`` None waits as long as the agent takes
         (for stdin back-pressure). AgentDown if the agent is not running and ``start``
         is false; Refused for an error answer."""
@@ -401,19 +426,39 @@ class Box:
 
     # -- processes ---------------------------------------------------------------------
 
-    def spawn(self, sid: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: str,
-              stdin: bool = False, tty: bool = False, rows: int = 24, cols: int = 80,
-              follow: bool = True, retain: int | None = None,
-              ) -> tuple[int | None, Subscription | None]:
+    def spawn(
+        self,
+        sid: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        stdin: bool = False,
+        tty: bool = False,
+        rows: int = 24,
+        cols: int = 80,
+        follow: bool = True,
+        retain: int | None = None,
+    ) -> tuple[int | None, Subscription | None]:
         """Start a journaled session ``sid``; its pid and, with ``follow``, a subscription
         from byte zero. ``cwd`` is an agent path. Refused ``bad_cwd``/``exists``.
 
         ``retain`` (an int >= 0) becomes the agent's bound on finished sessions kept on
         disk, from this spawn on (:mod:`.retention`); None leaves the bound as it is (an
         agent that was never given one keeps every session)."""
-        header = {"op": "spawn", "id": sid, "argv": list(argv), "env": dict(env), "cwd": cwd,
-                  "stdin": stdin, "tty": tty, "journal": True, "follow": follow,
-                  "rows": rows, "cols": cols}
+        header = {
+            "op": "spawn",
+            "id": sid,
+            "argv": list(argv),
+            "env": dict(env),
+            "cwd": cwd,
+            "stdin": stdin,
+            "tty": tty,
+            "journal": True,
+            "follow": follow,
+            "rows": rows,
+            "cols": cols,
+        }
         if retain is not None:
             header["retain"] = retain
         sock, reply = self._exchange(header, b"", start=True, timeout=REQUEST_TIMEOUT)
@@ -424,13 +469,26 @@ class Box:
         session = records.read_session(self.state / records.SESSIONS / sid)
         return pid, Subscription(sock, session=session, on_finish=self.checkin)
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str,
-            timeout: float | None = REQUEST_TIMEOUT) -> tuple[str, int | None, Subscription]:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        timeout: float | None = REQUEST_TIMEOUT,
+    ) -> tuple[str, int | None, Subscription]:
         """Start an ephemeral process (nothing on disk; killed if the subscription is closed
         before its end): its id, pid and subscription."""
         sid = "x" + secrets.token_hex(8)
-        header = {"op": "spawn", "id": sid, "argv": list(argv), "env": dict(env), "cwd": cwd,
-                  "journal": False, "follow": True}
+        header = {
+            "op": "spawn",
+            "id": sid,
+            "argv": list(argv),
+            "env": dict(env),
+            "cwd": cwd,
+            "journal": False,
+            "follow": True,
+        }
         sock, reply = self._exchange(header, b"", start=True, timeout=timeout)
         return sid, reply.get("pid"), Subscription(sock, on_finish=self.checkin)
 
@@ -441,16 +499,24 @@ class Box:
         if session is None:
             return None
         try:
-            sock, reply = self._exchange({"op": "attach", "id": sid, "from_end": from_end}, b"",
-                                         start=False, timeout=REQUEST_TIMEOUT)
+            sock, reply = self._exchange(
+                {"op": "attach", "id": sid, "from_end": from_end},
+                b"",
+                start=False,
+                timeout=REQUEST_TIMEOUT,
+            )
         except AgentDown:
             return self._from_disk(session, from_end=from_end)
         if not reply.get("live"):
             self.checkin(sock)
             return self._from_disk(session, from_end=from_end)
         offset = reply.get("offset")
-        return Subscription(sock, session=session, on_finish=self.checkin,
-                            offset=offset if isinstance(offset, int) else 0)
+        return Subscription(
+            sock,
+            session=session,
+            on_finish=self.checkin,
+            offset=offset if isinstance(offset, int) else 0,
+        )
 
     def channel(self) -> Channel:
         """A connection of its own, for requests that may block (a command's stdin)."""
@@ -498,16 +564,20 @@ class Box:
     def signal(self, sid: str, signum: int, *, group: bool = True) -> bool:
         """Signal a live process (its whole group by default); False if nothing was sent."""
         try:
-            reply = self.request({"op": "signal", "id": sid, "signal": int(signum),
-                                  "group": group}, start=False)
+            reply = self.request(
+                {"op": "signal", "id": sid, "signal": int(signum), "group": group}, start=False
+            )
         except (AgentDown, Refused):
             return False
         return bool(reply.get("sent"))
 
     def resize(self, sid: str, rows: int, cols: int) -> bool:
         """Resize a live process's terminal; False if it has none."""
-        return bool(self.request({"op": "resize", "id": sid, "rows": rows, "cols": cols},
-                                 start=False).get("ok"))
+        return bool(
+            self.request({"op": "resize", "id": sid, "rows": rows, "cols": cols}, start=False).get(
+                "ok"
+            )
+        )
 
     def suspend(self) -> None:
         """Stop (SIGSTOP) every process of the sandbox; nothing to do without an agent."""
@@ -567,8 +637,11 @@ class Box:
         deadline = time.monotonic() + timeout
         self.close()
         with contextlib.suppress(EngineError, OSError):
-            self.request({"op": "shutdown"}, start=False,
-                         timeout=min(2.0, max(deadline - time.monotonic(), 0.1)))
+            self.request(
+                {"op": "shutdown"},
+                start=False,
+                timeout=min(2.0, max(deadline - time.monotonic(), 0.1)),
+            )
         if self._wait_gone(min(deadline, time.monotonic() + 2.0)):
             return True
         self._kill_agent()

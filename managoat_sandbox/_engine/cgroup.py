@@ -44,8 +44,10 @@ def joining(path: Path) -> list[str]:
     caller instead of a ``vfork``. A shell that cannot join exits 126 and says
     why on stderr, so the agent never starts and the launch names it.
     """
-    script = ('echo $$ >"$0/cgroup.procs" || '
-              '{ echo "managoat_sandbox: cannot join the cgroup $0" >&2; exit 126; }; exec "$@"')
+    script = (
+        'echo $$ >"$0/cgroup.procs" || '
+        '{ echo "managoat_sandbox: cannot join the cgroup $0" >&2; exit 126; }; exec "$@"'
+    )
     return ["/bin/sh", "-c", script, str(path)]
 
 

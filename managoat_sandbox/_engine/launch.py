@@ -64,15 +64,40 @@ _LAUNCH_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 #: Run a module of the engine as a top-level package, from the directory given
 #: as the first argument: the engine imports nothing outside itself, so the
 #: interpreter starts isolated (-I) and without site-packages (-S).
-BOOTSTRAP = ("import sys; sys.path.append(sys.argv.pop(1)); "
-             "from _engine.{module} import main; sys.exit(main(sys.argv[1:]))")
+BOOTSTRAP = (
+    "import sys; sys.path.append(sys.argv.pop(1)); "
+    "from _engine.{module} import main; sys.exit(main(sys.argv[1:]))"
+)
 
 #: System files of /etc that commands commonly need, bound read-only where the host has them.
-ETC = ("alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf",
-       "crypto-policies", "debian_version", "gai.conf", "host.conf", "inputrc", "ld.so.cache",
-       "ld.so.conf", "ld.so.conf.d", "locale.alias", "localtime", "magic", "mime.types",
-       "nsswitch.conf", "os-release", "pki", "profile", "profile.d", "protocols", "services",
-       "ssl", "terminfo", "timezone")
+ETC = (
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "debian_version",
+    "gai.conf",
+    "host.conf",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "magic",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "pki",
+    "profile",
+    "profile.d",
+    "protocols",
+    "services",
+    "ssl",
+    "terminfo",
+    "timezone",
+)
 GENERATED_ETC = ("passwd", "group", "hosts", "hostname")
 
 _launched: list[subprocess.Popen[bytes]] = []
@@ -99,25 +124,62 @@ def _under(path: str, top: str) -> bool:
 def mounts(settings: BoxSettings, state: Path, python_paths: tuple[str, ...]) -> list[Mount]:
     """Everything mounted over ``fs/`` in an isolated sandbox, in bubblewrap order."""
     found = system_mounts()
-    found += [Mount("ro-bind", f"/etc/{name}", f"/etc/{name}") for name in ETC
-              if os.path.lexists(f"/etc/{name}")]
-    found += [Mount("ro-bind", f"/etc/{name}", str(state / "etc" / name))
-              for name in GENERATED_ETC]
+    found += [
+        Mount("ro-bind", f"/etc/{name}", f"/etc/{name}")
+        for name in ETC
+        if os.path.lexists(f"/etc/{name}")
+    ]
+    found += [Mount("ro-bind", f"/etc/{name}", str(state / "etc" / name)) for name in GENERATED_ETC]
     found += [Mount("proc", "/proc"), Mount("dev", "/dev"), Mount("tmpfs", "/run")]
     found += [Mount("ro-bind", path, path) for path in python_paths]
     return found
 
 
-def bwrap_command(bwrap: str, settings: BoxSettings, *, fs: Path, state: Path,
-                  python: str, python_paths: tuple[str, ...]) -> list[str]:
+def bwrap_command(
+    bwrap: str,
+    settings: BoxSettings,
+    *,
+    fs: Path,
+    state: Path,
+    python: str,
+    python_paths: tuple[str, ...],
+) -> list[str]:
     """The bubblewrap command line that starts the agent inside the sandbox."""
-    args = [bwrap, *isolation.NAMESPACE_FLAGS, "--uid", str(settings.uid), "--gid",
-            str(settings.uid), "--hostname", settings.hostname, "--bind", str(fs), "/"]
+    args = [
+        bwrap,
+        *isolation.NAMESPACE_FLAGS,
+        "--uid",
+        str(settings.uid),
+        "--gid",
+        str(settings.uid),
+        "--hostname",
+        settings.hostname,
+        "--bind",
+        str(fs),
+        "/",
+    ]
     args += mount_args(mounts(settings, state, python_paths))
-    args += ["--ro-bind", str(ENGINE_DIR), f"{AGENT_HOME}/_engine",
-             "--clearenv", "--setenv", "PATH", DEFAULT_PATH, "--setenv", "LANG", "C.UTF-8",
-             "--chdir", "/", "--",
-             python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"), AGENT_HOME]
+    args += [
+        "--ro-bind",
+        str(ENGINE_DIR),
+        f"{AGENT_HOME}/_engine",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        DEFAULT_PATH,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--chdir",
+        "/",
+        "--",
+        python,
+        "-I",
+        "-S",
+        "-c",
+        BOOTSTRAP.format(module="agent"),
+        AGENT_HOME,
+    ]
     return args
 
 
@@ -128,7 +190,7 @@ def write_generated_etc(state: Path, settings: BoxSettings) -> None:
     user, uid, home = settings.user, settings.uid, settings.home
     files = {
         "passwd": f"root:x:0:0:root:/root:/bin/sh\n{user}:x:{uid}:{uid}:{user}:{home}:/bin/bash\n"
-                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
         "group": f"root:x:0:\n{user}:x:{uid}:\nnogroup:x:65534:\n",
         "hosts": f"127.0.0.1\tlocalhost {settings.hostname}\n::1\tlocalhost ip6-localhost\n",
         "hostname": f"{settings.hostname}\n",
@@ -139,9 +201,11 @@ def write_generated_etc(state: Path, settings: BoxSettings) -> None:
 
 # -- keeping mount points startable ------------------------------------------------------
 
+
 def _displace(dir_fd: int, name: str) -> None:
-    os.rename(name, f"{name}.displaced-{secrets.token_hex(4)}", src_dir_fd=dir_fd,
-              dst_dir_fd=dir_fd)
+    os.rename(
+        name, f"{name}.displaced-{secrets.token_hex(4)}", src_dir_fd=dir_fd, dst_dir_fd=dir_fd
+    )
 
 
 def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
@@ -174,8 +238,9 @@ def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
                 info = None
             if info is None:
                 os.mkdir(part, 0o755, dir_fd=fd)
-            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                            dir_fd=fd)
+            child = os.open(
+                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
             os.close(fd)
             fd = child
         info = _lstat(parts[-1], fd)
@@ -187,9 +252,14 @@ def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
 
 # -- starting -------------------------------------------------------------------------------
 
+
 def _open_log(state_fd: int) -> int:
-    fd = os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600, dir_fd=state_fd)
+    fd = os.open(
+        LOG,
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=state_fd,
+    )
     if os.fstat(fd).st_size > _LOG_LIMIT:
         os.ftruncate(fd, 0)
     return fd
@@ -218,13 +288,17 @@ def agent_config(settings: BoxSettings, *, egress_open: bool) -> dict[str, objec
     limits = settings.limits.to_json()
     if not settings.isolated:
         limits["processes"] = None
-    return {"namespace": settings.isolated, "limits": limits,
-            "child_open_files": CHILD_OPEN_FILES if settings.limits.open_files else None,
-            "egress": egress_open}
+    return {
+        "namespace": settings.isolated,
+        "limits": limits,
+        "child_open_files": CHILD_OPEN_FILES if settings.limits.open_files else None,
+        "egress": egress_open,
+    }
 
 
-def launch(directory: Path, settings: BoxSettings, *, deadline: float,
-           egress_open: bool = True) -> None:
+def launch(
+    directory: Path, settings: BoxSettings, *, deadline: float, egress_open: bool = True
+) -> None:
     """Start the box's agent and return once it serves; EngineError naming the reason if not.
 
     An isolated box's keeper is started after the agent is ready, without
@@ -264,28 +338,55 @@ def launch(directory: Path, settings: BoxSettings, *, deadline: float,
             info_r, info_w = os.pipe()
             ours.append(info_r)
             passed.append(info_w)
-            command = bwrap_command(support.bwrap, settings, fs=fs, state=state, python=python,
-                                    python_paths=python_paths)
-            argv = [command[0], "--info-fd", str(info_w), *command[1:], *agent_args,
-                    "--egress", str(agent_end)]
+            command = bwrap_command(
+                support.bwrap,
+                settings,
+                fs=fs,
+                state=state,
+                python=python,
+                python_paths=python_paths,
+            )
+            argv = [
+                command[0],
+                "--info-fd",
+                str(info_w),
+                *command[1:],
+                *agent_args,
+                "--egress",
+                str(agent_end),
+            ]
             limit = settings.limits.processes
             group = cgroup.create(settings.id, limit) if limit else None
             if group is not None:
                 argv = [*cgroup.joining(group), *argv]
         else:
-            argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="agent"),
-                    str(ENGINE_DIR.parent), *agent_args]
+            argv = [
+                python,
+                "-I",
+                "-S",
+                "-c",
+                BOOTSTRAP.format(module="agent"),
+                str(ENGINE_DIR.parent),
+                *agent_args,
+            ]
         proc = subprocess.Popen(
-            argv, pass_fds=(state_fd, *passed), stdin=subprocess.DEVNULL, stdout=log,
-            stderr=log, start_new_session=True, env=_LAUNCH_ENV, cwd="/",
+            argv,
+            pass_fds=(state_fd, *passed),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=_LAUNCH_ENV,
+            cwd="/",
         )
         _launched.append(proc)
         while passed:
             os.close(passed.pop())
         _await_ready(ready_r, proc, state, deadline)
         if settings.isolated:
-            _start_keeper(state_fd, info_r=info_r, channel=channel, log=log, group=group,
-                          deadline=deadline)
+            _start_keeper(
+                state_fd, info_r=info_r, channel=channel, log=log, group=group, deadline=deadline
+            )
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
@@ -320,32 +421,55 @@ def _read_info(fd: int, deadline: float) -> dict[str, object]:
     raise EngineError("bubblewrap did not say which process runs the agent")
 
 
-def _start_keeper(state_fd: int, *, info_r: int, channel: int, log: int, group: Path | None,
-                  deadline: float) -> None:
+def _start_keeper(
+    state_fd: int, *, info_r: int, channel: int, log: int, group: Path | None, deadline: float
+) -> None:
     """Record the agent's host pid (``agent.json``) and start the keeper beside it."""
     pid = _read_info(info_r, deadline).get("child-pid")
     if not isinstance(pid, int):
         raise EngineError("bubblewrap did not say which process runs the agent")
     write_record(state_fd, "agent.json", {"pid": pid, "start": tree.start_time(pid)})
     python, _ = agent_python()
-    argv = [python, "-I", "-S", "-c", BOOTSTRAP.format(module="keeper"), str(ENGINE_DIR.parent),
-            "--state", str(state_fd), "--egress", str(channel), "--agent", str(pid)]
+    argv = [
+        python,
+        "-I",
+        "-S",
+        "-c",
+        BOOTSTRAP.format(module="keeper"),
+        str(ENGINE_DIR.parent),
+        "--state",
+        str(state_fd),
+        "--egress",
+        str(channel),
+        "--agent",
+        str(pid),
+    ]
     if group is not None:
         argv += ["--cgroup", str(group)]
-    _launched.append(subprocess.Popen(
-        argv, pass_fds=(state_fd, channel), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-        start_new_session=True, env=_LAUNCH_ENV, cwd="/"))
+    _launched.append(
+        subprocess.Popen(
+            argv,
+            pass_fds=(state_fd, channel),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=_LAUNCH_ENV,
+            cwd="/",
+        )
+    )
 
 
-def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path,
-                 deadline: float) -> None:
+def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path, deadline: float) -> None:
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            raise EngineError("the agent did not start in time"
-                              + (f": {tail}" if (tail := log_tail(state)) else ""))
+            raise EngineError(
+                "the agent did not start in time"
+                + (f": {tail}" if (tail := log_tail(state)) else "")
+            )
         readable, _, _ = select.select([ready_r], [], [], remaining)
         if readable:
             break

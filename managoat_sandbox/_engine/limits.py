@@ -35,8 +35,7 @@ from typing import Any
 
 CHILD_OPEN_FILES = 1024
 _GIB = 1024**3
-_MINIMUM = {"processes": 16, "memory": 256 * 1024**2, "open_files": 256,
-            "file_size": 1024**2}
+_MINIMUM = {"processes": 16, "memory": 256 * 1024**2, "open_files": 256, "file_size": 1024**2}
 
 
 def _default_memory() -> int:

@@ -17,8 +17,9 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """``PATH`` of the agent, the keeper and every command."""
 
 
-def parse(argv: Sequence[str], *, required: Sequence[str],
-          optional: Sequence[str] = ()) -> dict[str, str]:
+def parse(
+    argv: Sequence[str], *, required: Sequence[str], optional: Sequence[str] = ()
+) -> dict[str, str]:
     """``{"name": value}`` for ``--name value`` pairs; SystemExit naming a bad argument."""
     known = {*required, *optional}
     found: dict[str, str] = {}

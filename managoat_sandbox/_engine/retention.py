@@ -82,8 +82,9 @@ class Retention:
 
     def set_bound(self, bound: int | None) -> None:
         """Keep at most ``bound`` finished sessions from now on (None: all); prunes at once."""
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)
-                                  or bound < 0):
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, int) or bound < 0
+        ):
             raise ValueError(f"the retention bound must be an int >= 0 or None, got {bound!r}")
         self.bound = bound
         self.prune()

@@ -64,8 +64,15 @@ def _components(path: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
-def resolve(root_fd: int, path: str, *, create_parents: bool = False, follow: bool = True,
-            masked: tuple[str, ...] = (), masked_as: str = "read_only") -> Resolved:
+def resolve(
+    root_fd: int,
+    path: str,
+    *,
+    create_parents: bool = False,
+    follow: bool = True,
+    masked: tuple[str, ...] = (),
+    masked_as: str = "read_only",
+) -> Resolved:
     """Resolve sandbox path ``path`` (absolute, or relative to the root) under ``root_fd``.
 
     Symlinks are followed inside the root — the last component's too, unless
@@ -117,8 +124,9 @@ def resolve(root_fd: int, path: str, *, create_parents: bool = False, follow: bo
                 stack.append(os.open(part, _DIR_FLAGS, dir_fd=here))
             except OSError as exc:
                 if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    raise PathRefused("not_a_directory",
-                                      f"{'/'.join([*names, part])!r} is not a directory") from None
+                    raise PathRefused(
+                        "not_a_directory", f"{'/'.join([*names, part])!r} is not a directory"
+                    ) from None
                 raise
             names.append(part)
         full = "/" + "/".join(names)
@@ -136,8 +144,11 @@ def _check_masked(full: str, masked: tuple[str, ...], reason: str) -> None:
         return
     if reason == "read_only":
         raise PathRefused(reason, f"{full!r} is read-only in the sandbox")
-    raise PathRefused(reason, f"{full!r} is a host system path mounted read-only in the "
-                              f"sandbox, not one of its own files")
+    raise PathRefused(
+        reason,
+        f"{full!r} is a host system path mounted read-only in the "
+        f"sandbox, not one of its own files",
+    )
 
 
 def _resolve_own(root_fd: int, path: str, masked: tuple[str, ...]) -> Resolved:
@@ -152,8 +163,15 @@ def _not_root(where: Resolved, path: str) -> None:
         raise PathRefused("is_root", f"{path!r} is the sandbox's root directory")
 
 
-def write_file(root_fd: int, path: str, data: bytes, *, mode: int | None = None,
-               masked: tuple[str, ...] = (), xattrs: Mapping[str, bytes] | None = None) -> None:
+def write_file(
+    root_fd: int,
+    path: str,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    masked: tuple[str, ...] = (),
+    xattrs: Mapping[str, bytes] | None = None,
+) -> None:
     """Replace the file at sandbox path ``path`` atomically with ``data``.
 
     Parents are created. The new file gets ``mode`` if given, else the mode of
@@ -174,12 +192,16 @@ def write_file(root_fd: int, path: str, data: bytes, *, mode: int | None = None,
         if mode is None:
             mode = stat.S_IMODE(current.st_mode) if current is not None else 0o644
         tmp = f".{where.name[:200]}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=where.parent)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=where.parent,
+        )
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             for name, value in (xattrs or {}).items():
                 os.setxattr(fd, name, value)
             os.fchmod(fd, mode)
@@ -264,8 +286,9 @@ def stat_path(root_fd: int, path: str, *, follow: bool = True) -> os.stat_result
         where.close()
 
 
-def list_dir(root_fd: int, path: str, *,
-             masked: tuple[str, ...] = ()) -> list[tuple[str, os.stat_result]]:
+def list_dir(
+    root_fd: int, path: str, *, masked: tuple[str, ...] = ()
+) -> list[tuple[str, os.stat_result]]:
     """The entries of the directory at ``path`` (links followed inside the root) with
     their own status (an entry that is a link is not followed), by name. PathRefused
     ``not_a_directory`` for anything else, ``system_mount`` under ``masked``."""
@@ -300,8 +323,9 @@ def make_dirs(root_fd: int, path: str, *, masked: tuple[str, ...] = ()) -> bool:
             os.mkdir(where.name, 0o755, dir_fd=where.parent)
         except FileExistsError:
             if not stat.S_ISDIR(os.stat(where.name, dir_fd=where.parent).st_mode):
-                raise PathRefused("not_a_directory",
-                                  f"{path!r} exists and is not a directory") from None
+                raise PathRefused(
+                    "not_a_directory", f"{path!r} exists and is not a directory"
+                ) from None
             return False
         return True
     finally:

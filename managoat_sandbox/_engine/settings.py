@@ -51,17 +51,29 @@ class BoxSettings:
             raise ValueError(f"bad home {self.home!r}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"isolated": self.isolated, "hostname": self.hostname, "user": self.user,
-                "uid": self.uid, "home": self.home, "limits": self.limits.to_json(),
-                "egress": self.egress, "id": self.id}
+        return {
+            "isolated": self.isolated,
+            "hostname": self.hostname,
+            "user": self.user,
+            "uid": self.uid,
+            "home": self.home,
+            "limits": self.limits.to_json(),
+            "egress": self.egress,
+            "id": self.id,
+        }
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> BoxSettings:
         try:
-            return cls(isolated=bool(record["isolated"]), hostname=str(record["hostname"]),
-                       user=str(record["user"]), uid=int(record["uid"]),
-                       home=str(record["home"]),
-                       limits=Limits.from_json(dict(record.get("limits") or {})),
-                       egress=bool(record.get("egress", True)), id=str(record["id"]))
+            return cls(
+                isolated=bool(record["isolated"]),
+                hostname=str(record["hostname"]),
+                user=str(record["user"]),
+                uid=int(record["uid"]),
+                home=str(record["home"]),
+                limits=Limits.from_json(dict(record.get("limits") or {})),
+                egress=bool(record.get("egress", True)),
+                id=str(record["id"]),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise EngineError(f"malformed box settings: {exc}") from None

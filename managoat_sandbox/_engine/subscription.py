@@ -173,8 +173,7 @@ class Subscription:
         except (OSError, EngineError):
             return [Lost("agent_gone")]
         events: list[Event] = list(coalesce(frames))
-        events.append(end_from_record(end_record) if end_record is not None
-                      else Lost("agent_gone"))
+        events.append(end_from_record(end_record) if end_record is not None else Lost("agent_gone"))
         return events
 
     def close(self) -> None:

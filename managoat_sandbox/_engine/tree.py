@@ -42,8 +42,9 @@ def _parent_map() -> dict[int, int]:
 
 def _parent_map_from_ps() -> dict[int, int]:
     """Where there is no ``/proc`` (macOS): ``ps`` lists every process and its parent."""
-    listing = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True,
-                             timeout=10, check=False).stdout
+    listing = subprocess.run(
+        ["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, timeout=10, check=False
+    ).stdout
     parents: dict[int, int] = {}
     for line in listing.splitlines():
         fields = line.split()

@@ -98,7 +98,7 @@ def _copy_file(src: int, name: str, dst: int) -> None:
             while chunk := os.read(reader, _CHUNK):
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(writer, view):]
+                    view = view[os.write(writer, view) :]
             os.fchmod(writer, stat.S_IMODE(info.st_mode))
             os.utime(writer, ns=(info.st_atime_ns, info.st_mtime_ns))
         finally:

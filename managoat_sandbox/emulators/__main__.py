@@ -33,8 +33,9 @@ PROVIDERS = {
 }
 
 #: What to do when the emulators' only extra dependency (aiohttp) is missing.
-MISSING_EXTRA = ("the emulators need the 'emulators' extra: "
-                 "pip install 'managoat_sandbox[emulators]'")
+MISSING_EXTRA = (
+    "the emulators need the 'emulators' extra: pip install 'managoat_sandbox[emulators]'"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,8 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     _add_credential_arguments(parser)
-    parser.add_argument("--workdir", default=None,
-                        help="where sandboxes live (default: a temp dir)")
+    parser.add_argument(
+        "--workdir", default=None, help="where sandboxes live (default: a temp dir)"
+    )
     return parser
 
 
@@ -84,8 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"cannot read the credential file: {error}", file=sys.stderr)
         return 1
-    emulator = emulator_class(host=args.host, port=args.port, credential=credential,
-                              workdir=args.workdir)
+    emulator = emulator_class(
+        host=args.host, port=args.port, credential=credential, workdir=args.workdir
+    )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
@@ -107,12 +110,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _add_credential_arguments(parser: argparse.ArgumentParser) -> None:
     """``--token``/``--api-key`` and ``--credential-file``."""
     given = parser.add_mutually_exclusive_group()
-    given.add_argument("--token", "--api-key", dest="credential", default=None,
-                       help="the only credential accepted (visible in ps: prefer "
-                            "--credential-file or the provider's environment variable; "
-                            "with none of them a random one is made and printed)")
-    given.add_argument("--credential-file", default=None,
-                       help="a file whose first line is the only credential accepted")
+    given.add_argument(
+        "--token",
+        "--api-key",
+        dest="credential",
+        default=None,
+        help="the only credential accepted (visible in ps: prefer "
+        "--credential-file or the provider's environment variable; "
+        "with none of them a random one is made and printed)",
+    )
+    given.add_argument(
+        "--credential-file",
+        default=None,
+        help="a file whose first line is the only credential accepted",
+    )
 
 
 def _credential(args: argparse.Namespace) -> str | None:

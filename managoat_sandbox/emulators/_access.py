@@ -51,8 +51,9 @@ def credential_matches(given: str | None, expected: str) -> bool:
     """Whether ``given`` is ``expected``, compared in constant time."""
     if not given:
         return False
-    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
-                               expected.encode("utf-8", "surrogateescape"))
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+    )
 
 
 def _split_host(value: str) -> tuple[str, str]:
@@ -61,7 +62,7 @@ def _split_host(value: str) -> tuple[str, str]:
         end = value.find("]")
         if end < 0:
             return value, ""
-        rest = value[end + 1:]
+        rest = value[end + 1 :]
         return value[1:end], rest[1:] if rest.startswith(":") else ""
     host, _, port = value.rpartition(":")
     if not host:
@@ -84,15 +85,15 @@ class HostCheck:
     without port) admits further names the emulator legitimately serves.
     """
 
-    def __init__(self, bound: str, port: Callable[[], int],
-                 extra: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self, bound: str, port: Callable[[], int], extra: Callable[[str], bool] | None = None
+    ) -> None:
         self._bound = bound.strip("[]").lower()
         self._port = port
         self._extra = extra
         address = _ip(self._bound)
         self._wildcard = self._bound in _WILDCARDS
-        self._loopback = self._bound == "localhost" or (
-            address is not None and address.is_loopback)
+        self._loopback = self._bound == "localhost" or (address is not None and address.is_loopback)
 
     def allows(self, header: str | None) -> bool:
         """Whether a request with this Host header may be served."""

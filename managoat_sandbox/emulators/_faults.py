@@ -92,7 +92,8 @@ def _check(fault: Fault) -> None:
     if not isinstance(fault.kind, str) or not _KIND.match(fault.kind):
         raise FaultError("kind: a lower-case name of at most 64 letters, digits and _")
     if fault.method is not None and (
-            not isinstance(fault.method, str) or not _METHOD.match(fault.method)):
+        not isinstance(fault.method, str) or not _METHOD.match(fault.method)
+    ):
         raise FaultError("method: an HTTP method name, or null")
     if fault.path is not None and not isinstance(fault.path, str):
         raise FaultError("path: a pattern string, or null")
@@ -100,8 +101,11 @@ def _check(fault: Fault) -> None:
     _integer("status", fault.status, 100, 599)
     _integer("size", fault.size, 0, MAX_SIZE)
     seconds = fault.seconds
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
-            math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS):
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not (math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS)
+    ):
         raise FaultError(f"seconds: a finite number from 0 to {MAX_SECONDS:g}")
     _check_headers(fault.headers)
     _check_body(fault.body)
@@ -118,10 +122,15 @@ def _check_headers(headers: object) -> None:
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.match(name):
             raise FaultError("headers: each name must be an HTTP header name")
-        if not isinstance(value, str) or len(value) > MAX_HEADER_LENGTH or any(
-                c in value for c in "\r\n\0"):
-            raise FaultError(f"headers: {name} must be a one-line string of at most "
-                             f"{MAX_HEADER_LENGTH} characters")
+        if (
+            not isinstance(value, str)
+            or len(value) > MAX_HEADER_LENGTH
+            or any(c in value for c in "\r\n\0")
+        ):
+            raise FaultError(
+                f"headers: {name} must be a one-line string of at most "
+                f"{MAX_HEADER_LENGTH} characters"
+            )
 
 
 def _check_body(body: object) -> None:
@@ -148,8 +157,9 @@ def fault_from_spec(spec: object) -> Fault:
     kind = fields.pop("kind")
     for name in fields:
         if name not in _FIELDS:
-            raise FaultError(f"{str(name)[:64]}: not a fault field (fields: kind, "
-                             f"{', '.join(_FIELDS)})")
+            raise FaultError(
+                f"{str(name)[:64]}: not a fault field (fields: kind, {', '.join(_FIELDS)})"
+            )
     if fields.get("headers") is None:
         fields.pop("headers", None)
     return Fault(kind, **fields)

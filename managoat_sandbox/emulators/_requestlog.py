@@ -19,12 +19,27 @@ from typing import Any
 
 import attrs
 
-__all__ = ["REDACTED", "SECRET_HEADERS", "LoggedRequest", "RequestLog", "redact_headers",
-           "redact_query"]
+__all__ = [
+    "REDACTED",
+    "SECRET_HEADERS",
+    "LoggedRequest",
+    "RequestLog",
+    "redact_headers",
+    "redact_query",
+]
 
 REDACTED = "<redacted>"
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-access-token", "x-daytona-api-key",
-                            "x-daytona-preview-token", "cookie", "proxy-authorization"})
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-api-key",
+        "x-access-token",
+        "x-daytona-api-key",
+        "x-daytona-preview-token",
+        "cookie",
+        "proxy-authorization",
+    }
+)
 _SECRET_WORDS = ("token", "key", "signature", "secret", "password", "auth")
 #: Bounds of one emulator's log.
 MAX_ENTRIES = 10_000
@@ -57,15 +72,17 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 def redact_query(query: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The query's pairs, with the values of credential-like names redacted."""
-    return tuple((k, REDACTED if any(w in k.lower() for w in _SECRET_WORDS) else v)
-                 for k, v in query.items())
+    return tuple(
+        (k, REDACTED if any(w in k.lower() for w in _SECRET_WORDS) else v) for k, v in query.items()
+    )
 
 
 class RequestLog:
     """A thread-safe, bounded list of :class:`LoggedRequest`, oldest first."""
 
-    def __init__(self, *, max_entries: int = MAX_ENTRIES,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, *, max_entries: int = MAX_ENTRIES, max_body_bytes: int = MAX_BODY_BYTES
+    ) -> None:
         self._lock = threading.Lock()
         self._entries: collections.deque[LoggedRequest] = collections.deque()
         self._body_bytes = 0
@@ -77,8 +94,9 @@ class RequestLog:
         with self._lock:
             self._entries.append(entry)
             self._body_bytes += len(entry.body)
-            while self._entries and (len(self._entries) > self._max_entries
-                                     or self._body_bytes > self._max_body_bytes):
+            while self._entries and (
+                len(self._entries) > self._max_entries or self._body_bytes > self._max_body_bytes
+            ):
                 self._body_bytes -= len(self._entries.popleft().body)
 
     def snapshot(self) -> list[LoggedRequest]:

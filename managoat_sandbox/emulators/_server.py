@@ -75,7 +75,8 @@ class Emulator:
         #: The only credential accepted: the one given, else the environment
         #: variable's, else a random one (:attr:`credential_generated` is then True).
         self.credential, self.credential_generated = resolve_credential(
-            credential, self.credential_env)
+            credential, self.credential_env
+        )
         #: Keep request bodies in the log (tests that assert on them opt in).
         self.log_bodies = log_bodies
         #: Carried (as ``MANAGOAT_EMULATOR_MARKER``) by every process this emulator
@@ -228,8 +229,12 @@ class Emulator:
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if not self._hosts.allows(request.headers.get("Host")):
             return web.json_response(
-                {"error": "misdirected_request",
-                 "message": "the Host header does not name this emulator"}, status=421)
+                {
+                    "error": "misdirected_request",
+                    "message": "the Host header does not name this emulator",
+                },
+                status=421,
+            )
         if request.path.startswith("/_emulator/"):
             if not self._control_authorized(request):
                 return self.unauthorized(request)
@@ -239,8 +244,16 @@ class Emulator:
         if authorized and self.log_bodies and not _is_websocket(request):
             raw = await request.read()
             body, truncated = raw[:MAX_BODY], len(raw) > MAX_BODY
-        self._log.append(LoggedRequest(request.method, request.path, redact_query(request.query),
-                                       redact_headers(request.headers), body, truncated))
+        self._log.append(
+            LoggedRequest(
+                request.method,
+                request.path,
+                redact_query(request.query),
+                redact_headers(request.headers),
+                body,
+                truncated,
+            )
+        )
         if not authorized:
             return self.unauthorized(request)
         fault = self.faults.take(None, request.method, request.path)
@@ -283,9 +296,14 @@ class Emulator:
     async def _control_requests(self, request: web.Request) -> web.Response:
         return web.json_response(
             [
-                {"method": r.method, "path": r.path, "query": list(r.query),
-                 "headers": dict(r.headers), "body": r.body.decode("utf-8", "replace"),
-                 "truncated": r.truncated}
+                {
+                    "method": r.method,
+                    "path": r.path,
+                    "query": list(r.query),
+                    "headers": dict(r.headers),
+                    "body": r.body.decode("utf-8", "replace"),
+                    "truncated": r.truncated,
+                }
                 for r in self.requests
             ]
         )

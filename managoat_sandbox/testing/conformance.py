@@ -403,8 +403,9 @@ class ConformanceTests(_Base):
         adapter.write_file(handle, empty, b"")
         self.assertEqual(adapter.read_file(handle, empty), b"")
 
-    def _refuses_missing_and_wrong_kind(self, capability: str, operation: str, *,
-                                        wrong_kind: str) -> None:
+    def _refuses_missing_and_wrong_kind(
+        self, capability: str, operation: str, *, wrong_kind: str
+    ) -> None:
         """``operation`` on nothing is NotFound, and on a ``wrong_kind`` ("dir" or
         "file") entry is Invalid."""
         self._require(capability)
@@ -414,8 +415,9 @@ class ConformanceTests(_Base):
         adapter.write_file(handle, f"{directory}/file", b"x")
         call = getattr(adapter, operation)
         self._raises(NotFound, call, handle, f"{directory}/missing")
-        self._raises(Invalid, call, handle,
-                     directory if wrong_kind == "dir" else f"{directory}/file")
+        self._raises(
+            Invalid, call, handle, directory if wrong_kind == "dir" else f"{directory}/file"
+        )
 
     def test_read_file_of_a_missing_path_is_not_found_and_of_a_directory_invalid(self) -> None:
         """Nothing at the path is NotFound; a directory is Invalid."""
@@ -435,8 +437,9 @@ class ConformanceTests(_Base):
         by_name = {e.name: e for e in entries}
         self.assertEqual(sorted(by_name), ["sub", "three.txt"], entries)
         three, sub = by_name["three.txt"], by_name["sub"]
-        self.assertEqual((three.path, three.type, three.size),
-                         (f"{directory}/three.txt", "file", 3))
+        self.assertEqual(
+            (three.path, three.type, three.size), (f"{directory}/three.txt", "file", 3)
+        )
         if three.mode is not None:
             self.assertEqual(three.mode & 0o777, 0o640)
         self.assertEqual((sub.path, sub.type), (f"{directory}/sub", "dir"))
@@ -445,15 +448,15 @@ class ConformanceTests(_Base):
 
     def test_list_files_of_a_missing_path_is_not_found_and_of_a_file_invalid(self) -> None:
         """Nothing at the path is NotFound; a file is Invalid (not a directory)."""
-        self._refuses_missing_and_wrong_kind(Capability.LIST_FILES, "list_files",
-                                             wrong_kind="file")
+        self._refuses_missing_and_wrong_kind(Capability.LIST_FILES, "list_files", wrong_kind="file")
 
     def test_file_operations_not_advertised_are_not_supported(self) -> None:
         """Without ``read_file``/``list_files`` the operation is NotSupported, never a guess."""
         adapter = self.adapter_instance
         capabilities = adapter.capabilities()
-        missing = [c for c in (Capability.READ_FILE, Capability.LIST_FILES)
-                   if c not in capabilities]
+        missing = [
+            c for c in (Capability.READ_FILE, Capability.LIST_FILES) if c not in capabilities
+        ]
         if not missing:
             self.skipTest("the adapter advertises read_file and list_files")
         handle = self._created()
@@ -834,7 +837,9 @@ class ConformanceTests(_Base):
         handle = self._created()
         box = Mailbox()
         command = adapter.spawn(
-            handle, cmd, args,
+            handle,
+            cmd,
+            args,
             **{**self.spawn_opts, "owner": box, "stdin": True, "detachable": True},
         )
         self.addCleanup(self._quietly, adapter.stop_command, command)
@@ -888,8 +893,12 @@ class ConformanceTests(_Base):
         adapter = self.adapter_instance
         handle = self._created()
         box = Mailbox()
-        command = adapter.spawn(handle, cmd, args, **{
-            **self.spawn_opts, "owner": box, "stdin": True, "detachable": True})
+        command = adapter.spawn(
+            handle,
+            cmd,
+            args,
+            **{**self.spawn_opts, "owner": box, "stdin": True, "detachable": True},
+        )
         self.addCleanup(self._quietly, adapter.stop_command, command)
         self.assertIsInstance(command.session_id, str)
         first = cast(Stdout, box.expect(is_stdout(command.ref), self.frame_timeout))
@@ -899,8 +908,12 @@ class ConformanceTests(_Base):
         self.addCleanup(self._quietly, adapter.stop_command, attached)
         self.assertEqual(attached.session_id, command.session_id)
         replay = _collect_stdout(
-            attached_box, attached.ref, lambda out: len(out) >= len(first.data),
-            deadline=time.monotonic() + self.frame_timeout, what="the attached replay")
+            attached_box,
+            attached.ref,
+            lambda out: len(out) >= len(first.data),
+            deadline=time.monotonic() + self.frame_timeout,
+            what="the attached replay",
+        )
         self.assertTrue(replay.startswith(first.data), f"replay {replay!r} vs {first.data!r}")
         adapter.close_stdin(command)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
@@ -920,8 +933,14 @@ class ConformanceTests(_Base):
         handle = self._created()
         timeout = min(self.frame_timeout, 30)
         for mode in modes:
-            self._raises(NotFound, adapter.terminate_session, handle,
-                         f"nosuchsession{secrets.token_hex(4)}", timeout=timeout, mode=mode)
+            self._raises(
+                NotFound,
+                adapter.terminate_session,
+                handle,
+                f"nosuchsession{secrets.token_hex(4)}",
+                timeout=timeout,
+                mode=mode,
+            )
         box = Mailbox()
         command = self._spawn(handle, cmd, args, owner=box, stdin=False)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))

@@ -115,13 +115,14 @@ def _listing(sandbox: _Sandbox, path: str) -> list[FileInfo]:
     for name, data in sandbox.files.items():
         if not name.startswith(prefix):
             continue
-        first, _, rest = name[len(prefix):].partition("/")
+        first, _, rest = name[len(prefix) :].partition("/")
         full = prefix + first
         if rest:
             entries.setdefault(first, FileInfo(first, full, "dir", 0, 0o755))
         else:
-            entries[first] = FileInfo(first, full, "file", len(data),
-                                      sandbox.modes.get(name, _DEFAULT_MODE))
+            entries[first] = FileInfo(
+                first, full, "file", len(data), sandbox.modes.get(name, _DEFAULT_MODE)
+            )
     return list(entries.values())
 
 
@@ -254,9 +255,11 @@ class Fake(Adapter):
         self._inject("get")
         with self._lock:
             sandbox = self._sandbox(handle)
-            raw = {} if sandbox.instance_id is None else {
-                "name": handle.name, "id": sandbox.instance_id
-            }
+            raw = (
+                {}
+                if sandbox.instance_id is None
+                else {"name": handle.name, "id": sandbox.instance_id}
+            )
             return Info(status=sandbox.status, raw=raw)  # type: ignore[arg-type]
 
     def destroy(self, handle: Handle) -> None:
@@ -287,8 +290,9 @@ class Fake(Adapter):
             self._sandbox(handle).status = "running"
         return handle
 
-    def write_file(self, handle: Handle, path: str, data: bytes, *,
-                   mode: int | None = None) -> None:
+    def write_file(
+        self, handle: Handle, path: str, data: bytes, *, mode: int | None = None
+    ) -> None:
         """Store the bytes at ``path`` verbatim, with ``mode`` (default 0o644)."""
         payload = bytes(data)
         self._inject("write_file")
@@ -432,8 +436,11 @@ class Fake(Adapter):
 
     def _command(self, sub: _Subscription, session: _Session) -> Command:
         return Command(
-            self.provider, sub.stream.ref, frames=sub.stream.frames,
-            private=_CommandState(sub, session), session_id=session.id,
+            self.provider,
+            sub.stream.ref,
+            frames=sub.stream.frames,
+            private=_CommandState(sub, session),
+            session_id=session.id,
         )
 
     @staticmethod

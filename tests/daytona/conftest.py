@@ -36,8 +36,14 @@ FAST = FollowPolicy(
 
 def sandbox(name: str = "box", state: str = "started", **extra: Any) -> dict[str, Any]:
     """A Sandbox answer with the fields the adapter reads."""
-    return {"id": "sbx-1", "name": name, "state": state, "toolboxProxyUrl": PROXY + "/",
-            "labels": {"managoat": "1"}, **extra}
+    return {
+        "id": "sbx-1",
+        "name": name,
+        "state": state,
+        "toolboxProxyUrl": PROXY + "/",
+        "labels": {"managoat": "1"},
+        **extra,
+    }
 
 
 @pytest.fixture

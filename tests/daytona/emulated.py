@@ -30,8 +30,12 @@ EMULATOR_FOLLOW = FollowPolicy(
 
 def emulated_adapter(follow: FollowPolicy = EMULATOR_FOLLOW, **kwargs: object) -> Daytona:
     """An adapter paced for the emulator (config must point it there)."""
-    return Daytona(follow=follow, timeouts=Timeouts(connect=2.0, api=10.0, toolbox=10.0),
-                   start_timeout=10.0, **kwargs)  # type: ignore[arg-type]
+    return Daytona(
+        follow=follow,
+        timeouts=Timeouts(connect=2.0, api=10.0, toolbox=10.0),
+        start_timeout=10.0,
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 @contextmanager

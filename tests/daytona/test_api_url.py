@@ -33,8 +33,12 @@ def test_an_api_url_without_api_is_invalid_and_says_what_to_set(
 
 def test_the_emulator_answers_404_to_a_create_without_api(emulator: DaytonaEmulator) -> None:
     """Why the check exists: the base-URL mistake reaches no route at all."""
-    answer = requests.post(f"{emulator.base_url}/sandbox", json={"name": "box"},
-                           headers={"Authorization": f"Bearer {emulated.KEY}"}, timeout=5)
+    answer = requests.post(
+        f"{emulator.base_url}/sandbox",
+        json={"name": "box"},
+        headers={"Authorization": f"Bearer {emulated.KEY}"},
+        timeout=5,
+    )
     assert answer.status_code == 404
 
 

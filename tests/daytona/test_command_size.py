@@ -39,8 +39,11 @@ WINDOW = 1.0
 def daytona(emulator: DaytonaEmulator) -> Iterator[Daytona]:
     config.configure("daytona", api_key=KEY, api_url=emulator.api_url)
     emulator.faults.clear()
-    adapter = Daytona(follow=EMULATOR_FOLLOW, start_timeout=10.0,
-                      timeouts=Timeouts(connect=2.0, api=10.0, toolbox=WINDOW))
+    adapter = Daytona(
+        follow=EMULATOR_FOLLOW,
+        start_timeout=10.0,
+        timeouts=Timeouts(connect=2.0, api=10.0, toolbox=WINDOW),
+    )
     yield adapter
     for name in adapter.list_all_names():
         adapter.destroy(adapter.build_handle(name))
@@ -56,9 +59,11 @@ def test_a_command_over_the_limit_is_invalid_before_anything_is_sent(
 ) -> None:
     emulator.clear_requests()
     big = "x" * COMMAND_LIMIT
-    for run in (lambda: daytona.exec(handle, "echo", [big]),
-                lambda: daytona.spawn(handle, "echo", [big]),
-                lambda: daytona.exec(handle, "true", [], env={"BIG": big})):
+    for run in (
+        lambda: daytona.exec(handle, "echo", [big]),
+        lambda: daytona.spawn(handle, "echo", [big]),
+        lambda: daytona.exec(handle, "true", [], env={"BIG": big}),
+    ):
         with pytest.raises(Invalid) as caught:
             run()
         kind, message = caught.value.detail
@@ -105,8 +110,7 @@ def test_a_kept_exec_session_whose_record_echoes_too_much_is_dropped() -> None:
 def test_a_session_listing_over_its_limit_is_truncated_not_transient(
     daytona: Daytona, handle: Handle, emulator: DaytonaEmulator
 ) -> None:
-    emulator.faults.add("oversize", size=LISTING_LIMIT + 1, method="GET",
-                        path=r"/process/session$")
+    emulator.faults.add("oversize", size=LISTING_LIMIT + 1, method="GET", path=r"/process/session$")
     with pytest.raises(Truncated) as caught:
         daytona.list_sessions(handle)
     assert str(LISTING_LIMIT) in caught.value.detail[1]

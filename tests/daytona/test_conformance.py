@@ -32,8 +32,7 @@ class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
         "spawn_stay": ("bash", ["-lc", "echo ready; cat"]),
         "spawn_drop": ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]),
         "exec_slow": ("bash", ["-c", "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done"]),
-        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part",
-                       "err-part"),
+        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
     }
     emulator: ClassVar[DaytonaEmulator]

@@ -55,8 +55,9 @@ def stdout_of(frames: list[Frame]) -> bytes:
     return b"".join(f.data for f in frames if isinstance(f, Stdout))
 
 
-def spawn(daytona: Daytona, handle: Handle, cmd: tuple[str, list[str]] = COUNTER,
-          **opts: Any) -> tuple[Command, Mailbox]:
+def spawn(
+    daytona: Daytona, handle: Handle, cmd: tuple[str, list[str]] = COUNTER, **opts: Any
+) -> tuple[Command, Mailbox]:
     box = Mailbox()
     return daytona.spawn(handle, cmd[0], cmd[1], owner=box, **opts), box
 
@@ -78,8 +79,13 @@ def test_a_command_the_daemon_lost_mid_stream_is_closed_before_exit(
 ) -> None:
     command, box = spawn(daytona, handle, ("bash", ["-c", "echo hi; sleep 30"]))
     box.expect(is_stdout(command.ref), 5)
-    emulator.faults.add("status", path=COMMAND_PATHS, status=404, times=10_000,
-                        body={"statusCode": 404, "message": "not found: command not found"})
+    emulator.faults.add(
+        "status",
+        path=COMMAND_PATHS,
+        status=404,
+        times=10_000,
+        body={"statusCode": 404, "message": "not found: command not found"},
+    )
     frames = follow_to_end(daytona, command, box)
     assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))
     assert not any(isinstance(f, Exit) for f in frames)
@@ -145,8 +151,9 @@ def test_attach_replays_from_zero_despite_early_closes_and_stale_snapshots(
 def test_a_429_reports_the_throttler_delay(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
 ) -> None:
-    emulator.rate_limit(path=r"^/api/sandbox/[^/]+$", method="GET", throttler="authenticated",
-                        retry_after=7)
+    emulator.rate_limit(
+        path=r"^/api/sandbox/[^/]+$", method="GET", throttler="authenticated", retry_after=7
+    )
     with pytest.raises(RateLimited) as caught:
         daytona.get(handle)
     assert caught.value.retry_after == 7.0
@@ -257,8 +264,10 @@ def test_the_listing_is_whole_while_it_changes_under_the_walk(
     names = [f"fault-list-{i}" for i in range(6)]
     for name in names:
         daytona.create(name)
-    emulator.mutate_listing(after_page=1, ops=[("touch", names[0]), ("touch", names[5]),
-                                               ("rename_to_destroyed", names[3])])
+    emulator.mutate_listing(
+        after_page=1,
+        ops=[("touch", names[0]), ("touch", names[5]), ("rename_to_destroyed", names[3])],
+    )
     listed = daytona.list_all_names()
     assert set(names) - {names[3]} <= listed
     assert not any(name.startswith("DESTROYED_") for name in listed)

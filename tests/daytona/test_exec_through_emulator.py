@@ -37,11 +37,13 @@ pytestmark = pytest.mark.timeout(120)
 
 MB = 1_000_000
 #: Writes ``size`` random bytes to a file, prints its digest on stderr, then the file.
-PRODUCER = ("head -c {size} /dev/urandom > blob; sha256sum < blob | cut -c1-64 >&2; "
-            "cat blob; rm -f blob")
+PRODUCER = (
+    "head -c {size} /dev/urandom > blob; sha256sum < blob | cut -c1-64 >&2; cat blob; rm -f blob"
+)
 WAIT_FOR = "i=0; while [ ! -e {path} ]; do i=$((i+1)); [ $i -lt 2000 ] || exit 9; sleep 0.01; done"
-LEAVER = ("( " + WAIT_FOR.format(path="gate") + "; echo LATE-WRITE-FROM-AN-EARLIER-EXEC; "
-          ": > written ) &")
+LEAVER = (
+    "( " + WAIT_FOR.format(path="gate") + "; echo LATE-WRITE-FROM-AN-EARLIER-EXEC; : > written ) &"
+)
 SECOND = "touch gate; " + WAIT_FOR.format(path="written") + "; echo mine"
 
 
@@ -56,12 +58,11 @@ def handle(daytona: Daytona, request: pytest.FixtureRequest) -> Handle:
     return daytona.create(f"large-{request.node.name[:40]}")
 
 
-def test_a_hundred_megabytes_come_back_whole_from_exec(
-    daytona: Daytona, handle: Handle
-) -> None:
+def test_a_hundred_megabytes_come_back_whole_from_exec(daytona: Daytona, handle: Handle) -> None:
     size = 100 * MB
-    result = daytona.exec(handle, "bash", ["-c", PRODUCER.format(size=size)], timeout=90,
-                          stderr_to_stdout=True)
+    result = daytona.exec(
+        handle, "bash", ["-c", PRODUCER.format(size=size)], timeout=90, stderr_to_stdout=True
+    )
     assert result.exit_code == 0
     digest, blob = result.output[:65], result.output[65:]
     assert len(blob) == size
@@ -96,9 +97,7 @@ def test_a_process_left_by_an_earlier_exec_never_writes_into_a_later_one(
     assert (second.output, second.exit_code) == (b"mine\n", 0)
 
 
-def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(
-    daytona: Daytona, handle: Handle
-) -> None:
+def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(daytona: Daytona, handle: Handle) -> None:
     with pytest.raises(Invalid) as caught:
         daytona.exec(handle, "pwd", [], dir="/no/such/dir")
     assert caught.value.detail == ("dir", "'/no/such/dir' is not a directory in the sandbox")

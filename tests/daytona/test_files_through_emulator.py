@@ -25,8 +25,9 @@ from .emulated import serving
 
 pytestmark = pytest.mark.timeout(120)
 
-needs_isolation = pytest.mark.skipif(not isolation.support().available,
-                                     reason="this host cannot isolate a sandbox")
+needs_isolation = pytest.mark.skipif(
+    not isolation.support().available, reason="this host cannot isolate a sandbox"
+)
 BIG = 20 * 1024 * 1024
 
 
@@ -48,8 +49,12 @@ def run(daytona: Daytona, handle: Handle, script: str) -> str:
 
 
 def test_a_twenty_mebibyte_file_comes_back_byte_exact(daytona: Daytona, handle: Handle) -> None:
-    digest = run(daytona, handle, f"mkdir -p /tmp/big && head -c {BIG} /dev/urandom "
-                                  "> /tmp/big/blob && sha256sum < /tmp/big/blob | cut -c1-64")
+    digest = run(
+        daytona,
+        handle,
+        f"mkdir -p /tmp/big && head -c {BIG} /dev/urandom "
+        "> /tmp/big/blob && sha256sum < /tmp/big/blob | cut -c1-64",
+    )
     data = daytona.read_file(handle, "/tmp/big/blob")
     assert len(data) == BIG
     assert hashlib.sha256(data).hexdigest() == digest.strip()
@@ -61,7 +66,8 @@ def test_a_twenty_mebibyte_file_comes_back_byte_exact(daytona: Daytona, handle: 
 
 
 def test_a_file_holding_the_daemons_fixed_boundary_is_refused_never_cut_short(
-        daytona: Daytona, handle: Handle) -> None:
+    daytona: Daytona, handle: Handle
+) -> None:
     """The daemon's boundary is fixed, so this file's part seems to end early: the
     adapter refuses the answer rather than return the bytes before the boundary."""
     daytona.write_file(handle, "/tmp/b/f", b"start\r\n--DAYTONA-FILE-BOUNDARY--\r\nrest")
@@ -70,7 +76,8 @@ def test_a_file_holding_the_daemons_fixed_boundary_is_refused_never_cut_short(
 
 
 def test_a_symlink_inside_the_sandbox_reads_and_lists_as_its_target(
-        daytona: Daytona, handle: Handle) -> None:
+    daytona: Daytona, handle: Handle
+) -> None:
     daytona.write_file(handle, "/tmp/links/target.txt", b"target")
     run(daytona, handle, "cd /tmp/links && ln -s target.txt link && ln -s nowhere dangling")
     assert daytona.read_file(handle, "/tmp/links/link") == b"target"
@@ -82,12 +89,17 @@ def test_a_symlink_inside_the_sandbox_reads_and_lists_as_its_target(
 
 @needs_isolation
 def test_a_symlink_to_a_host_file_never_reads_the_host(
-        daytona: Daytona, handle: Handle, tmp_path: Path) -> None:
+    daytona: Daytona, handle: Handle, tmp_path: Path
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_bytes(b"HOST-SECRET")
     climb = "../" * 12 + str(secret).lstrip("/")
-    run(daytona, handle, f"mkdir -p /tmp/evil && cd /tmp/evil && ln -s {secret} absolute "
-                         f"&& ln -s {climb} climbing && ln -s {tmp_path} folder")
+    run(
+        daytona,
+        handle,
+        f"mkdir -p /tmp/evil && cd /tmp/evil && ln -s {secret} absolute "
+        f"&& ln -s {climb} climbing && ln -s {tmp_path} folder",
+    )
     for name in ("absolute", "climbing", "folder/secret.txt"):
         with pytest.raises(NotFound):
             daytona.read_file(handle, f"/tmp/evil/{name}")
@@ -98,7 +110,8 @@ def test_a_symlink_to_a_host_file_never_reads_the_host(
 
 @needs_isolation
 def test_a_fifo_is_invalid_to_read_and_listed_as_other_without_blocking(
-        daytona: Daytona, handle: Handle) -> None:
+    daytona: Daytona, handle: Handle
+) -> None:
     run(daytona, handle, "mkdir -p /tmp/fifo && mkfifo /tmp/fifo/pipe")
     with pytest.raises(Invalid):
         daytona.read_file(handle, "/tmp/fifo/pipe")

@@ -16,8 +16,11 @@ from managoat_sandbox.providers.daytona.multipart import (
 
 BOUNDARY = b"DAYTONA-FILE-BOUNDARY"
 #: Content that looks like the delimiter without being it, and binary bytes.
-TRICKY = (b"--DAYTONA-FILE-BOUNDARY in a line\r\n--DAYTONA-FILE-BOUNDAR\r\n"
-          + bytes(range(256)) + b"\r\n-")
+TRICKY = (
+    b"--DAYTONA-FILE-BOUNDARY in a line\r\n--DAYTONA-FILE-BOUNDAR\r\n"
+    + bytes(range(256))
+    + b"\r\n-"
+)
 
 
 def body(*sections: tuple[bytes, bytes], preamble: bytes = b"", epilogue: bytes = b"") -> bytes:
@@ -30,8 +33,11 @@ def body(*sections: tuple[bytes, bytes], preamble: bytes = b"", epilogue: bytes 
     return out + b"\r\n--" + BOUNDARY + b"--\r\n" + epilogue
 
 
-FILE = (b'Content-Disposition: form-data; name="file"; filename="/tmp/a"\r\n'
-        b"Content-Type: application/octet-stream\r\n", TRICKY)
+FILE = (
+    b'Content-Disposition: form-data; name="file"; filename="/tmp/a"\r\n'
+    b"Content-Type: application/octet-stream\r\n",
+    TRICKY,
+)
 ERROR = (b'Content-Disposition: form-data; name="error"; filename="/tmp/b"\r\n', b'{"x": 1}')
 
 
@@ -47,8 +53,13 @@ def split_at(data: bytes, *cuts: int) -> list[bytes]:
 def test_parts_are_the_same_however_the_body_is_cut_into_pieces() -> None:
     data = body(FILE, ERROR, preamble=b"ignored", epilogue=b"\r\n \t\r\n")
     expected = [
-        ({"content-disposition": 'form-data; name="file"; filename="/tmp/a"',
-          "content-type": "application/octet-stream"}, TRICKY),
+        (
+            {
+                "content-disposition": 'form-data; name="file"; filename="/tmp/a"',
+                "content-type": "application/octet-stream",
+            },
+            TRICKY,
+        ),
         ({"content-disposition": 'form-data; name="error"; filename="/tmp/b"'}, b'{"x": 1}'),
     ]
     assert read([data]) == expected
@@ -59,7 +70,9 @@ def test_parts_are_the_same_however_the_body_is_cut_into_pieces() -> None:
 
 def test_a_part_without_headers_and_an_empty_part_are_parts() -> None:
     assert read([body((b"", b"content"), (b"X-A: 1\r\n", b""))]) == [
-        ({}, b"content"), ({"x-a": "1"}, b"")]
+        ({}, b"content"),
+        ({"x-a": "1"}, b""),
+    ]
 
 
 def test_a_body_cut_before_its_closing_delimiter_is_malformed_wherever_it_is_cut() -> None:
@@ -77,8 +90,9 @@ def test_content_streams_before_the_body_has_arrived() -> None:
 
     def pieces() -> Iterator[bytes]:
         head = b"--" + BOUNDARY + b'\r\nContent-Disposition: form-data; name="file"\r\n\r\n'
-        for index, piece in enumerate([head, b"x" * 4096, b"y" * 4096, b"z" * 4096,
-                                       b"\r\n--" + BOUNDARY + b"--\r\n"]):
+        for index, piece in enumerate(
+            [head, b"x" * 4096, b"y" * 4096, b"z" * 4096, b"\r\n--" + BOUNDARY + b"--\r\n"]
+        ):
             pulled.append(index)
             yield piece
 

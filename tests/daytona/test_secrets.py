@@ -35,8 +35,11 @@ def test_the_api_key_appears_in_no_repr_error_or_log_record(
     mocked.get(f"{API}/sandbox/box", json=sandbox())
     mocked.get(f"{API}/sandbox/denied", status=401, json={"message": "Unauthorized"})
     mocked.post(TOOLBOX + "/process/session", status=201)
-    mocked.post(re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"), status=202,
-                json={"cmdId": "c1"})
+    mocked.post(
+        re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"),
+        status=202,
+        json={"cmdId": "c1"},
+    )
     command_path = re.escape(TOOLBOX) + r"/process/session/mgs-\w+/command/c1"
     mocked.get(re.compile(command_path + "$"), status=503, body="down")
     mocked.get(re.compile(command_path + "/logs$"), status=503, body="down")

@@ -36,12 +36,11 @@ def handle(daytona: Daytona) -> Handle:
     return daytona.create("session-id")
 
 
-def test_a_spawn_carries_the_id_that_lists_and_attaches(
-    daytona: Daytona, handle: Handle
-) -> None:
+def test_a_spawn_carries_the_id_that_lists_and_attaches(daytona: Daytona, handle: Handle) -> None:
     spawned_box = Mailbox()
-    spawned = daytona.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=spawned_box,
-                            stdin=True)
+    spawned = daytona.spawn(
+        handle, "bash", ["-c", "echo ready; exec cat"], owner=spawned_box, stdin=True
+    )
     try:
         assert spawned.session_id is not None
         assert spawned.session_id in [s.id for s in daytona.list_sessions(handle)]
@@ -58,4 +57,3 @@ def test_a_spawn_carries_the_id_that_lists_and_attaches(
             daytona.stop_command(attached)
     finally:
         daytona.stop_command(spawned)
-

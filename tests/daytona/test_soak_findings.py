@@ -64,9 +64,11 @@ def stdout_of(frames: list[Frame]) -> bytes:
 def spawn_gated(daytona: Daytona, handle: Handle) -> tuple[Command, Mailbox]:
     """Prints FIRST, waits for :data:`GATE` to exist, prints SECOND, exits 42; returns once
     FIRST has been delivered."""
-    script = (f"for i in 1 2 3 4 5; do echo line-$i; done; "
-              f"while [ ! -e '{GATE}' ]; do sleep 0.01; done; "
-              f"for i in 6 7 8 9 10; do echo line-$i; done; exit 42")
+    script = (
+        f"for i in 1 2 3 4 5; do echo line-$i; done; "
+        f"while [ ! -e '{GATE}' ]; do sleep 0.01; done; "
+        f"for i in 6 7 8 9 10; do echo line-$i; done; exit 42"
+    )
     box = Mailbox()
     command = daytona.spawn(handle, "bash", ["-c", script], owner=box)
     assert wait_until(lambda: stdout_of(box.history(command.ref)) == FIRST, 10)
@@ -104,8 +106,13 @@ def terminal_of(daytona: Daytona, command: Command, box: Mailbox) -> list[Frame]
 
 def record_says_running(emulator: DaytonaEmulator, command: Command) -> None:
     """The daemon never records the exit: the command record answers without ``exitCode``."""
-    emulator.faults.add("status", status=200, path=command_path(command, "$"), times=MANY,
-                        body={"id": command.private.command_id, "command": "bash"})
+    emulator.faults.add(
+        "status",
+        status=200,
+        path=command_path(command, "$"),
+        times=MANY,
+        body={"id": command.private.command_id, "command": "bash"},
+    )
 
 
 def follows_stay_short(emulator: DaytonaEmulator, size: int) -> None:

@@ -37,8 +37,12 @@ def test_a_missing_api_key_is_denied_naming_the_variable_before_any_request(
     config.configure("daytona", api_url=API)
     adapter = Daytona()
     handle = adapter.build_handle("box")
-    for call in (lambda: adapter.create("box"), lambda: adapter.get(handle),
-                 adapter.list_all_names, lambda: adapter.spawn(handle, "true")):
+    for call in (
+        lambda: adapter.create("box"),
+        lambda: adapter.get(handle),
+        adapter.list_all_names,
+        lambda: adapter.spawn(handle, "true"),
+    ):
         with pytest.raises(Denied, match="DAYTONA_API_KEY"):
             call()
     assert len(mocked.calls) == 0
@@ -72,7 +76,9 @@ def test_create_posts_the_name_labels_and_no_auto_stop_without_a_snapshot(
     handle = daytona.create("box")
     assert (handle.provider, handle.name) == ("daytona", "box")
     assert body_of(mocked.calls[0]) == {
-        "name": "box", "labels": {"managoat": "1"}, "autoStopInterval": 0,
+        "name": "box",
+        "labels": {"managoat": "1"},
+        "autoStopInterval": 0,
         "autoArchiveInterval": 10080,
     }
 
@@ -118,11 +124,21 @@ def test_create_does_not_probe_after_a_server_error(
 
 @pytest.mark.parametrize(
     ("state", "status"),
-    [("started", "running"), ("starting", "running"), ("resuming", "running"),
-     ("stopped", "suspended"), ("stopping", "suspended"), ("archived", "suspended"),
-     ("archiving", "suspended"), ("paused", "suspended"), ("pausing", "suspended"),
-     ("creating", "unknown"), ("error", "unknown"), ("destroying", "unknown"),
-     ("migrating", "unknown")],
+    [
+        ("started", "running"),
+        ("starting", "running"),
+        ("resuming", "running"),
+        ("stopped", "suspended"),
+        ("stopping", "suspended"),
+        ("archived", "suspended"),
+        ("archiving", "suspended"),
+        ("paused", "suspended"),
+        ("pausing", "suspended"),
+        ("creating", "unknown"),
+        ("error", "unknown"),
+        ("destroying", "unknown"),
+        ("migrating", "unknown"),
+    ],
 )
 def test_get_maps_provider_states_and_keeps_the_raw_answer(
     mocked: responses.RequestsMock, daytona: Daytona, state: str, status: str
@@ -170,12 +186,19 @@ def _listing(mocked: responses.RequestsMock, pages: list[object]) -> None:
 def test_list_all_names_walks_the_cursor_sorted_by_creation_time(
     mocked: responses.RequestsMock, daytona: Daytona
 ) -> None:
-    _listing(mocked, [
-        {"items": [{"name": "a"}, {"name": "DESTROYED_x_171"}, {"id": "no-name"}],
-         "nextCursor": "c2"},
-        {"items": [{"name": "b"}, {"name": "c", "desiredState": "destroyed"}],
-         "nextCursor": None},
-    ])
+    _listing(
+        mocked,
+        [
+            {
+                "items": [{"name": "a"}, {"name": "DESTROYED_x_171"}, {"id": "no-name"}],
+                "nextCursor": "c2",
+            },
+            {
+                "items": [{"name": "b"}, {"name": "c", "desiredState": "destroyed"}],
+                "nextCursor": None,
+            },
+        ],
+    )
     assert daytona.list_all_names() == frozenset({"a", "b"})
     queries = [parse_qs(urlsplit(c.request.url).query) for c in mocked.calls]
     for query in queries:
@@ -203,9 +226,7 @@ def test_list_all_names_refuses_a_partial_view_past_the_page_cap(
     assert len(mocked.calls) == daytona.max_pages
 
 
-def test_a_failed_page_fails_the_listing(
-    mocked: responses.RequestsMock, daytona: Daytona
-) -> None:
+def test_a_failed_page_fails_the_listing(mocked: responses.RequestsMock, daytona: Daytona) -> None:
     _listing(mocked, [{"items": [{"name": "a"}], "nextCursor": "c2"}])
     mocked.get(SANDBOX, status=418, body="teapot")
     with pytest.raises(Invalid):
@@ -221,7 +242,8 @@ def test_suspend_stops_a_running_sandbox_and_leaves_a_parked_one(
     daytona.suspend(daytona.build_handle("up"))
     daytona.suspend(daytona.build_handle("down"))
     assert [(c.request.method, urlsplit(c.request.url).path) for c in mocked.calls] == [
-        ("GET", "/api/sandbox/up"), ("POST", "/api/sandbox/up/stop"),
+        ("GET", "/api/sandbox/up"),
+        ("POST", "/api/sandbox/up/stop"),
         ("GET", "/api/sandbox/down"),
     ]
 
@@ -241,8 +263,9 @@ def test_resume_during_a_transition_is_transient(
     mocked: responses.RequestsMock, daytona: Daytona
 ) -> None:
     mocked.get(f"{SANDBOX}/box", json=sandbox(state="stopping"))
-    mocked.post(f"{SANDBOX}/box/start", status=409,
-                json={"message": "Sandbox state change in progress"})
+    mocked.post(
+        f"{SANDBOX}/box/start", status=409, json={"message": "Sandbox state change in progress"}
+    )
     with pytest.raises(Unavailable) as caught:
         daytona.resume(daytona.build_handle("box"))
     assert caught.value.detail[:2] == ("http", 409)
@@ -252,9 +275,16 @@ def test_resume_during_a_transition_is_transient(
 def test_a_rate_limit_honours_the_largest_throttler_header(
     mocked: responses.RequestsMock, daytona: Daytona
 ) -> None:
-    mocked.post(SANDBOX, status=429, json={"message": "ThrottlerException"},
-                headers={"Retry-After-sandbox-create": "7", "Retry-After-authenticated": "3",
-                         "X-RateLimit-Remaining-sandbox-create": "0"})
+    mocked.post(
+        SANDBOX,
+        status=429,
+        json={"message": "ThrottlerException"},
+        headers={
+            "Retry-After-sandbox-create": "7",
+            "Retry-After-authenticated": "3",
+            "X-RateLimit-Remaining-sandbox-create": "0",
+        },
+    )
     with pytest.raises(RateLimited) as caught:
         daytona.create("box")
     assert caught.value.retry_after == 7.0
@@ -262,16 +292,21 @@ def test_a_rate_limit_honours_the_largest_throttler_header(
 
 @pytest.mark.parametrize(
     ("headers", "body", "expected"),
-    [({"Retry-After": "2"}, {}, 2.0),
-     ({"Retry-After": "2", "Retry-After-authenticated": "5"}, {}, 5.0),
-     ({}, {"retryAfter": 4}, 4.0),
-     ({}, {"retryAfter": -1}, None),
-     ({}, {"retryAfter": "23"}, None),
-     ({"Retry-After-authenticated": "soon"}, {}, None)],
+    [
+        ({"Retry-After": "2"}, {}, 2.0),
+        ({"Retry-After": "2", "Retry-After-authenticated": "5"}, {}, 5.0),
+        ({}, {"retryAfter": 4}, 4.0),
+        ({}, {"retryAfter": -1}, None),
+        ({}, {"retryAfter": "23"}, None),
+        ({"Retry-After-authenticated": "soon"}, {}, None),
+    ],
 )
 def test_rate_limit_advice_from_headers_then_body(
-    mocked: responses.RequestsMock, daytona: Daytona,
-    headers: dict[str, str], body: dict[str, object], expected: float | None,
+    mocked: responses.RequestsMock,
+    daytona: Daytona,
+    headers: dict[str, str],
+    body: dict[str, object],
+    expected: float | None,
 ) -> None:
     mocked.get(f"{SANDBOX}/box", status=429, json=body, headers=headers)
     with pytest.raises(RateLimited) as caught:
@@ -295,7 +330,8 @@ def test_an_allowlist_blocks_everything_but_its_domains(
         daytona.build_handle("box"), NetworkPolicy(allow=["hex.pm", "github.com"])
     )
     assert body_of(mocked.calls[0]) == {
-        "networkBlockAll": True, "domainAllowList": "hex.pm,github.com"
+        "networkBlockAll": True,
+        "domainAllowList": "hex.pm,github.com",
     }
 
 
@@ -311,8 +347,14 @@ def test_allowlist_entries_that_are_not_domains_are_invalid_before_any_request(
 def test_capabilities_public_url_and_checkpoints(daytona: Daytona) -> None:
     handle = daytona.build_handle("box")
     assert daytona.capabilities() == frozenset(
-        {Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH,
-         Capability.TERMINATE_SESSION, Capability.READ_FILE, Capability.LIST_FILES}
+        {
+            Capability.SUSPEND,
+            Capability.NETWORK_POLICY,
+            Capability.ATTACH,
+            Capability.TERMINATE_SESSION,
+            Capability.READ_FILE,
+            Capability.LIST_FILES,
+        }
     )
     assert daytona.public_url(handle) is None
     with pytest.raises(NotSupported):

@@ -133,8 +133,13 @@ class FakeCommand:
     ``sync`` answers a synchronous exec (default: 200 with ``sync_journal``).
     """
 
-    def __init__(self, mocked: responses.RequestsMock, *, session: str = r"mg[sx]-[0-9a-f]+",
-                 command_id: str = "cmd-1") -> None:
+    def __init__(
+        self,
+        mocked: responses.RequestsMock,
+        *,
+        session: str = r"mg[sx]-[0-9a-f]+",
+        command_id: str = "cmd-1",
+    ) -> None:
         self.journals: list[bytes] = [b""]
         self.recorded: int | None = None
         self.record_status = 200
@@ -145,7 +150,10 @@ class FakeCommand:
         self.input_status = 204
         self.executes: list[str] = []
         self.execute_reply: Callable[[str], Reply] = lambda _: (
-            200, {}, json.dumps({"exitCode": 0, "result": "running\n"}))
+            200,
+            {},
+            json.dumps({"exitCode": 0, "result": "running\n"}),
+        )
         self.exec_bodies: list[dict[str, Any]] = []
         self.exec_headers: list[dict[str, str]] = []
         self.sync_journal = framed(b"") + END + code(0)
@@ -183,14 +191,21 @@ class FakeCommand:
         self.exec_bodies.append(body)
         self.exec_headers.append(dict(request.headers))
         if body.get("runAsync"):
-            return 202, {}, json.dumps({"cmdId": self.command_id, "output": None,
-                                        "exitCode": None})
+            return 202, {}, json.dumps({"cmdId": self.command_id, "output": None, "exitCode": None})
         return self.sync(body)
 
     def _sync_answer(self, body: dict[str, Any]) -> Reply:
-        return 200, {}, json.dumps({"cmdId": f"sync-{len(self.exec_bodies)}",
-                                    "output": self.sync_journal.decode("ascii"),
-                                    "exitCode": 0})
+        return (
+            200,
+            {},
+            json.dumps(
+                {
+                    "cmdId": f"sync-{len(self.exec_bodies)}",
+                    "output": self.sync_journal.decode("ascii"),
+                    "exitCode": 0,
+                }
+            ),
+        )
 
     def _get_session(self, request: Any) -> Reply:
         self._note(request)
@@ -340,7 +355,9 @@ def test_channels_read_apart_are_deduplicated_alike() -> None:
     decoder = JournalDecoder(framed=True)
     assert decoder.split_read(framed(b"out"), b"") == [(STDOUT, b"out")]
     assert decoder.split_read(framed(b"out") + framed(b"!"), framed(b"\xff e")) == [
-        (STDOUT, b"!"), (STDERR, b"\xff e")]
+        (STDOUT, b"!"),
+        (STDERR, b"\xff e"),
+    ]
 
 
 # -- spawn ----------------------------------------------------------------------------
@@ -364,8 +381,10 @@ def test_spawn_runs_the_shim_in_its_own_session_and_follows_its_log(
     assert "( exec bash -lc 'it'\"'\"'s fine' ) </dev/null" in inner
     assert "base64 -d" not in script, "no stdin relay without stdin"
     ((url, headers),) = follows.opened
-    assert url == (f"{TOOLBOX.replace('https', 'wss')}/process/session/{session}/command/cmd-1"
-                   "/logs?follow=true")
+    assert url == (
+        f"{TOOLBOX.replace('https', 'wss')}/process/session/{session}/command/cmd-1"
+        "/logs?follow=true"
+    )
     assert headers["X-Daytona-Split-Output"] == "true"
     assert headers["Authorization"] == f"Bearer {KEY}"
 
@@ -386,8 +405,19 @@ def test_the_shim_ends_its_own_shell_never_the_session_shell(
 def test_a_followed_log_is_split_by_stream_and_ends_in_the_journals_exit_code(
     daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    journal = (OUT + framed(b"one\n") + ERR + framed(b"err") + OUT + framed(b"two")
-               + OUT + b":\n" + ERR + b":\n" + code(7))
+    journal = (
+        OUT
+        + framed(b"one\n")
+        + ERR
+        + framed(b"err")
+        + OUT
+        + framed(b"two")
+        + OUT
+        + b":\n"
+        + ERR
+        + b":\n"
+        + code(7)
+    )
     follows.scripts = [[journal[:9], journal[9:40], journal[40:], b""]]
     command, box = run(daytona)
     frames = finish(daytona, command, box)
@@ -415,10 +445,19 @@ def test_a_follow_that_ends_early_is_finished_from_a_snapshot_each_byte_once(
 def test_replays_and_stale_snapshots_of_shorter_prefixes_deliver_no_byte_twice(
     daytona: Daytona, fake: FakeCommand, follows: Follows
 ) -> None:
-    full = (OUT + framed(b"abc") + ERR + framed(b"e1\n") + OUT + framed(b"\x00def\n")
-            + ERR + framed(b"e2") + END + code(0))
-    follows.scripts = [[full[:22], None], [full[:12], None], [full[:40], None],
-                       [full[:5], None]]
+    full = (
+        OUT
+        + framed(b"abc")
+        + ERR
+        + framed(b"e1\n")
+        + OUT
+        + framed(b"\x00def\n")
+        + ERR
+        + framed(b"e2")
+        + END
+        + code(0)
+    )
+    follows.scripts = [[full[:22], None], [full[:12], None], [full[:40], None], [full[:5], None]]
     fake.journals = [full[:9], full[:30], full[:12], full]
     command, box = run(daytona)
     frames = finish(daytona, command, box)
@@ -441,17 +480,22 @@ def test_without_a_follow_the_log_is_read_from_snapshots_until_it_is_complete(
     assert all(h.get("X-Daytona-Split-Output") == "true" for h in fake.log_headers)
 
 
-def test_the_json_log_shape_is_accepted(
-    mocked: responses.RequestsMock, daytona: Daytona
-) -> None:
+def test_the_json_log_shape_is_accepted(mocked: responses.RequestsMock, daytona: Daytona) -> None:
     mocked.get(f"{API}/sandbox/box", json=sandbox())
     mocked.post(TOOLBOX + "/process/session", status=201)
-    mocked.post(re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"),
-                status=202, json={"commandId": "cmd-9"})
+    mocked.post(
+        re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"),
+        status=202,
+        json={"commandId": "cmd-9"},
+    )
     base = re.escape(TOOLBOX) + r"/process/session/mgs-\w+/command/cmd-9"
-    mocked.get(re.compile(base + "/logs$"), json={
-        "stdout": (framed(b"out") + b":\n!9\n").decode(),
-        "stderr": (framed(b"\xff err") + b":\n").decode()})
+    mocked.get(
+        re.compile(base + "/logs$"),
+        json={
+            "stdout": (framed(b"out") + b":\n!9\n").decode(),
+            "stderr": (framed(b"\xff err") + b":\n").decode(),
+        },
+    )
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert (stdout_of(frames), stderr_of(frames)) == (b"out", b"\xff err")
@@ -488,8 +532,11 @@ def test_a_shim_that_died_without_a_code_is_closed_before_exit_after_its_output(
 ) -> None:
     follows.scripts = [[OUT + framed(b"last words\n")]]
     fake.journals = [OUT + framed(b"last words\n")]
-    fake.execute_reply = lambda cmd: (200, {}, json.dumps(
-        {"exitCode": 0, "result": "gone\n" if "kill -0" in cmd else ""}))
+    fake.execute_reply = lambda cmd: (
+        200,
+        {},
+        json.dumps({"exitCode": 0, "result": "gone\n" if "kill -0" in cmd else ""}),
+    )
     command, box = run(daytona)
     frames = finish(daytona, command, box)
     assert stdout_of(frames) == b"last words\n"
@@ -568,10 +615,12 @@ def test_a_failed_exec_deletes_the_session_and_starts_no_follower(
 ) -> None:
     mocked.get(f"{API}/sandbox/box", json=sandbox())
     mocked.post(TOOLBOX + "/process/session", status=201)
-    mocked.post(re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"), status=418,
-                body="teapot")
-    deleted = mocked.delete(re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+$"),
-                            status=204)
+    mocked.post(
+        re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+/exec"), status=418, body="teapot"
+    )
+    deleted = mocked.delete(
+        re.compile(re.escape(TOOLBOX) + r"/process/session/mgs-\w+$"), status=204
+    )
     before = threading.active_count()
     with pytest.raises(Invalid) as caught:
         daytona.spawn(handle_of(daytona), "true", owner=Mailbox())
@@ -680,8 +729,11 @@ def test_exec_is_one_synchronous_exec_in_a_session_kept_for_the_next(
     assert session.startswith("mgx-") and not fake.deleted
     exec_path = f"/toolbox/sbx-1/process/session/{session}/exec"
     assert [(c.request.method, urlsplit(c.request.url).path) for c in mocked.calls] == [
-        ("GET", "/api/sandbox/box"), ("POST", "/toolbox/sbx-1/process/session"),
-        ("POST", exec_path), ("POST", exec_path)], "a warm exec is one request"
+        ("GET", "/api/sandbox/box"),
+        ("POST", "/toolbox/sbx-1/process/session"),
+        ("POST", exec_path),
+        ("POST", exec_path),
+    ], "a warm exec is one request"
     first = fake.exec_bodies[0]
     assert first["runAsync"] is False
     # The exec's subshell enters the dir itself, so that a missing one is told apart.
@@ -728,11 +780,14 @@ def test_an_answer_without_the_whole_log_is_closed_before_exit(
     assert fake.deleted == fake.sessions, "the session is not kept"
 
 
-@pytest.mark.parametrize(("status", "message"), [
-    (500, "failed to execute command: not found: session not found"),
-    (410, "gone: session shell has exited"),
-    (400, "bad request: failed to write command: write |1: broken pipe"),
-])
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (500, "failed to execute command: not found: session not found"),
+        (410, "gone: session shell has exited"),
+        (400, "bad request: failed to write command: write |1: broken pipe"),
+    ],
+)
 def test_a_session_that_refuses_the_exec_is_replaced_and_the_exec_runs_once(
     daytona: Daytona, fake: FakeCommand, status: int, message: str
 ) -> None:
@@ -751,9 +806,20 @@ def test_a_kept_toolbox_that_says_the_sandbox_is_not_started_is_looked_up_afresh
     mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
 ) -> None:
     daytona.exec(handle_of(daytona), "warm")
-    refusals = iter([(400, {}, json.dumps({
-        "statusCode": 400, "message": "bad request: no IP address found. Is the Sandbox "
-                                      "started?"}))])
+    refusals = iter(
+        [
+            (
+                400,
+                {},
+                json.dumps(
+                    {
+                        "statusCode": 400,
+                        "message": "bad request: no IP address found. Is the Sandbox started?",
+                    }
+                ),
+            )
+        ]
+    )
     fake.sync = lambda body: next(refusals, None) or FakeCommand._sync_answer(fake, body)
     assert daytona.exec(handle_of(daytona), "x") == (b"", 0)
     lookups = [c for c in mocked.calls if c.request.url == f"{API}/sandbox/box"]
@@ -765,8 +831,12 @@ def test_a_sandbox_gone_under_its_kept_sessions_is_not_found(
     mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand
 ) -> None:
     daytona.exec(handle_of(daytona), "warm")
-    mocked.replace(responses.GET, f"{API}/sandbox/box", status=404,
-                   json={"message": "Sandbox with ID or name box not found"})
+    mocked.replace(
+        responses.GET,
+        f"{API}/sandbox/box",
+        status=404,
+        json={"message": "Sandbox with ID or name box not found"},
+    )
     gone = (404, {}, json.dumps({"statusCode": 404, "message": "not found: sandbox not found"}))
     fake.sync = lambda body: gone
     with pytest.raises(NotFound):
@@ -777,9 +847,16 @@ def test_a_sandbox_gone_under_its_kept_sessions_is_not_found(
 def test_a_session_shell_that_died_under_the_command_is_closed_before_exit(
     daytona: Daytona, fake: FakeCommand
 ) -> None:
-    fake.sync = lambda body: (400, {}, json.dumps(
-        {"statusCode": 400, "message": "bad request: session shell ended without a command "
-                                       "result"}))
+    fake.sync = lambda body: (
+        400,
+        {},
+        json.dumps(
+            {
+                "statusCode": 400,
+                "message": "bad request: session shell ended without a command result",
+            }
+        ),
+    )
     with pytest.raises(Unavailable) as caught:
         daytona.exec(handle_of(daytona), "x")
     assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
@@ -848,8 +925,9 @@ def test_concurrent_execs_get_sessions_of_their_own_and_a_few_are_kept(
         return FakeCommand._sync_answer(fake, body)
 
     fake.sync = together
-    threads = [threading.Thread(target=adapter.exec, args=(handle_of(adapter), "x"))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=adapter.exec, args=(handle_of(adapter), "x")) for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -882,15 +960,20 @@ def test_list_sessions_lists_spawned_sessions_with_their_command_line(
     command, box = run(daytona)
     finish(daytona, command, box)
     script = fake.exec_bodies[0]["command"]
-    _sessions(mocked, [
-        {"sessionId": "mgs-1", "commands": [{"id": "c", "command": script}]},
-        {"sessionId": "mgs-2", "commands": []},
-        {"sessionId": "mgx-3", "commands": []},
-        {"sessionId": "user-made", "commands": []},
-    ])
+    _sessions(
+        mocked,
+        [
+            {"sessionId": "mgs-1", "commands": [{"id": "c", "command": script}]},
+            {"sessionId": "mgs-2", "commands": []},
+            {"sessionId": "mgx-3", "commands": []},
+            {"sessionId": "user-made", "commands": []},
+        ],
+    )
     sessions = daytona.list_sessions(handle_of(daytona))
     assert [(s.id, s.command) for s in sessions] == [
-        ("mgs-1", "bash -lc it's fine"), ("mgs-2", None)]
+        ("mgs-1", "bash -lc it's fine"),
+        ("mgs-2", None),
+    ]
 
 
 def test_a_parked_sandbox_has_no_sessions_and_nothing_to_attach(
@@ -945,10 +1028,17 @@ def test_attach_to_a_live_command_is_connected(daytona: Daytona, fake: FakeComma
 
 @pytest.mark.parametrize(
     ("status", "answer"),
-    [(404, {"message": "not found: session not found"}),
-     (500, {"statusCode": 500,
-            "message": "failed to execute command: not found: session not found"}),
-     (200, {"sessionId": "mgs-42", "commands": []})],
+    [
+        (404, {"message": "not found: session not found"}),
+        (
+            500,
+            {
+                "statusCode": 500,
+                "message": "failed to execute command: not found: session not found",
+            },
+        ),
+        (200, {"sessionId": "mgs-42", "commands": []}),
+    ],
 )
 def test_attach_to_an_unknown_or_empty_session_is_not_found(
     mocked: responses.RequestsMock, daytona: Daytona, status: int, answer: object
@@ -995,13 +1085,16 @@ def test_terminate_session_deletes_it_and_tells_an_ended_one_from_an_unknown_one
     # A deleted session is gone from the daemon; the shim's state directory says whether
     # it ever ran here (terminated before: success) or not (unknown: NotFound).
     for session, exit_code in (("mgs-2", 0), ("mgs-3", 1)):
-        mocked.delete(TOOLBOX + f"/process/session/{session}", status=404,
-                      json={"message": "nope"})
-        mocked.post(TOOLBOX + "/process/execute",
-                    json={"exitCode": exit_code, "result": ""},
-                    match=[responses.matchers.json_params_matcher(
-                        {"command": f'test -d "${{TMPDIR:-/tmp}}/managoat/"{session}',
-                         "timeout": 15})])
+        mocked.delete(TOOLBOX + f"/process/session/{session}", status=404, json={"message": "nope"})
+        mocked.post(
+            TOOLBOX + "/process/execute",
+            json={"exitCode": exit_code, "result": ""},
+            match=[
+                responses.matchers.json_params_matcher(
+                    {"command": f'test -d "${{TMPDIR:-/tmp}}/managoat/"{session}', "timeout": 15}
+                )
+            ],
+        )
     daytona.terminate_session(handle_of(daytona), "mgs-2", timeout=1)
     with pytest.raises(NotFound) as caught:
         daytona.terminate_session(handle_of(daytona), "mgs-3", timeout=1)
@@ -1029,7 +1122,8 @@ def test_session_ids_in_urls_and_queries_are_exact(
     (session,) = fake.sessions
     paths = {urlsplit(c.request.url).path for c in mocked.calls}
     assert f"/toolbox/sbx-1/process/session/{session}/command/cmd-1/logs" in paths
-    assert all(not parse_qs(urlsplit(c.request.url).query)
-               for c in mocked.calls if "/toolbox/" in c.request.url)
-
-
+    assert all(
+        not parse_qs(urlsplit(c.request.url).query)
+        for c in mocked.calls
+        if "/toolbox/" in c.request.url
+    )

@@ -14,11 +14,19 @@ API_KEY = CANARY
 
 def point_at(emulator: E2BEmulator, **extra: object) -> None:
     """Config scope ``e2b`` aimed at ``emulator`` (API and envd on its one port)."""
-    config.configure("e2b", **{"api_key": API_KEY, "base_url": emulator.base_url,
-                               "sandbox_url": emulator.base_url, **extra})
+    config.configure(
+        "e2b",
+        **{
+            "api_key": API_KEY,
+            "base_url": emulator.base_url,
+            "sandbox_url": emulator.base_url,
+            **extra,
+        },
+    )
 
 
 def adapter_threads() -> list[str]:
     """Names of the E2B adapter's threads alive now: readers and TTL heartbeats."""
-    return [t.name for t in threading.enumerate()
-            if t.name.startswith(("e2b-e2b-", "e2b-heartbeat-"))]
+    return [
+        t.name for t in threading.enumerate() if t.name.startswith(("e2b-e2b-", "e2b-heartbeat-"))
+    ]

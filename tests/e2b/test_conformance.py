@@ -18,10 +18,12 @@ from managoat_sandbox.testing import ConformanceTests
 from .emulated import API_KEY, point_at
 
 BULK = 1_000_000
-DROP_TESTS = frozenset({
-    "test_stream_closed_without_exit_is_an_error_frame_never_an_exit",
-    "test_error_frame_carries_a_taxonomy_error",
-})
+DROP_TESTS = frozenset(
+    {
+        "test_stream_closed_without_exit_is_an_error_frame_never_an_exit",
+        "test_error_frame_carries_a_taxonomy_error",
+    }
+)
 
 
 class E2BConformanceTest(ConformanceTests, unittest.TestCase):

@@ -15,8 +15,10 @@ END0 = {"event": {"end": {"exited": True, "status": "exit status 0"}}}
 def test_encode_matches_the_reference_bytes() -> None:
     assert encode(START) == b"\x00\x00\x00\x00\x1e" + b'{"event":{"start":{"pid":42}}}'
     assert encode({}, end_stream=True) == b"\x02\x00\x00\x00\x02{}"
-    request = {"process": {"cmd": "bash", "args": ["-lc", "echo hi"], "envs": {}},
-               "tag": "fountain-7"}
+    request = {
+        "process": {"cmd": "bash", "args": ["-lc", "echo hi"], "envs": {}},
+        "tag": "fountain-7",
+    }
     assert encode(request)[:5] == b"\x00\x00\x00\x00\x50"
 
 
@@ -27,7 +29,10 @@ def test_a_message_round_trips() -> None:
 def test_several_envelopes_in_one_chunk_decode_in_order() -> None:
     chunk = encode(START) + encode(DATA) + encode(END0) + encode({}, end_stream=True)
     assert Decoder().feed(chunk) == [
-        Envelope(False, START), Envelope(False, DATA), Envelope(False, END0), Envelope(True, {}),
+        Envelope(False, START),
+        Envelope(False, DATA),
+        Envelope(False, END0),
+        Envelope(True, {}),
     ]
 
 
@@ -53,7 +58,8 @@ def test_two_messages_and_a_partial_third_keep_the_remainder() -> None:
     third = encode(END0)
     decoder = Decoder()
     assert decoder.feed(encode(START) + encode(DATA) + third[:3]) == [
-        Envelope(False, START), Envelope(False, DATA),
+        Envelope(False, START),
+        Envelope(False, DATA),
     ]
     assert decoder.pending == third[:3]
 

@@ -103,14 +103,17 @@ def test_names_needing_escapes_are_quoted_once_more_than_http_does(
     found(rsps)
     with pytest.raises(NotFound):
         e2b.get(e2b.build_handle("a&b=c d"))
-    assert rsps.calls[0].request.url.endswith(
-        "metadata=fountain_name%3Da%252526b%25253Dc%252520d"
-    )
+    assert rsps.calls[0].request.url.endswith("metadata=fountain_name%3Da%252526b%25253Dc%252520d")
 
 
-@pytest.mark.parametrize(("state", "status"), [
-    ("running", "running"), ("paused", "suspended"), ("starting", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("state", "status"),
+    [
+        ("running", "running"),
+        ("paused", "suspended"),
+        ("starting", "unknown"),
+    ],
+)
 def test_get_maps_the_state(
     rsps: responses.RequestsMock, e2b: E2B, state: str, status: str
 ) -> None:
@@ -171,17 +174,13 @@ def test_suspend_pauses_a_running_sandbox_409_included(
     assert body_of(rsps.calls[1]) == b"{}"
 
 
-def test_suspend_of_a_paused_sandbox_calls_nothing(
-    rsps: responses.RequestsMock, e2b: E2B
-) -> None:
+def test_suspend_of_a_paused_sandbox_calls_nothing(rsps: responses.RequestsMock, e2b: E2B) -> None:
     found(rsps, item(state="paused"))
     e2b.suspend(box(e2b))
     assert len(rsps.calls) == 1
 
 
-def test_suspend_of_an_unclaimed_name_is_not_found(
-    rsps: responses.RequestsMock, e2b: E2B
-) -> None:
+def test_suspend_of_an_unclaimed_name_is_not_found(rsps: responses.RequestsMock, e2b: E2B) -> None:
     found(rsps)
     with pytest.raises(NotFound):
         e2b.suspend(box(e2b))
@@ -202,16 +201,21 @@ def test_resume_refused_by_connect_is_the_mapped_error(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:
     found(rsps, item(state="paused"))
-    rsps.add(responses.POST, f"{API}/v2/sandboxes/sbx1/connect", status=418,
-             json={"error": "teapot"})
+    rsps.add(
+        responses.POST, f"{API}/v2/sandboxes/sbx1/connect", status=418, json={"error": "teapot"}
+    )
     with pytest.raises(Invalid) as caught:
         e2b.resume(box(e2b))
     assert caught.value.detail == ("http", 418, {"error": "teapot"})
 
 
 def test_list_all_names_follows_the_next_token(rsps: responses.RequestsMock, e2b: E2B) -> None:
-    found(rsps, item("a", "one"), {"sandboxID": "x", "metadata": {}},
-          headers={"X-Next-Token": "page-2"})
+    found(
+        rsps,
+        item("a", "one"),
+        {"sandboxID": "x", "metadata": {}},
+        headers={"X-Next-Token": "page-2"},
+    )
     found(rsps, item("b", "two"), item("c", "one"))
     assert e2b.list_all_names() == frozenset({"one", "two"})
     first, second = rsps.calls
@@ -282,8 +286,13 @@ def test_a_teapot_create_is_invalid(rsps: responses.RequestsMock, e2b: E2B) -> N
 
 
 def test_429_takes_retry_after_from_the_header(rsps: responses.RequestsMock, e2b: E2B) -> None:
-    rsps.add(responses.GET, LISTING, status=429, headers={"Retry-After": "7"},
-             json={"code": 429, "message": "Rate limit exceeded"})
+    rsps.add(
+        responses.GET,
+        LISTING,
+        status=429,
+        headers={"Retry-After": "7"},
+        json={"code": 429, "message": "Rate limit exceeded"},
+    )
     with pytest.raises(RateLimited) as caught:
         e2b.get(box(e2b))
     assert caught.value.retry_after == 7.0
@@ -292,8 +301,13 @@ def test_429_takes_retry_after_from_the_header(rsps: responses.RequestsMock, e2b
 def test_429_prefers_the_retryAfterSeconds_body_field(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:
-    rsps.add(responses.GET, LISTING, status=429, headers={"Retry-After": "7"},
-             json={"retryAfterSeconds": 17})
+    rsps.add(
+        responses.GET,
+        LISTING,
+        status=429,
+        headers={"Retry-After": "7"},
+        json={"retryAfterSeconds": 17},
+    )
     with pytest.raises(RateLimited) as caught:
         e2b.get(box(e2b))
     assert caught.value.retry_after == 17.0
@@ -306,9 +320,16 @@ def test_429_without_advice_has_no_retry_after(rsps: responses.RequestsMock, e2b
     assert caught.value.retry_after is None
 
 
-@pytest.mark.parametrize(("status", "error"), [
-    (401, Denied), (403, Denied), (500, Unavailable), (599, Unavailable), (422, Invalid),
-])
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, Denied),
+        (403, Denied),
+        (500, Unavailable),
+        (599, Unavailable),
+        (422, Invalid),
+    ],
+)
 def test_statuses_map_onto_the_taxonomy(
     rsps: responses.RequestsMock, e2b: E2B, status: int, error: type[Exception]
 ) -> None:
@@ -324,21 +345,29 @@ def test_a_refused_connection_is_unavailable(e2b: E2B) -> None:
 
 
 def test_a_missing_api_key_is_denied_before_any_request(
-    e2b: E2B, monkeypatch: pytest.MonkeyPatch,
+    e2b: E2B,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("E2B_API_KEY")
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        for operation in (lambda: e2b.create("box"), lambda: e2b.get(box(e2b)),
-                          e2b.list_all_names, lambda: e2b.exec(box(e2b), "true")):
+        for operation in (
+            lambda: e2b.create("box"),
+            lambda: e2b.get(box(e2b)),
+            e2b.list_all_names,
+            lambda: e2b.exec(box(e2b), "true"),
+        ):
             with pytest.raises(Denied, match="E2B_API_KEY"):
                 operation()
         assert len(rsps.calls) == 0
 
 
-@pytest.mark.parametrize(("allow", "body"), [
-    ([], b'{"allowOut":[],"denyOut":["0.0.0.0/0"]}'),
-    (["hex.pm", "github.com"], b'{"allowOut":["hex.pm","github.com"],"denyOut":["0.0.0.0/0"]}'),
-])
+@pytest.mark.parametrize(
+    ("allow", "body"),
+    [
+        ([], b'{"allowOut":[],"denyOut":["0.0.0.0/0"]}'),
+        (["hex.pm", "github.com"], b'{"allowOut":["hex.pm","github.com"],"denyOut":["0.0.0.0/0"]}'),
+    ],
+)
 def test_network_policy_denies_everything_but_the_allowlist(
     rsps: responses.RequestsMock, e2b: E2B, allow: list[str], body: bytes
 ) -> None:

@@ -106,8 +106,12 @@ def test_exec_merges_stderr_in_arrival_order(rsps: responses.RequestsMock, e2b: 
 
 def test_exit_zero_is_the_absent_exit_code_field(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
-    stream(rsps, start(), encode({"event": {"end": {"exited": True, "status": "exit status 0"}}}),
-           trailer())
+    stream(
+        rsps,
+        start(),
+        encode({"event": {"end": {"exited": True, "status": "exit status 0"}}}),
+        trailer(),
+    )
     assert e2b.exec(box(e2b), "true") == (b"", 0)
 
 
@@ -126,8 +130,12 @@ def test_exec_request_headers_and_body(rsps: responses.RequestsMock, e2b: E2B) -
     assert "Connect-Timeout-Ms" not in headers
     request = start_request(call)
     assert isinstance(request, dict) and request["tag"].startswith("fountain-")
-    assert request["process"] == {"cmd": "bash", "args": ["-lc", "echo hi"], "envs": {"A": "1"},
-                                  "cwd": "/home/user"}
+    assert request["process"] == {
+        "cmd": "bash",
+        "args": ["-lc", "echo hi"],
+        "envs": {"A": "1"},
+        "cwd": "/home/user",
+    }
     assert request["stdin"] is False
 
 
@@ -185,12 +193,15 @@ def test_exec_on_a_paused_sandbox_connects_before_start(
     rsps: responses.RequestsMock, e2b: E2B
 ) -> None:
     found(rsps, item(state="paused"))
-    rsps.add(responses.POST, f"{API}/v2/sandboxes/sbx1/connect", json=sandbox(token="fresh"),
-             status=201)
+    rsps.add(
+        responses.POST, f"{API}/v2/sandboxes/sbx1/connect", json=sandbox(token="fresh"), status=201
+    )
     stream(rsps, start(), end(0), trailer())
     assert e2b.exec(box(e2b), "true") == (b"", 0)
     assert [c.request.url.split("?")[0] for c in rsps.calls] == [
-        f"{API}/v2/sandboxes", f"{API}/v2/sandboxes/sbx1/connect", START_URL,
+        f"{API}/v2/sandboxes",
+        f"{API}/v2/sandboxes/sbx1/connect",
+        START_URL,
     ]
     assert rsps.calls[-1].request.headers["X-Access-Token"] == "fresh"
 
@@ -227,10 +238,15 @@ def test_an_error_trailer_string_is_a_provider_error_and_partial_output_is_dropp
     assert caught.value == ProviderError("e2b", "stream unavailable")
 
 
-@pytest.mark.parametrize(("code", "error"), [
-    ("unavailable", Unavailable), ("not_found", NotFound), ("unauthenticated", Denied),
-    ("invalid_argument", Invalid),
-])
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("unavailable", Unavailable),
+        ("not_found", NotFound),
+        ("unauthenticated", Denied),
+        ("invalid_argument", Invalid),
+    ],
+)
 def test_an_error_trailer_code_maps_like_its_http_status(
     rsps: responses.RequestsMock, e2b: E2B, code: str, error: type[Exception]
 ) -> None:
@@ -245,8 +261,12 @@ def test_envd_ending_an_exec_with_deadline_exceeded_is_the_exec_timeout(
 ) -> None:
     # envd answers the Connect-Timeout-Ms the exec sent; its clock may run ahead of ours.
     running(rsps)
-    stream(rsps, start(), stdout(b"partial"),
-           trailer({"code": "deadline_exceeded", "message": "context deadline exceeded"}))
+    stream(
+        rsps,
+        start(),
+        stdout(b"partial"),
+        trailer({"code": "deadline_exceeded", "message": "context deadline exceeded"}),
+    )
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "sleep", ["30"], timeout=30)
     assert caught.value.detail == (reasons.EXEC_TIMEOUT, 30)
@@ -259,13 +279,13 @@ def test_deadline_exceeded_without_an_exec_deadline_stays_a_stream_error(
     stream(rsps, start(), trailer({"code": "deadline_exceeded", "message": "m"}))
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true")
-    assert not (isinstance(caught.value.detail, tuple)
-                and caught.value.detail[:1] == (reasons.EXEC_TIMEOUT,))
+    assert not (
+        isinstance(caught.value.detail, tuple)
+        and caught.value.detail[:1] == (reasons.EXEC_TIMEOUT,)
+    )
 
 
-def test_a_stream_without_end_is_closed_before_exit(
-    rsps: responses.RequestsMock, e2b: E2B
-) -> None:
+def test_a_stream_without_end_is_closed_before_exit(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
     stream(rsps, start(), stdout(b"partial"), trailer())
     with pytest.raises(Unavailable) as caught:
@@ -292,8 +312,12 @@ def test_a_malformed_envelope_is_a_provider_error(rsps: responses.RequestsMock, 
 
 def test_a_non_200_stream_answer_is_mapped(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
-    rsps.add(responses.POST, START_URL, status=502,
-             json={"sandboxId": "sbx1", "message": "The sandbox was not found", "code": 502})
+    rsps.add(
+        responses.POST,
+        START_URL,
+        status=502,
+        json={"sandboxId": "sbx1", "message": "The sandbox was not found", "code": 502},
+    )
     with pytest.raises(Unavailable) as caught:
         e2b.exec(box(e2b), "true")
     assert caught.value.detail[:2] == ("http", 502)
@@ -301,9 +325,18 @@ def test_a_non_200_stream_answer_is_mapped(rsps: responses.RequestsMock, e2b: E2
 
 def test_keepalives_and_unknown_events_are_ignored(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
-    stream(rsps, encode({"event": {"keepalive": {}}}), start(), encode({"no": "event"}),
-           encode({"event": {"mystery": {}}}), encode({"event": {"keepalive": {}}}),
-           stdout(b"x"), encode({"event": {"data": {"stderr": "not base64!"}}}), end(0), trailer())
+    stream(
+        rsps,
+        encode({"event": {"keepalive": {}}}),
+        start(),
+        encode({"no": "event"}),
+        encode({"event": {"mystery": {}}}),
+        encode({"event": {"keepalive": {}}}),
+        stdout(b"x"),
+        encode({"event": {"data": {"stderr": "not base64!"}}}),
+        end(0),
+        trailer(),
+    )
     assert e2b.exec(box(e2b), "true", stderr_to_stdout=True) == (b"x", 0)
 
 
@@ -311,8 +344,13 @@ def test_a_silent_stream_before_start_is_bounded_by_the_exec_deadline(
     rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe
 ) -> None:
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     # Without a socket there is no read to time out: the test ends the body
     # after the deadline to show that the expired deadline decides the verdict.
     timer = threading.Timer(0.3, pipe.close)
@@ -336,7 +374,9 @@ def test_spawn_delivers_output_then_one_exit(rsps: responses.RequestsMock, e2b: 
     assert command.session_id is None
     assert mailbox.expect(is_terminal(command.ref), 2) == Exit(command.ref, 0)
     assert mailbox.history(command.ref) == [
-        Stdout(command.ref, b"ready"), Stderr(command.ref, b"warn"), Exit(command.ref, 0),
+        Stdout(command.ref, b"ready"),
+        Stderr(command.ref, b"warn"),
+        Exit(command.ref, 0),
     ]
     with pytest.raises(CommandExited):
         e2b.write_stdin(command, b"late")
@@ -370,8 +410,13 @@ def test_stdin_and_close_stdin_address_the_pid_from_start(
     rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe
 ) -> None:
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     rsps.add(responses.POST, f"{ENVD}/process.Process/SendInput", json={})
     rsps.add(responses.POST, f"{ENVD}/process.Process/CloseStdin", json={})
     pipe.send(start(42))
@@ -389,19 +434,34 @@ def test_stdin_and_close_stdin_address_the_pid_from_start(
     assert mailbox.expect(is_terminal(command.ref), 2) == Exit(command.ref, 0)
 
 
-@pytest.mark.parametrize(("status", "body", "error"), [
-    (404, {"code": "not_found", "message": "process with pid 42 not found"}, CommandExited),
-    (500, {"code": "internal",
-           "message": "error writing to stdin: stdin not enabled or closed"}, Invalid),
-    (503, {"code": "unavailable", "message": "x"}, WriteFailed),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "error"),
+    [
+        (404, {"code": "not_found", "message": "process with pid 42 not found"}, CommandExited),
+        (
+            500,
+            {"code": "internal", "message": "error writing to stdin: stdin not enabled or closed"},
+            Invalid,
+        ),
+        (503, {"code": "unavailable", "message": "x"}, WriteFailed),
+    ],
+)
 def test_write_stdin_is_total(
-    rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe, status: int, body: object,
+    rsps: responses.RequestsMock,
+    e2b: E2B,
+    pipe: Pipe,
+    status: int,
+    body: object,
     error: type[Exception],
 ) -> None:
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     rsps.add(responses.POST, f"{ENVD}/process.Process/SendInput", status=status, json=body)
     pipe.send(start(42))
     command = e2b.spawn(box(e2b), "cat", owner=Mailbox(), stdin=True)
@@ -415,8 +475,13 @@ def test_stdin_on_a_command_without_stdin_is_stdin_not_open(
     rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe
 ) -> None:
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     pipe.send(start(42))
     command = e2b.spawn(box(e2b), "cat", owner=Mailbox())
     with pytest.raises(Invalid) as caught:
@@ -430,8 +495,13 @@ def test_stop_command_is_idempotent_and_detaches(
     rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe
 ) -> None:
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     pipe.send(start(42), stdout(b"ready"))
     mailbox = Mailbox()
     command = e2b.spawn(box(e2b), "cat", owner=mailbox, stdin=True)
@@ -465,8 +535,9 @@ def test_a_detachable_spawn_runs_the_journaling_shim(
     running(rsps)
     stream(rsps, start(), end(0), trailer())
     mailbox = Mailbox()
-    command = e2b.spawn(box(e2b), "echo", ["a'b"], owner=mailbox, detachable=True,
-                        env={"K": "v"}, dir="/work")
+    command = e2b.spawn(
+        box(e2b), "echo", ["a'b"], owner=mailbox, detachable=True, env={"K": "v"}, dir="/work"
+    )
     mailbox.expect(is_terminal(command.ref), 2)
     request = start_request(start_calls(rsps)[0])
     assert isinstance(request, dict)
@@ -487,8 +558,13 @@ def test_a_live_command_renews_the_ttl_until_it_ends(
 ) -> None:
     e2b = E2B(heartbeat_interval=0.05)
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     rsps.add(responses.POST, f"{API}/sandboxes/sbx1/timeout", status=204)
     pipe.send(start(42))
     baseline = threading.active_count()
@@ -514,8 +590,13 @@ def test_a_failing_heartbeat_is_only_logged(
 ) -> None:
     e2b = E2B(heartbeat_interval=0.05)
     running(rsps)
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
     rsps.add(responses.POST, f"{API}/sandboxes/sbx1/timeout", status=503)
     pipe.send(start(42), stdout(b"x"))
     mailbox = Mailbox()
@@ -531,8 +612,12 @@ def test_a_failing_heartbeat_is_only_logged(
 
 def test_write_file_uploads_through_envd(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
-    rsps.add(responses.POST, f"{ENVD}/files", status=200,
-             json=[{"path": "/work/file.txt", "name": "file.txt", "type": "file"}])
+    rsps.add(
+        responses.POST,
+        f"{ENVD}/files",
+        status=200,
+        json=[{"path": "/work/file.txt", "name": "file.txt", "type": "file"}],
+    )
     e2b.write_file(box(e2b), "/work/file.txt", b"hello")
     call = rsps.calls[-1]
     assert call.request.url == f"{ENVD}/files?path=%2Fwork%2Ffile.txt&username=user"
@@ -585,6 +670,7 @@ def test_attach_to_an_unknown_session_is_not_found(rsps: responses.RequestsMock,
 
 def _session_files(rsps: responses.RequestsMock, exit_file: tuple[int, bytes]) -> None:
     """The session's .cmd exists; .exit answers ``exit_file`` (status, body)."""
+
     def files(request: object) -> tuple[int, dict[str, str], bytes]:
         url = getattr(request, "url", "")
         if "fountain-42.cmd" in url:
@@ -647,12 +733,23 @@ def test_attach_stdin_finds_the_original_pid_through_list(
 ) -> None:
     running(rsps)
     _session_files(rsps, (404, b"{}"))
-    rsps.add(responses.POST, START_URL, body=pipe.reader, status=200,
-             content_type="application/connect+json")
-    rsps.add(responses.POST, f"{ENVD}/process.Process/List", json={"processes": [
-        {"pid": 3, "tag": "other", "config": {"cmd": "x"}},
-        {"pid": 7, "tag": "fountain-42", "config": {"cmd": "bash"}},
-    ]})
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
+    rsps.add(
+        responses.POST,
+        f"{ENVD}/process.Process/List",
+        json={
+            "processes": [
+                {"pid": 3, "tag": "other", "config": {"cmd": "x"}},
+                {"pid": 7, "tag": "fountain-42", "config": {"cmd": "bash"}},
+            ]
+        },
+    )
     rsps.add(responses.POST, f"{ENVD}/process.Process/SendInput", json={})
     pipe.send(start(9))
     command = e2b.attach(box(e2b), "fountain-42", owner=Mailbox(), stdin=True)
@@ -660,7 +757,8 @@ def test_attach_stdin_finds_the_original_pid_through_list(
     e2b.write_stdin(command, b"b")
     assert len(unary(rsps, "List")) == 1
     assert [json.loads(b)["process"] for b in unary(rsps, "SendInput")] == [
-        {"pid": 7}, {"pid": 7},
+        {"pid": 7},
+        {"pid": 7},
     ]
     pipe.close()
     e2b.stop_command(command)

@@ -108,11 +108,14 @@ def test_a_stream_without_end_is_one_closed_before_exit_error(
     assert caught.value.detail == reasons.CLOSED_BEFORE_EXIT
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    ({"code": "unavailable", "message": "stream unavailable"}, Unavailable),
-    ({"code": "deadline_exceeded", "message": "late"}, Unavailable),
-    ("stream unavailable", ProviderError),
-])
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"code": "unavailable", "message": "stream unavailable"}, Unavailable),
+        ({"code": "deadline_exceeded", "message": "late"}, Unavailable),
+        ("stream unavailable", ProviderError),
+    ],
+)
 def test_an_error_end_frame_is_one_error_with_the_mapped_reason(
     e2b: E2B, handle: Handle, emulator: E2BEmulator, body: object, expected: type[Exception]
 ) -> None:
@@ -249,8 +252,7 @@ def test_an_endless_listing_is_truncated(e2b: E2B, handle: Handle, emulator: E2B
 def test_a_wrong_api_key_is_denied_and_never_echoed(
     e2b: E2B, handle: Handle, emulator: E2BEmulator
 ) -> None:
-    with config.override("e2b", api_key="e2b_wrong_canary_KEY"), \
-            pytest.raises(Denied) as caught:
+    with config.override("e2b", api_key="e2b_wrong_canary_KEY"), pytest.raises(Denied) as caught:
         e2b.get(handle)
     assert "e2b_wrong_canary_KEY" not in repr(caught.value) + str(caught.value)
 
@@ -282,8 +284,9 @@ def test_stdin_goes_by_pid_when_tag_selectors_fail_after_pause_and_resume(
     e2b: E2B, handle: Handle, emulator: E2BEmulator
 ) -> None:
     box = Mailbox()
-    command = e2b.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box,
-                        stdin=True, detachable=True)
+    command = e2b.spawn(
+        handle, "bash", ["-c", "echo ready; exec cat"], owner=box, stdin=True, detachable=True
+    )
     box.expect(is_stdout(command.ref), WAIT)
     e2b.stop_command(command)
     e2b.suspend(handle)
@@ -305,8 +308,11 @@ def test_stdin_goes_by_pid_when_tag_selectors_fail_after_pause_and_resume(
     e2b.close_stdin(attached)
     assert one_terminal(attached_box, attached.ref) == Exit(attached.ref, 0)
     assert fault.times == 1000, "a tag selector was used"
-    selectors = [json.loads(r.body).get("process") for r in emulator.requests
-                 if r.path in ("/process.Process/SendInput", "/process.Process/CloseStdin")]
+    selectors = [
+        json.loads(r.body).get("process")
+        for r in emulator.requests
+        if r.path in ("/process.Process/SendInput", "/process.Process/CloseStdin")
+    ]
     assert selectors and all(set(s) == {"pid"} for s in selectors)
 
 
@@ -338,8 +344,7 @@ def test_live_commands_renew_the_ttl_and_stop_renewing_when_they_end(
     ident = sandbox_id(beating, handle)
     path = f"/sandboxes/{ident}/timeout"
     box = Mailbox()
-    command = beating.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box,
-                            stdin=True)
+    command = beating.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box, stdin=True)
     box.expect(is_stdout(command.ref), WAIT)
 
     def beats() -> int:
@@ -368,11 +373,14 @@ def _live_commands(e2b: E2B, handle: Handle, emulator: E2BEmulator) -> list[str]
     the token the emulator handed the sandbox)."""
     sandbox = sandbox_id(e2b, handle)
     s = Settings.load()
-    envd = Envd(s.envd_url(sandbox, None), sandbox, emulator.record(sandbox).access_token,
-                s.user, s.timeout)
+    envd = Envd(
+        s.envd_url(sandbox, None), sandbox, emulator.record(sandbox).access_token, s.user, s.timeout
+    )
     listing = envd.call(HttpClient(), "List", {})
-    return [" ".join([p["config"]["cmd"], *p["config"].get("args", [])])
-            for p in listing.get("processes", [])]
+    return [
+        " ".join([p["config"]["cmd"], *p["config"].get("args", [])])
+        for p in listing.get("processes", [])
+    ]
 
 
 def test_an_exec_past_its_deadline_is_killed_by_envd(
@@ -391,8 +399,9 @@ def test_stopping_an_attach_kills_its_replayer_but_not_the_session(
     e2b: E2B, handle: Handle, emulator: E2BEmulator
 ) -> None:
     box = Mailbox()
-    command = e2b.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box,
-                        stdin=True, detachable=True)
+    command = e2b.spawn(
+        handle, "bash", ["-c", "echo ready; exec cat"], owner=box, stdin=True, detachable=True
+    )
     box.expect(is_stdout(command.ref), WAIT)
     [session] = e2b.list_sessions(handle)
     attached_box = Mailbox()

@@ -51,8 +51,9 @@ def run(e2b: E2B, handle: Handle, script: str, cwd: str) -> None:
 # -- against the emulator ----------------------------------------------------------------------
 
 
-def test_a_20_mib_file_reads_back_byte_for_byte(e2b: E2B, handle: Handle,
-                                                emulator: E2BEmulator) -> None:
+def test_a_20_mib_file_reads_back_byte_for_byte(
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
+) -> None:
     data = os.urandom(20 * MIB + 7)
     emulator.write_file(sandbox_id(handle), "/data/big.bin", data)
     assert e2b.read_file(handle, "/data/big.bin") == data
@@ -63,7 +64,8 @@ def test_a_20_mib_file_reads_back_byte_for_byte(e2b: E2B, handle: Handle,
 
 
 def test_read_file_asks_for_the_path_as_the_user_without_compression(
-        e2b: E2B, handle: Handle, emulator: E2BEmulator) -> None:
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
+) -> None:
     e2b.write_file(handle, "/data/a file&name", b"x")
     mark = len(emulator.requests)
     assert e2b.read_file(handle, "/data/a file&name") == b"x"
@@ -75,8 +77,9 @@ def test_read_file_asks_for_the_path_as_the_user_without_compression(
     assert headers["x-access-token"] == "<redacted>"
 
 
-def test_list_files_asks_envd_for_one_level(e2b: E2B, handle: Handle,
-                                            emulator: E2BEmulator) -> None:
+def test_list_files_asks_envd_for_one_level(
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
+) -> None:
     e2b.write_file(handle, "/data/sub/deeper/file", b"x")
     mark = len(emulator.requests)
     assert [(f.name, f.type) for f in e2b.list_files(handle, "/data")] == [("sub", "dir")]
@@ -88,12 +91,21 @@ def test_list_files_asks_envd_for_one_level(e2b: E2B, handle: Handle,
 def test_symlinks_and_fifos_are_listed_for_what_they_are(e2b: E2B, handle: Handle) -> None:
     e2b.write_file(handle, "/data/dir/inner", b"12345")
     e2b.write_file(handle, "/data/file", b"abc", mode=0o600)
-    run(e2b, handle, "ln -s file link && ln -s dir dirlink && ln -s /nowhere dangling && "
-                     "mkfifo pipe", "/data")
+    run(
+        e2b,
+        handle,
+        "ln -s file link && ln -s dir dirlink && ln -s /nowhere dangling && mkfifo pipe",
+        "/data",
+    )
     by_name = {f.name: f for f in e2b.list_files(handle, "/data")}
     assert {name: f.type for name, f in by_name.items()} == {
-        "dir": "dir", "file": "file", "link": "symlink", "dirlink": "symlink",
-        "dangling": "symlink", "pipe": "other"}
+        "dir": "dir",
+        "file": "file",
+        "link": "symlink",
+        "dirlink": "symlink",
+        "dangling": "symlink",
+        "pipe": "other",
+    }
     file, link = by_name["file"], by_name["link"]
     assert (file.path, file.size, file.mode) == ("/data/file", 3, 0o600)
     assert (link.path, link.size, link.mode) == ("/data/link", len("file"), None)
@@ -119,7 +131,8 @@ def test_the_sandboxs_root_lists(e2b: E2B, handle: Handle) -> None:
 
 @pytest.mark.parametrize("operation", ["read", "list"])
 def test_a_sandbox_paused_behind_the_adapters_back_is_resumed_for_a_read(
-        e2b: E2B, handle: Handle, emulator: E2BEmulator, operation: str) -> None:
+    e2b: E2B, handle: Handle, emulator: E2BEmulator, operation: str
+) -> None:
     e2b.write_file(handle, "/data/kept", b"kept")
     emulator.pause(sandbox_id(handle))
     mark = len(emulator.requests)
@@ -147,8 +160,10 @@ def short_body() -> Iterator[str]:
         with connection:
             while b"\r\n\r\n" not in connection.recv(65536):
                 pass
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
-                               b"Content-Type: application/octet-stream\r\n\r\n0123456789")
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+                b"Content-Type: application/octet-stream\r\n\r\n0123456789"
+            )
         done.set()
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -170,18 +185,42 @@ def entry(**fields: Any) -> dict[str, Any]:
 
 
 def test_a_listing_of_current_envd_becomes_file_infos() -> None:
-    answer = {"entries": [
-        entry(name="f", path="/d/f", type="FILE_TYPE_FILE", size="3", mode=0o640,
-              permissions="-rw-r-----", modifiedTime="2024-05-06T07:08:09.123456789Z",
-              owner="user", group="user"),
-        entry(name="l", path="/d/l", type="FILE_TYPE_DIRECTORY", isSymlink=True, size="3",
-              mode=0o755, permissions="Lrwxrwxrwx", symlinkTarget="/d/x"),
-        entry(name="p", path="/d/p", permissions="prw-r--r--"),
-        entry(name="e", path="/d/e", type="FILE_TYPE_FILE", permissions="----------"),
-    ]}
+    answer = {
+        "entries": [
+            entry(
+                name="f",
+                path="/d/f",
+                type="FILE_TYPE_FILE",
+                size="3",
+                mode=0o640,
+                permissions="-rw-r-----",
+                modifiedTime="2024-05-06T07:08:09.123456789Z",
+                owner="user",
+                group="user",
+            ),
+            entry(
+                name="l",
+                path="/d/l",
+                type="FILE_TYPE_DIRECTORY",
+                isSymlink=True,
+                size="3",
+                mode=0o755,
+                permissions="Lrwxrwxrwx",
+                symlinkTarget="/d/x",
+            ),
+            entry(name="p", path="/d/p", permissions="prw-r--r--"),
+            entry(name="e", path="/d/e", type="FILE_TYPE_FILE", permissions="----------"),
+        ]
+    }
     assert listing("/d", answer) == [
-        FileInfo("f", "/d/f", "file", 3, 0o640,
-                 datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)),
+        FileInfo(
+            "f",
+            "/d/f",
+            "file",
+            3,
+            0o640,
+            datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc),
+        ),
         FileInfo("l", "/d/l", "symlink", 3, None, None),
         FileInfo("p", "/d/p", "other", 0, 0, None),
         FileInfo("e", "/d/e", "file", 0, 0, None),
@@ -190,26 +229,37 @@ def test_a_listing_of_current_envd_becomes_file_infos() -> None:
 
 
 def test_a_listing_of_older_envd_becomes_file_infos() -> None:
-    answer = {"entries": [
-        {"name": "s", "type": "FILE_TYPE_SYMLINK"},
-        {"name": "d", "type": 2, "size": 4096, "modified_time": "2024-05-06T07:08:09+02:00"},
-        {"name": "f", "type": 1, "permissions": "-rw-r--r--", "mode": 420},
-        {"name": "o", "type": "FILE_TYPE_DIRECTORY", "permissions": "Lrwxrwxrwx"},
-    ]}
+    answer = {
+        "entries": [
+            {"name": "s", "type": "FILE_TYPE_SYMLINK"},
+            {"name": "d", "type": 2, "size": 4096, "modified_time": "2024-05-06T07:08:09+02:00"},
+            {"name": "f", "type": 1, "permissions": "-rw-r--r--", "mode": 420},
+            {"name": "o", "type": "FILE_TYPE_DIRECTORY", "permissions": "Lrwxrwxrwx"},
+        ]
+    }
     assert listing("/d", answer) == [
         FileInfo("s", "/d/s", "symlink", 0, None, None),
-        FileInfo("d", "/d/d", "dir", 4096, None,
-                 datetime(2024, 5, 6, 5, 8, 9, tzinfo=timezone.utc)),
+        FileInfo(
+            "d", "/d/d", "dir", 4096, None, datetime(2024, 5, 6, 5, 8, 9, tzinfo=timezone.utc)
+        ),
         FileInfo("f", "/d/f", "file", 0, 0o644, None),
         FileInfo("o", "/d/o", "symlink", 0, None, None),
     ]
 
 
-@pytest.mark.parametrize("answer", [
-    [], {"entries": {}}, {"entries": ["x"]}, {"entries": [{"path": "/d/x"}]},
-    {"entries": [entry(size="-1")]}, {"entries": [entry(size="many")]},
-    {"entries": [entry(size=True)]}, {"entries": [entry(mode=1.5)]},
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [],
+        {"entries": {}},
+        {"entries": ["x"]},
+        {"entries": [{"path": "/d/x"}]},
+        {"entries": [entry(size="-1")]},
+        {"entries": [entry(size="many")]},
+        {"entries": [entry(size=True)]},
+        {"entries": [entry(mode=1.5)]},
+    ],
+)
 def test_a_malformed_listing_is_a_provider_error(answer: Any) -> None:
     with pytest.raises(ProviderError):
         listing("/d", answer)

@@ -31,8 +31,11 @@ def pointed(emulator: E2BEmulator) -> Iterator[E2BEmulator]:
 
 
 def _policy_puts(emulator: E2BEmulator, sandbox_id: str) -> list[bytes]:
-    return [r.body for r in emulator.requests
-            if r.method == "PUT" and r.path == f"/sandboxes/{sandbox_id}/network"]
+    return [
+        r.body
+        for r in emulator.requests
+        if r.method == "PUT" and r.path == f"/sandboxes/{sandbox_id}/network"
+    ]
 
 
 def test_retry_settings_change_keeps_fake_sandboxes_commands_and_policies(
@@ -43,8 +46,7 @@ def test_retry_settings_change_keeps_fake_sandboxes_commands_and_policies(
     try:
         adapters_before = (sandbox.adapter_for("fake"), sandbox.adapter_for("e2b"))
         sandbox.apply_network_policy(e2b_box, NetworkPolicy(allow=["example.com"]))
-        command = sandbox.spawn(e2b_box, "bash", ["-c", "read line; echo got-$line"],
-                                stdin=True)
+        command = sandbox.spawn(e2b_box, "bash", ["-c", "read line; echo got-$line"], stdin=True)
 
         config.configure("retry", attempts=2)
         with config.override("retry", base_ms=2):

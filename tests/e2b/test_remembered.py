@@ -135,8 +135,11 @@ def test_a_sandbox_paused_behind_our_back_is_resumed_then_the_command_runs_once(
     assert e2b.exec(handle, *RUN_ONCE) == (b"run\n", 0)
     seen = since(emulator, mark)
     assert [(r.method, r.path) for r in seen] == [
-        ("POST", START), ("GET", LISTING), ("POST", f"/v2/sandboxes/{ident}/connect"),
-        ("PUT", f"/sandboxes/{ident}/network"), ("POST", START),
+        ("POST", START),
+        ("GET", LISTING),
+        ("POST", f"/v2/sandboxes/{ident}/connect"),
+        ("PUT", f"/sandboxes/{ident}/network"),
+        ("POST", START),
     ]
     assert json.loads(seen[3].body)["allowOut"] == ["example.com"]
     assert e2b.get(handle).status == "running"
@@ -246,8 +249,11 @@ def answers(rsps: responses.RequestsMock, method: str, url: str, *replies: Answe
 
 
 def ok_stream() -> Answer:
-    return (200, {"Content-Type": "application/connect+json"},
-            wire.start() + wire.stdout(b"ran") + wire.end(0) + wire.trailer())
+    return (
+        200,
+        {"Content-Type": "application/connect+json"},
+        wire.start() + wire.stdout(b"ran") + wire.end(0) + wire.trailer(),
+    )
 
 
 def detail(token: str, sandbox_id: str = "sbx1") -> Answer:
@@ -273,14 +279,17 @@ def test_a_401_for_a_remembered_token_fetches_a_new_one_and_runs_once(
     rsps: responses.RequestsMock,
 ) -> None:
     rsps.add_callback(responses.GET, wire.LISTING, callback=lambda _: LISTED)
-    answers(rsps, responses.GET, f"{wire.API}/sandboxes/sbx1", detail(wire.TOKEN),
-            detail("fresh"))
+    answers(rsps, responses.GET, f"{wire.API}/sandboxes/sbx1", detail(wire.TOKEN), detail("fresh"))
     answers(rsps, responses.POST, wire.START_URL, ok_stream(), UNAUTHORIZED, ok_stream())
     e2b = remembered()
     mark = len(rsps.calls)
     assert e2b.exec(e2b.build_handle("box"), "true") == (b"ran", 0)
-    assert urls(rsps, mark) == [wire.START_URL, f"{wire.API}/v2/sandboxes",
-                                f"{wire.API}/sandboxes/sbx1", wire.START_URL]
+    assert urls(rsps, mark) == [
+        wire.START_URL,
+        f"{wire.API}/v2/sandboxes",
+        f"{wire.API}/sandboxes/sbx1",
+        wire.START_URL,
+    ]
     assert rsps.calls[-1].request.headers["X-Access-Token"] == "fresh"
 
 
@@ -296,16 +305,33 @@ def test_a_401_that_a_new_lookup_cannot_explain_stands(rsps: responses.RequestsM
 
 
 def test_the_lookup_is_retried_once_only(rsps: responses.RequestsMock) -> None:
-    gone = (502, {}, json.dumps({"sandboxId": "sbx1", "message": "The sandbox was not found",
-                                 "code": 502}).encode())
-    moved = (502, {}, json.dumps({"sandboxId": "sbx2", "message": "The sandbox was not found",
-                                  "code": 502}).encode())
-    answers(rsps, responses.GET, wire.LISTING, LISTED,
-            (200, {}, json.dumps([wire.item("sbx2")]).encode()))
-    rsps.add_callback(responses.GET, f"{wire.API}/sandboxes/sbx1",
-                      callback=lambda _: detail(wire.TOKEN))
-    rsps.add_callback(responses.GET, f"{wire.API}/sandboxes/sbx2",
-                      callback=lambda _: detail(wire.TOKEN, "sbx2"))
+    gone = (
+        502,
+        {},
+        json.dumps(
+            {"sandboxId": "sbx1", "message": "The sandbox was not found", "code": 502}
+        ).encode(),
+    )
+    moved = (
+        502,
+        {},
+        json.dumps(
+            {"sandboxId": "sbx2", "message": "The sandbox was not found", "code": 502}
+        ).encode(),
+    )
+    answers(
+        rsps,
+        responses.GET,
+        wire.LISTING,
+        LISTED,
+        (200, {}, json.dumps([wire.item("sbx2")]).encode()),
+    )
+    rsps.add_callback(
+        responses.GET, f"{wire.API}/sandboxes/sbx1", callback=lambda _: detail(wire.TOKEN)
+    )
+    rsps.add_callback(
+        responses.GET, f"{wire.API}/sandboxes/sbx2", callback=lambda _: detail(wire.TOKEN, "sbx2")
+    )
     answers(rsps, responses.POST, wire.START_URL, ok_stream(), gone)
     answers(rsps, responses.POST, "https://49983-sbx2.test/process.Process/Start", moved)
     e2b = remembered()
@@ -314,16 +340,19 @@ def test_the_lookup_is_retried_once_only(rsps: responses.RequestsMock) -> None:
         e2b.exec(e2b.build_handle("box"), "true")
     assert caught.value.detail[:2] == ("http", 502)
     assert [u for u in urls(rsps, mark) if u.endswith("/Start")] == [
-        wire.START_URL, "https://49983-sbx2.test/process.Process/Start",
+        wire.START_URL,
+        "https://49983-sbx2.test/process.Process/Start",
     ]
 
 
 def test_a_start_that_was_accepted_is_never_sent_again(rsps: responses.RequestsMock) -> None:
-    rejected_inside = (200, {"Content-Type": "application/connect+json"},
-                       wire.trailer({"code": "unauthenticated", "message": "invalid username"}))
+    rejected_inside = (
+        200,
+        {"Content-Type": "application/connect+json"},
+        wire.trailer({"code": "unauthenticated", "message": "invalid username"}),
+    )
     rsps.add_callback(responses.GET, wire.LISTING, callback=lambda _: LISTED)
-    answers(rsps, responses.GET, f"{wire.API}/sandboxes/sbx1", detail(wire.TOKEN),
-            detail("fresh"))
+    answers(rsps, responses.GET, f"{wire.API}/sandboxes/sbx1", detail(wire.TOKEN), detail("fresh"))
     answers(rsps, responses.POST, wire.START_URL, ok_stream(), rejected_inside, ok_stream())
     e2b = remembered()
     mark = len(rsps.calls)

@@ -17,8 +17,14 @@ from managoat_sandbox.providers.e2b.envd import Envd
 from managoat_sandbox.providers.e2b.remembered import Remembered, is_stale
 from managoat_sandbox.providers.e2b.settings import Settings
 
-S = Settings(api_key="key-a", base_url="https://api.example.test", template="base",
-             user="user", timeout=5.0, sandbox_url=None)
+S = Settings(
+    api_key="key-a",
+    base_url="https://api.example.test",
+    template="base",
+    user="user",
+    timeout=5.0,
+    sandbox_url=None,
+)
 OLD = SandboxAccess("sbx-old", "token-old", "example.test")
 NEW = SandboxAccess("sbx-new", "token-new", "example.test")
 STALE_TOKEN = Denied((reasons.HTTP, 401, {"message": "bad token"}))
@@ -61,8 +67,9 @@ class Calls:
         return envd.sandbox_id
 
 
-def remembering(access: SandboxAccess, *lookups: tuple[SandboxAccess, bool]) -> tuple[
-        Remembered, Lookups]:
+def remembering(
+    access: SandboxAccess, *lookups: tuple[SandboxAccess, bool]
+) -> tuple[Remembered, Lookups]:
     lookup = Lookups(*lookups)
     remembered = Remembered(lookup)
     remembered.remember(S, "box", access)
@@ -75,10 +82,22 @@ def remembering(access: SandboxAccess, *lookups: tuple[SandboxAccess, bool]) -> 
 def test_an_entry_belongs_to_one_control_plane_and_account() -> None:
     remembered, _ = remembering(OLD)
     assert remembered.recall(S, "box") == OLD
-    other_key = Settings(api_key="key-b", base_url=S.base_url, template="base", user="user",
-                         timeout=5.0, sandbox_url=None)
-    other_plane = Settings(api_key="key-a", base_url="https://api.other.test",
-                           template="base", user="user", timeout=5.0, sandbox_url=None)
+    other_key = Settings(
+        api_key="key-b",
+        base_url=S.base_url,
+        template="base",
+        user="user",
+        timeout=5.0,
+        sandbox_url=None,
+    )
+    other_plane = Settings(
+        api_key="key-a",
+        base_url="https://api.other.test",
+        template="base",
+        user="user",
+        timeout=5.0,
+        sandbox_url=None,
+    )
     assert remembered.recall(other_key, "box") is None
     assert remembered.recall(other_plane, "box") is None
     assert remembered.recall(S, "another") is None
@@ -95,11 +114,14 @@ def test_past_capacity_the_least_recently_used_name_goes_first() -> None:
     assert remembered.recall(S, "c") == NEW
 
 
-@pytest.mark.parametrize("item,kept", [
-    ({"sandboxID": "sbx-old", "state": "running"}, True),
-    ({"sandboxID": "sbx-old", "state": "paused"}, False),
-    ({"sandboxID": "sbx-new", "state": "running"}, False),
-])
+@pytest.mark.parametrize(
+    "item,kept",
+    [
+        ({"sandboxID": "sbx-old", "state": "running"}, True),
+        ({"sandboxID": "sbx-old", "state": "paused"}, False),
+        ({"sandboxID": "sbx-new", "state": "running"}, False),
+    ],
+)
 def test_reconcile_drops_an_entry_that_now_means_a_paused_or_another_sandbox(
     item: dict[str, str], kept: bool
 ) -> None:
@@ -127,11 +149,14 @@ def test_an_unremembered_name_is_looked_up_once_and_then_remembered() -> None:
     assert remembered.recall(S, "box") == OLD
 
 
-@pytest.mark.parametrize("stale", [
-    STALE_TOKEN,
-    proxy_502("The sandbox was not found", "sbx-old"),
-    proxy_502("sandbox is paused"),
-])
+@pytest.mark.parametrize(
+    "stale",
+    [
+        STALE_TOKEN,
+        proxy_502("The sandbox was not found", "sbx-old"),
+        proxy_502("sandbox is paused"),
+    ],
+)
 def test_a_stale_refusal_of_a_remembered_sandbox_is_looked_up_and_sent_once_more(
     stale: SandboxError,
 ) -> None:
@@ -181,11 +206,14 @@ def test_a_fresh_lookup_is_not_retried_even_when_refused_as_stale() -> None:
     assert remembered.recall(S, "box") is None
 
 
-@pytest.mark.parametrize("refusal", [
-    NotFound(("file", "/x")),
-    proxy_502("bad gateway"),
-    proxy_502("The sandbox was not found", "sbx-other"),
-])
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        NotFound(("file", "/x")),
+        proxy_502("bad gateway"),
+        proxy_502("The sandbox was not found", "sbx-other"),
+    ],
+)
 def test_any_other_failure_drops_the_entry_and_stands(refusal: SandboxError) -> None:
     remembered, lookup = remembering(OLD, (NEW, False))
     with pytest.raises(type(refusal)):
@@ -241,17 +269,20 @@ def test_a_later_call_answers_and_keeps_the_entry() -> None:
 # -- what is stale ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("error,stale", [
-    (STALE_TOKEN, True),
-    (Unavailable((reasons.HTTP, 401, {})), False),
-    (proxy_502("The sandbox was not found", "sbx-old"), True),
-    (proxy_502("The sandbox was not found"), True),
-    (proxy_502("The sandbox was not found", "sbx-other"), False),
-    (proxy_502("upstream connect error"), False),
-    (Unavailable((reasons.HTTP, 502, "not found")), False),
-    (Unavailable((reasons.HTTP, 500, {"message": "not found"})), False),
-    (Unavailable(reasons.CLOSED_BEFORE_EXIT), False),
-])
+@pytest.mark.parametrize(
+    "error,stale",
+    [
+        (STALE_TOKEN, True),
+        (Unavailable((reasons.HTTP, 401, {})), False),
+        (proxy_502("The sandbox was not found", "sbx-old"), True),
+        (proxy_502("The sandbox was not found"), True),
+        (proxy_502("The sandbox was not found", "sbx-other"), False),
+        (proxy_502("upstream connect error"), False),
+        (Unavailable((reasons.HTTP, 502, "not found")), False),
+        (Unavailable((reasons.HTTP, 500, {"message": "not found"})), False),
+        (Unavailable(reasons.CLOSED_BEFORE_EXIT), False),
+    ],
+)
 def test_only_a_token_refusal_or_the_proxys_missing_sandbox_is_stale(
     error: SandboxError, stale: bool
 ) -> None:

@@ -51,8 +51,9 @@ def test_no_secret_in_reprs_errors_or_logs(
         token = emulator.record(raw["sandboxID"]).access_token
         assert token and len(token) >= 8
         box = Mailbox()
-        command = e2b.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=box,
-                            stdin=True, detachable=True)
+        command = e2b.spawn(
+            handle, "bash", ["-c", "echo ready; exec cat"], owner=box, stdin=True, detachable=True
+        )
         box.expect(is_stdout(command.ref), 10)
         # The heartbeat's failures are logged (with the error's body): checked below.
         emulator.server_error(503, path=r"/timeout$", times=3)
@@ -65,8 +66,14 @@ def test_no_secret_in_reprs_errors_or_logs(
         emulator.stream_fault("no_end")
         failing(e2b.exec, handle, "true")
         failing(e2b.attach, handle, "fountain-unknown")
-        texts += [repr(e2b), repr(handle), repr(command), repr(command.private),
-                  repr(Settings.load()), repr(box.history())]
+        texts += [
+            repr(e2b),
+            repr(handle),
+            repr(command),
+            repr(command.private),
+            repr(Settings.load()),
+            repr(box.history()),
+        ]
         assert wait_until(lambda: any("heartbeat" in r.getMessage() for r in caplog.records))
         e2b.close_stdin(command)
         texts.append(repr(box.expect(is_terminal(command.ref), 10)))

@@ -39,8 +39,14 @@ def test_a_detachable_spawn_carries_the_id_that_lists_and_attaches(
     e2b: E2B, handle: Handle
 ) -> None:
     spawned_box = Mailbox()
-    spawned = e2b.spawn(handle, "bash", ["-c", "echo ready; exec cat"], owner=spawned_box,
-                        stdin=True, detachable=True)
+    spawned = e2b.spawn(
+        handle,
+        "bash",
+        ["-c", "echo ready; exec cat"],
+        owner=spawned_box,
+        stdin=True,
+        detachable=True,
+    )
     try:
         assert spawned.session_id is not None
         # The journal shim records the command before running it: once it spoke,

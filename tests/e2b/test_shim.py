@@ -27,8 +27,14 @@ def env(home: Path) -> dict[str, str]:
 
 
 def bash(script: str, env: dict[str, str], **kwargs: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["bash", "-c", script], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        ["bash", "-c", script],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )  # type: ignore[call-overload]
 
 
 def processes_mentioning(text: str) -> dict[int, bytes]:
@@ -45,10 +51,11 @@ def processes_mentioning(text: str) -> dict[int, bytes]:
     return found
 
 
-@pytest.mark.parametrize("arg", ["plain", "a'b", "$HOME", "`id`", "x\ny", "\"q\"", "", "*"])
+@pytest.mark.parametrize("arg", ["plain", "a'b", "$HOME", "`id`", "x\ny", '"q"', "", "*"])
 def test_quote_is_read_back_verbatim(arg: str, env: dict[str, str]) -> None:
-    out = subprocess.run(["bash", "-c", f"printf %s {shim.quote(arg)}"], env=env,
-                         capture_output=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", f"printf %s {shim.quote(arg)}"], env=env, capture_output=True, check=True
+    ).stdout
     assert out == arg.encode()
 
 
@@ -56,8 +63,12 @@ def test_the_shim_passes_output_through_journals_it_and_keeps_the_code(
     home: Path, env: dict[str, str]
 ) -> None:
     tag = shim.new_tag()
-    script = shim.script(tag, "bash", ["-c", "read x; echo out:$x:$K:$HOME; echo err >&2; exit 7"],
-                          {"K": "v", "HOME": "/elsewhere"})
+    script = shim.script(
+        tag,
+        "bash",
+        ["-c", "read x; echo out:$x:$K:$HOME; echo err >&2; exit 7"],
+        {"K": "v", "HOME": "/elsewhere"},
+    )
     process = bash(script, env)
     out, err = process.communicate(b"in\n", timeout=10)
     assert (process.returncode, out, err) == (7, b"out:in:v:/elsewhere\n", b"err\n")
@@ -69,7 +80,7 @@ def test_the_shim_passes_output_through_journals_it_and_keeps_the_code(
 
 
 def test_the_replayer_replays_from_byte_zero_tails_and_ends_with_the_code(
-    env: dict[str, str]
+    env: dict[str, str],
 ) -> None:
     tag = shim.new_tag()
     spawned = bash(shim.script(tag, "bash", ["-c", "echo first; echo e1 >&2; cat; exit 3"]), env)
@@ -111,8 +122,11 @@ def test_a_killed_replayer_leaves_no_process_behind(home: Path, env: dict[str, s
 
 def _followers(tag: str) -> list[int]:
     """The replayer's ``tail`` processes of the session."""
-    return [pid for pid, cmdline in processes_mentioning(f"{tag}.out").items()
-            if cmdline.startswith(b"tail")]
+    return [
+        pid
+        for pid, cmdline in processes_mentioning(f"{tag}.out").items()
+        if cmdline.startswith(b"tail")
+    ]
 
 
 def test_the_lister_lists_journaled_sessions_only(home: Path, env: dict[str, str]) -> None:
@@ -120,23 +134,31 @@ def test_the_lister_lists_journaled_sessions_only(home: Path, env: dict[str, str
     for tag in tags:
         bash(shim.script(tag, "echo", ["a b"]), env).communicate(timeout=10)
     (home / ".fountain" / "stray.txt").write_text("x")
-    out = subprocess.run(["bash", "-c", shim.lister()], env=env, capture_output=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", shim.lister()], env=env, capture_output=True, check=True
+    ).stdout
     sessions = shim.parse_listing(out)
     assert [s.id for s in sessions] == sorted(tags)
     assert all(s.command == "echo a b" and s.created_at is not None for s in sessions)
 
 
 def test_the_lister_of_a_sandbox_without_journal_is_empty(env: dict[str, str]) -> None:
-    out = subprocess.run(["bash", "-c", shim.lister()], env=env, capture_output=True,
-                         check=False)
+    out = subprocess.run(["bash", "-c", shim.lister()], env=env, capture_output=True, check=False)
     assert (out.returncode, out.stdout) == (0, b"")
 
 
-@pytest.mark.parametrize(("data", "code"), [
-    (b"9\n", 9), (b" 0 ", 0), (b"-1\n", -1), (b"bad", None), (b"", None), (None, None),
-    (b"1 2", None),
-])
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"9\n", 9),
+        (b" 0 ", 0),
+        (b"-1\n", -1),
+        (b"bad", None),
+        (b"", None),
+        (None, None),
+        (b"1 2", None),
+    ],
+)
 def test_parse_exit(data: bytes | None, code: int | None) -> None:
     assert shim.parse_exit(data) == code
 

@@ -50,10 +50,16 @@ def gated(e2b: E2B, emulator: E2BEmulator) -> Iterator[tuple[Handle, str]]:
     """
     name = f"gated-{time.monotonic_ns()}"
     answer = requests.post(
-        f"{emulator.base_url}/v2/sandboxes", timeout=WAIT, headers={"X-API-Key": API_KEY},
-        json={"templateID": "base", "timeout": 600, "autoPause": True,
-              "metadata": {"fountain_name": name, "fountain": "1"},
-              "envVars": {"BASH_ENV": "$HOME/gate.sh"}},
+        f"{emulator.base_url}/v2/sandboxes",
+        timeout=WAIT,
+        headers={"X-API-Key": API_KEY},
+        json={
+            "templateID": "base",
+            "timeout": 600,
+            "autoPause": True,
+            "metadata": {"fountain_name": name, "fountain": "1"},
+            "envVars": {"BASH_ENV": "$HOME/gate.sh"},
+        },
     )
     answer.raise_for_status()
     sandbox_id = str(answer.json()["sandboxID"])

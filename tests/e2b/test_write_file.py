@@ -26,8 +26,11 @@ requires_isolation = pytest.mark.skipif(
 @pytest.fixture
 def unisolated(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sandboxes created after this run their commands as plain host processes."""
-    monkeypatch.setattr(isolation, "support",
-                        lambda refresh=False: isolation.Support(None, "turned off by the test"))
+    monkeypatch.setattr(
+        isolation,
+        "support",
+        lambda refresh=False: isolation.Support(None, "turned off by the test"),
+    )
 
 
 def mode_of(e2b: E2B, handle: Handle, path: str) -> bytes:
@@ -54,7 +57,9 @@ def test_a_failed_chmod_says_why(e2b: E2B, handle: Handle) -> None:
     # The upload (envd, as root) goes through a directory the user cannot search; the
     # chmod (a command, as the user) cannot.
     assert e2b.exec(handle, "bash", ["-c", "mkdir -p /tmp/locked && chmod 0 /tmp/locked"]) == (
-        b"", 0)
+        b"",
+        0,
+    )
     with pytest.raises(Invalid) as caught:
         e2b.write_file(handle, "/tmp/locked/key", b"x", mode=0o600)
     kind, code, reason = caught.value.detail

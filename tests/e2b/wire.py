@@ -27,14 +27,25 @@ def configure(**extra: Any) -> None:
 
 def item(sandbox_id: str = "sbx1", name: str = "box", state: str = "running") -> dict[str, Any]:
     """A v2 listing item stamped with ``name``."""
-    return {"sandboxID": sandbox_id, "templateID": "base", "clientID": "6532622b",
-            "state": state, "metadata": {"fountain_name": name, "fountain": "1"}}
+    return {
+        "sandboxID": sandbox_id,
+        "templateID": "base",
+        "clientID": "6532622b",
+        "state": state,
+        "metadata": {"fountain_name": name, "fountain": "1"},
+    }
 
 
 def sandbox(sandbox_id: str = "sbx1", token: str = TOKEN) -> dict[str, Any]:
     """A ``Sandbox`` / ``SandboxDetail`` answer."""
-    return {"sandboxID": sandbox_id, "templateID": "base", "clientID": "6532622b",
-            "envdVersion": "0.6.13", "envdAccessToken": token, "domain": "test"}
+    return {
+        "sandboxID": sandbox_id,
+        "templateID": "base",
+        "clientID": "6532622b",
+        "envdVersion": "0.6.13",
+        "envdAccessToken": token,
+        "domain": "test",
+    }
 
 
 def found(rsps: responses.RequestsMock, *items: dict[str, Any], **kw: Any) -> None:
@@ -77,8 +88,13 @@ def trailer(error: Any = None) -> bytes:
 
 def stream(rsps: responses.RequestsMock, *parts: bytes, url: str = START_URL) -> None:
     """The next Start answers these envelopes as one connect+json body."""
-    rsps.add(responses.POST, url, body=b"".join(parts), status=200,
-             content_type="application/connect+json")
+    rsps.add(
+        responses.POST,
+        url,
+        body=b"".join(parts),
+        status=200,
+        content_type="application/connect+json",
+    )
 
 
 class Pipe:

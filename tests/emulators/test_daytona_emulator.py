@@ -51,8 +51,9 @@ class Client:
         assert answer.status_code == 200, answer.text
         return dict(answer.json())
 
-    def tb(self, sandbox: dict[str, Any], method: str, path: str,
-           **kwargs: Any) -> requests.Response:
+    def tb(
+        self, sandbox: dict[str, Any], method: str, path: str, **kwargs: Any
+    ) -> requests.Response:
         kwargs.setdefault("headers", AUTH)
         kwargs.setdefault("timeout", 30)
         url = sandbox["toolboxProxyUrl"].rstrip("/") + "/" + sandbox["id"] + path
@@ -63,8 +64,12 @@ class Client:
         assert answer.status_code == 201, answer.text
 
     def run(self, sandbox: dict[str, Any], command: str, session_id: str = "s1") -> str:
-        answer = self.tb(sandbox, "POST", f"/process/session/{session_id}/exec",
-                         json={"command": command, "runAsync": True})
+        answer = self.tb(
+            sandbox,
+            "POST",
+            f"/process/session/{session_id}/exec",
+            json={"command": command, "runAsync": True},
+        )
         assert answer.status_code == 202, answer.text
         return str(answer.json()["cmdId"])
 
@@ -75,10 +80,21 @@ class Client:
         assert wait_until(lambda: "exitCode" in self.record(sandbox, command_id, session_id), 10)
         return int(self.record(sandbox, command_id, session_id)["exitCode"])
 
-    def logs(self, sandbox: dict[str, Any], command_id: str, headers: dict[str, str],
-             session_id: str = "s1", **kwargs: Any) -> requests.Response:
-        return self.tb(sandbox, "GET", f"/process/session/{session_id}/command/{command_id}/logs",
-                       headers=headers, **kwargs)
+    def logs(
+        self,
+        sandbox: dict[str, Any],
+        command_id: str,
+        headers: dict[str, str],
+        session_id: str = "s1",
+        **kwargs: Any,
+    ) -> requests.Response:
+        return self.tb(
+            sandbox,
+            "GET",
+            f"/process/session/{session_id}/command/{command_id}/logs",
+            headers=headers,
+            **kwargs,
+        )
 
 
 @pytest.fixture
@@ -112,7 +128,8 @@ def test_api_wants_the_bearer_key_and_answers_nest_401(client: Client) -> None:
 
 
 def test_toolbox_401_is_daemon_shaped_and_preview_token_is_accepted(
-        client: Client, sandbox: dict[str, Any]) -> None:
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     answer = client.tb(sandbox, "GET", "/process/session", headers={})
     assert answer.status_code == 401 and answer.json()["code"] == "UNAUTHORIZED"
     token = client.call("GET", f"/sandbox/{sandbox['id']}/ports/3000/preview-url").json()["token"]
@@ -125,9 +142,28 @@ def test_toolbox_401_is_daemon_shaped_and_preview_token_is_accepted(
 
 def test_create_returns_every_field_the_sdk_needs(client: Client) -> None:
     body = client.create("full", labels={"a": "1"}, ttlMinutes=0, autoStopInterval=0)
-    required = {"id", "organizationId", "name", "target", "user", "env", "labels", "public",
-                "networkBlockAll", "cpu", "gpu", "memory", "disk", "toolboxProxyUrl", "kvm",
-                "state", "desiredState", "createdAt", "lastActivityAt", "autoStopInterval"}
+    required = {
+        "id",
+        "organizationId",
+        "name",
+        "target",
+        "user",
+        "env",
+        "labels",
+        "public",
+        "networkBlockAll",
+        "cpu",
+        "gpu",
+        "memory",
+        "disk",
+        "toolboxProxyUrl",
+        "kvm",
+        "state",
+        "desiredState",
+        "createdAt",
+        "lastActivityAt",
+        "autoStopInterval",
+    }
     assert required <= set(body)
     assert body["state"] == "started" and body["labels"] == {"a": "1"}
     assert body["toolboxProxyUrl"] == client.emulator.base_url + "/toolbox"
@@ -158,8 +194,7 @@ def test_get_by_id_or_name_and_404(client: Client, sandbox: dict[str, Any]) -> N
     assert missing.json()["message"] == "Sandbox with ID or name ghost not found"
 
 
-def test_delete_renames_at_once_and_frees_the_name(client: Client,
-                                                   sandbox: dict[str, Any]) -> None:
+def test_delete_renames_at_once_and_frees_the_name(client: Client, sandbox: dict[str, Any]) -> None:
     answer = client.call("DELETE", "/sandbox/box")
     assert answer.status_code == 200
     assert answer.json()["name"].startswith("DESTROYED_box_")
@@ -169,8 +204,9 @@ def test_delete_renames_at_once_and_frees_the_name(client: Client,
     assert client.create("box")["id"] != sandbox["id"]
 
 
-def test_held_delete_lingers_as_a_listable_destroying_row(client: Client,
-                                                          emulator: DaytonaEmulator) -> None:
+def test_held_delete_lingers_as_a_listable_destroying_row(
+    client: Client, emulator: DaytonaEmulator
+) -> None:
     row = client.create("linger", labels={"k": "v"})
     emulator.hold_transitions("delete")
     client.call("DELETE", "/sandbox/linger")
@@ -251,13 +287,17 @@ def test_stop_start_archive_state_machine(client: Client, sandbox: dict[str, Any
     assert client.call("GET", "/sandbox/box/ports/80/preview-url").json()["token"] != token
 
 
-def test_held_transition_answers_409_until_finished(client: Client, emulator: DaytonaEmulator,
-                                                   sandbox: dict[str, Any]) -> None:
+def test_held_transition_answers_409_until_finished(
+    client: Client, emulator: DaytonaEmulator, sandbox: dict[str, Any]
+) -> None:
     emulator.hold_transitions("stop")
     body = client.call("POST", "/sandbox/box/stop").json()
     assert (body["state"], body["desiredState"]) == ("stopping", "stopped")
-    for method, path in (("POST", "/sandbox/box/start"), ("POST", "/sandbox/box/stop"),
-                         ("DELETE", "/sandbox/box")):
+    for method, path in (
+        ("POST", "/sandbox/box/start"),
+        ("POST", "/sandbox/box/stop"),
+        ("DELETE", "/sandbox/box"),
+    ):
         answer = client.call(method, path)
         assert answer.status_code == 409
         assert answer.json()["message"] == "Sandbox state change in progress"
@@ -277,17 +317,24 @@ def test_stopping_an_ephemeral_sandbox_deletes_it(client: Client) -> None:
     assert client.call("GET", "/sandbox/eph").status_code == 404
 
 
-def test_settings_routes_answer_201_and_labels_replace(client: Client,
-                                                      sandbox: dict[str, Any]) -> None:
-    for path in ("/public/true", "/autostop/0", "/autoarchive/60", "/autodelete/-1",
-                 "/ports/3000/signed-preview-url/tok/expire"):
+def test_settings_routes_answer_201_and_labels_replace(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
+    for path in (
+        "/public/true",
+        "/autostop/0",
+        "/autoarchive/60",
+        "/autodelete/-1",
+        "/ports/3000/signed-preview-url/tok/expire",
+    ):
         assert client.call("POST", "/sandbox/box" + path).status_code == 201, path
     body = client.call("GET", "/sandbox/box").json()
     assert body["public"] is True and body["autoArchiveInterval"] == 60
     labels = client.call("PUT", "/sandbox/box/labels", json={"labels": {"n": "1"}})
     assert labels.status_code == 200 and labels.json() == {"labels": {"n": "1"}}
-    signed = client.call("GET", "/sandbox/box/ports/3000/signed-preview-url",
-                         params={"expiresInSeconds": 30}).json()
+    signed = client.call(
+        "GET", "/sandbox/box/ports/3000/signed-preview-url", params={"expiresInSeconds": 30}
+    ).json()
     assert {"sandboxId", "port", "token", "url"} <= set(signed)
     bad_port = client.call("GET", "/sandbox/box/ports/0/preview-url")
     assert bad_port.json()["message"] == "Invalid port"
@@ -295,13 +342,15 @@ def test_settings_routes_answer_201_and_labels_replace(client: Client,
     assert proxy == {"url": client.emulator.toolbox_url}
 
 
-def test_network_settings_merge_rules(client: Client, emulator: DaytonaEmulator,
-                                      sandbox: dict[str, Any]) -> None:
+def test_network_settings_merge_rules(
+    client: Client, emulator: DaytonaEmulator, sandbox: dict[str, Any]
+) -> None:
     path = "/sandbox/box/network-settings"
     body = client.call("POST", path, json={"networkAllowList": "10.0.0.0/8"}).json()
     assert body["networkAllowList"] == "10.0.0.0/8" and body["networkBlockAll"] is False
-    body = client.call("POST", path, json={"networkBlockAll": True,
-                                           "domainAllowList": "hex.pm,github.com"}).json()
+    body = client.call(
+        "POST", path, json={"networkBlockAll": True, "domainAllowList": "hex.pm,github.com"}
+    ).json()
     assert body["networkBlockAll"] is True and body["networkAllowList"] is None
     assert body["domainAllowList"] == "hex.pm,github.com"
     body = client.call("POST", path, json={"domainAllowList": ""}).json()
@@ -319,11 +368,18 @@ def test_network_settings_merge_rules(client: Client, emulator: DaytonaEmulator,
 # -- toolbox: execute -----------------------------------------------------------------------
 
 
-def test_execute_merges_output_and_applies_envs_cwd_timeout(client: Client,
-                                                            sandbox: dict[str, Any]) -> None:
-    answer = client.tb(sandbox, "POST", "/process/execute",
-                       json={"command": "echo out; echo $GREETING; echo err >&2; exit 3",
-                             "envs": {"GREETING": "hi"}})
+def test_execute_merges_output_and_applies_envs_cwd_timeout(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
+    answer = client.tb(
+        sandbox,
+        "POST",
+        "/process/execute",
+        json={
+            "command": "echo out; echo $GREETING; echo err >&2; exit 3",
+            "envs": {"GREETING": "hi"},
+        },
+    )
     assert answer.status_code == 200 and answer.json()["exitCode"] == 3
     assert sorted(answer.json()["result"].splitlines()) == ["err", "hi", "out"]
     assert client.tb(sandbox, "GET", "/work-dir").json()["dir"] == "/home/daytona"
@@ -333,15 +389,17 @@ def test_execute_merges_output_and_applies_envs_cwd_timeout(client: Client,
     assert cwd.json()["result"].rstrip("\n").endswith("/home/daytona/sub")
     missing = client.tb(sandbox, "POST", "/process/execute", json={"command": "pwd", "cwd": "nope"})
     assert missing.json()["exitCode"] == -1
-    slow = client.tb(sandbox, "POST", "/process/execute",
-                     json={"command": "sleep 30", "timeout": 1})
+    slow = client.tb(
+        sandbox, "POST", "/process/execute", json={"command": "sleep 30", "timeout": 1}
+    )
     assert slow.status_code == 408
     assert slow.json()["message"] == "request timeout: command execution timeout"
     assert client.tb(sandbox, "POST", "/process/execute", json={"command": " "}).status_code == 400
 
 
-def test_toolbox_needs_a_started_sandbox_known_by_id(client: Client,
-                                                     sandbox: dict[str, Any]) -> None:
+def test_toolbox_needs_a_started_sandbox_known_by_id(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     by_name = dict(sandbox, id="box")
     assert client.tb(by_name, "GET", "/process/session").status_code == 404
     client.call("POST", "/sandbox/box/stop")
@@ -349,8 +407,9 @@ def test_toolbox_needs_a_started_sandbox_known_by_id(client: Client,
     assert stopped.status_code == 400 and stopped.json()["code"] == "BAD_REQUEST"
 
 
-def test_toolbox_calls_bump_last_activity_unless_told_not_to(client: Client,
-                                                             sandbox: dict[str, Any]) -> None:
+def test_toolbox_calls_bump_last_activity_unless_told_not_to(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.create("newer")
     assert _walk(client)[0] == "newer"
     skip = {**AUTH, "X-Daytona-Skip-Last-Activity-Update": "true"}
@@ -370,7 +429,8 @@ def test_session_routes_and_status_codes(client: Client, sandbox: dict[str, Any]
     reserved = client.tb(sandbox, "POST", "/process/session", json={"sessionId": "entrypoint"})
     assert reserved.status_code == 400
     assert client.tb(sandbox, "GET", "/process/session").json() == [
-        {"sessionId": "s1", "commands": []}]
+        {"sessionId": "s1", "commands": []}
+    ]
     assert client.tb(sandbox, "GET", "/process/session/s1").json()["commands"] == []
     missing = client.tb(sandbox, "GET", "/process/session/nope")
     assert missing.status_code == 404
@@ -384,47 +444,61 @@ def test_session_routes_and_status_codes(client: Client, sandbox: dict[str, Any]
     assert client.tb(sandbox, "DELETE", "/process/session/s1").status_code == 404
 
 
-def test_async_command_lifecycle_with_input_and_410_after_exit(client: Client,
-                                                               sandbox: dict[str, Any]) -> None:
+def test_async_command_lifecycle_with_input_and_410_after_exit(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
-    answer = client.tb(sandbox, "POST", "/process/session/s1/exec",
-                       json={"command": "read line; echo got $line; (exit 5)", "runAsync": True})
+    answer = client.tb(
+        sandbox,
+        "POST",
+        "/process/session/s1/exec",
+        json={"command": "read line; echo got $line; (exit 5)", "runAsync": True},
+    )
     assert answer.status_code == 202
     body = answer.json()
     assert body["output"] is None and body["exitCode"] is None and body["cmdId"]
     command_id = body["cmdId"]
     running = client.record(sandbox, command_id)
     assert running == {"id": command_id, "command": "read line; echo got $line; (exit 5)"}
-    sent = client.tb(sandbox, "POST", f"/process/session/s1/command/{command_id}/input",
-                     json={"data": "hello"})
+    sent = client.tb(
+        sandbox, "POST", f"/process/session/s1/command/{command_id}/input", json={"data": "hello"}
+    )
     assert sent.status_code == 204
     assert client.wait_exit(sandbox, command_id) == 5
     assert client.logs(sandbox, command_id, SPLIT).content == (
-        b"\x01\x01\x01hello\n\x01\x01\x01got hello\n")
-    gone = client.tb(sandbox, "POST", f"/process/session/s1/command/{command_id}/input",
-                     json={"data": "late"})
+        b"\x01\x01\x01hello\n\x01\x01\x01got hello\n"
+    )
+    gone = client.tb(
+        sandbox, "POST", f"/process/session/s1/command/{command_id}/input", json={"data": "late"}
+    )
     assert gone.status_code == 410
     assert gone.json()["message"] == "gone: command has already completed with exit code 5"
 
 
-def test_sync_exec_and_session_shell_state_persist(client: Client,
-                                                  sandbox: dict[str, Any]) -> None:
+def test_sync_exec_and_session_shell_state_persist(client: Client, sandbox: dict[str, Any]) -> None:
     client.session(sandbox)
-    first = client.tb(sandbox, "POST", "/process/session/s1/exec",
-                      json={"command": "export X=kept; cd /"})
+    first = client.tb(
+        sandbox, "POST", "/process/session/s1/exec", json={"command": "export X=kept; cd /"}
+    )
     assert first.status_code == 200 and first.json()["exitCode"] == 0
-    second = client.tb(sandbox, "POST", "/process/session/s1/exec",
-                       json={"command": "echo $X; pwd"}).json()
+    second = client.tb(
+        sandbox, "POST", "/process/session/s1/exec", json={"command": "echo $X; pwd"}
+    ).json()
     assert second["output"] == "kept\n/\n" and "stdout" not in second
-    sdk = client.tb(sandbox, "POST", "/process/session/s1/exec",
-                    json={"command": "echo o; echo e >&2"},
-                    headers={**AUTH, "X-Daytona-SDK-Version": "0.226.1"}).json()
+    sdk = client.tb(
+        sandbox,
+        "POST",
+        "/process/session/s1/exec",
+        json={"command": "echo o; echo e >&2"},
+        headers={**AUTH, "X-Daytona-SDK-Version": "0.226.1"},
+    ).json()
     assert (sdk["stdout"], sdk["stderr"]) == ("o\n", "e\n")
     assert sorted(sdk["output"].splitlines()) == ["\x01\x01\x01o", "\x02\x02\x02e"]
 
 
-def test_exit_in_a_script_ends_the_shell_and_records_nothing(client: Client,
-                                                             sandbox: dict[str, Any]) -> None:
+def test_exit_in_a_script_ends_the_shell_and_records_nothing(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
     safe = client.run(sandbox, "echo a; (exit 4)")
     assert client.wait_exit(sandbox, safe) == 4
@@ -437,8 +511,9 @@ def test_exit_in_a_script_ends_the_shell_and_records_nothing(client: Client,
     assert after.status_code == 400
 
 
-def test_newer_daemon_records_exit_through_its_trap(client: Client,
-                                                    emulator: DaytonaEmulator) -> None:
+def test_newer_daemon_records_exit_through_its_trap(
+    client: Client, emulator: DaytonaEmulator
+) -> None:
     emulator.daemon_exit_trap = True
     sandbox = client.create("trap")
     client.session(sandbox)
@@ -484,8 +559,9 @@ def _sandbox_pid(client: Client, sandbox: dict[str, Any], path: str) -> int:
     return int(written())
 
 
-def test_deleting_a_session_kills_its_process_group(client: Client,
-                                                    sandbox: dict[str, Any]) -> None:
+def test_deleting_a_session_kills_its_process_group(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
     sleeper = _sleeper()
     command_id = client.run(sandbox, f"echo $$ > pid; {sleeper}")
@@ -497,19 +573,23 @@ def test_deleting_a_session_kills_its_process_group(client: Client,
     assert wait_until(lambda: not _host_processes(sleeper), 10)
     gone = client.tb(sandbox, "POST", "/process/execute", json={"command": f"kill -0 {pid}"})
     assert gone.json()["exitCode"] != 0
-    assert client.tb(sandbox, "GET",
-                     f"/process/session/s1/command/{command_id}").status_code == 404
+    assert client.tb(sandbox, "GET", f"/process/session/s1/command/{command_id}").status_code == 404
 
 
-def test_sessions_vanish_on_stop_start_but_files_stay(client: Client,
-                                                      sandbox: dict[str, Any]) -> None:
+def test_sessions_vanish_on_stop_start_but_files_stay(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
     client.tb(sandbox, "POST", "/process/execute", json={"command": "echo kept > f.txt"})
     client.call("POST", "/sandbox/box/stop")
     client.call("POST", "/sandbox/box/start")
     assert client.tb(sandbox, "GET", "/process/session").json() == []
-    assert client.tb(sandbox, "POST", "/process/execute",
-                     json={"command": "cat f.txt"}).json()["result"] == "kept\n"
+    assert (
+        client.tb(sandbox, "POST", "/process/execute", json={"command": "cat f.txt"}).json()[
+            "result"
+        ]
+        == "kept\n"
+    )
 
 
 # -- toolbox: logs -----------------------------------------------------------------------
@@ -546,8 +626,9 @@ def _ws_url(client: Client, sandbox: dict[str, Any], command_id: str) -> str:
 
 
 def _ws_read(url: str, headers: dict[str, str]) -> tuple[list[bytes], int | None]:
-    ws = websocket.create_connection(url, header=[f"{k}: {v}" for k, v in headers.items()],
-                                     timeout=20)
+    ws = websocket.create_connection(
+        url, header=[f"{k}: {v}" for k, v in headers.items()], timeout=20
+    )
     frames: list[bytes] = []
     code: int | None = None
     try:
@@ -564,10 +645,12 @@ def _ws_read(url: str, headers: dict[str, str]) -> tuple[list[bytes], int | None
 
 
 def test_websocket_follow_replays_live_in_small_frames_then_closes_1000(
-        client: Client, sandbox: dict[str, Any]) -> None:
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
-    command_id = client.run(sandbox, "head -c 3000 /dev/zero | tr '\\0' a; echo; sleep 0.3; "
-                                     "echo err >&2")
+    command_id = client.run(
+        sandbox, "head -c 3000 /dev/zero | tr '\\0' a; echo; sleep 0.3; echo err >&2"
+    )
     frames, code = _ws_read(_ws_url(client, sandbox, command_id), SPLIT)
     assert code == 1000
     assert all(len(frame) <= 1024 for frame in frames) and len(frames) >= 3
@@ -576,8 +659,9 @@ def test_websocket_follow_replays_live_in_small_frames_then_closes_1000(
     assert b"".join(combined) == b"a" * 3000 + b"\nerr\n"
 
 
-def test_chunked_follow_streams_combined_output_until_exit(client: Client,
-                                                           sandbox: dict[str, Any]) -> None:
+def test_chunked_follow_streams_combined_output_until_exit(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
     command_id = client.run(sandbox, "echo one; sleep 0.3; echo two >&2")
     answer = client.logs(sandbox, command_id, SPLIT, params={"follow": "true"}, stream=True)
@@ -585,23 +669,34 @@ def test_chunked_follow_streams_combined_output_until_exit(client: Client,
     assert b"".join(answer.iter_content(None)) == b"one\ntwo\n"
 
 
-@pytest.mark.parametrize("replacement", [
-    'mkfifo "$__dtn_d/output.log.new"',
-    'ln -s /etc/hostname "$__dtn_d/output.log.new"',
-], ids=["fifo", "symlink"])
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        'mkfifo "$__dtn_d/output.log.new"',
+        'ln -s /etc/hostname "$__dtn_d/output.log.new"',
+    ],
+    ids=["fifo", "symlink"],
+)
 def test_a_log_a_command_replaced_is_refused_never_waited_on_or_followed(
-        client: Client, sandbox: dict[str, Any], replacement: str) -> None:
+    client: Client, sandbox: dict[str, Any], replacement: str
+) -> None:
     client.session(sandbox)
     # $__dtn_d is the command's own directory in the wrapper that sources the script.
-    command_id = client.run(sandbox, f'echo before; {replacement}; '
-                                     'mv "$__dtn_d/output.log.new" "$__dtn_d/output.log"')
+    command_id = client.run(
+        sandbox, f'echo before; {replacement}; mv "$__dtn_d/output.log.new" "$__dtn_d/output.log"'
+    )
     assert client.wait_exit(sandbox, command_id) == 0
     snapshot = client.logs(sandbox, command_id, SPLIT, timeout=10)
     assert snapshot.status_code == 500 and snapshot.json()["code"] == "INTERNAL_SERVER_ERROR"
     frames, code = _ws_read(_ws_url(client, sandbox, command_id), SPLIT)
     assert (frames, code) == ([], 1011)
-    sync = client.tb(sandbox, "POST", "/process/session/s1/exec",
-                     json={"command": "echo still serving"}, timeout=10)
+    sync = client.tb(
+        sandbox,
+        "POST",
+        "/process/session/s1/exec",
+        json={"command": "echo still serving"},
+        timeout=10,
+    )
     assert sync.json()["output"] == "still serving\n"
 
 
@@ -609,18 +704,38 @@ def test_a_log_a_command_replaced_is_refused_never_waited_on_or_followed(
 
 
 def test_uploads_write_into_the_sandbox(client: Client, sandbox: dict[str, Any]) -> None:
-    plain = client.tb(sandbox, "POST", "/files/upload", params={"path": "a/one.txt"},
-                      files={"file": ("one.txt", b"1")})
+    plain = client.tb(
+        sandbox,
+        "POST",
+        "/files/upload",
+        params={"path": "a/one.txt"},
+        files={"file": ("one.txt", b"1")},
+    )
     assert plain.status_code == 200 and plain.content == b""
-    v2 = client.tb(sandbox, "POST", "/files/upload-v2", params={"path": "two.txt"},
-                   files={"file": ("two.txt", b"2")})
+    v2 = client.tb(
+        sandbox,
+        "POST",
+        "/files/upload-v2",
+        params={"path": "two.txt"},
+        files={"file": ("two.txt", b"2")},
+    )
     assert v2.json()["name"] == "two.txt" and v2.json()["type"] == "file"
-    bulk = client.tb(sandbox, "POST", "/files/bulk-upload",
-                     files=[("files[0].path", (None, "deep/dir/three.txt")),
-                            ("files[0].file", ("three.txt", b"333"))])
+    bulk = client.tb(
+        sandbox,
+        "POST",
+        "/files/bulk-upload",
+        files=[
+            ("files[0].path", (None, "deep/dir/three.txt")),
+            ("files[0].file", ("three.txt", b"333")),
+        ],
+    )
     assert bulk.status_code == 200 and bulk.json()["files"][0]["bytes"] == 3
-    cat = client.tb(sandbox, "POST", "/process/execute",
-                    json={"command": "cat a/one.txt two.txt deep/dir/three.txt"})
+    cat = client.tb(
+        sandbox,
+        "POST",
+        "/process/execute",
+        json={"command": "cat a/one.txt two.txt deep/dir/three.txt"},
+    )
     assert cat.json()["result"] == "12333"
     no_path = client.tb(sandbox, "POST", "/files/upload", files={"file": ("x", b"x")})
     assert no_path.status_code == 400 and no_path.content == b""
@@ -628,50 +743,71 @@ def test_uploads_write_into_the_sandbox(client: Client, sandbox: dict[str, Any])
 
 
 def _upload(client: Client, sandbox: dict[str, Any], path: str, data: bytes) -> None:
-    answer = client.tb(sandbox, "POST", "/files/bulk-upload",
-                       files=[("files[0].path", (None, path)), ("files[0].file", ("f", data))])
+    answer = client.tb(
+        sandbox,
+        "POST",
+        "/files/bulk-upload",
+        files=[("files[0].path", (None, path)), ("files[0].file", ("f", data))],
+    )
     assert answer.status_code == 200, answer.text
 
 
 def _multipart_parts(answer: requests.Response) -> list[tuple[dict[str, str], bytes]]:
     """The parts of a multipart answer, read with the standard library's email parser."""
     head = f"Content-Type: {answer.headers['Content-Type']}\r\n\r\n".encode()
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-        head + answer.content)
-    return [({k.lower(): str(v) for k, v in part.items()}, part.get_payload(decode=True))
-            for part in message.iter_parts()]
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + answer.content)
+    return [
+        ({k.lower(): str(v) for k, v in part.items()}, part.get_payload(decode=True))
+        for part in message.iter_parts()
+    ]
 
 
-def test_bulk_download_answers_one_part_per_path_in_order(client: Client,
-                                                          sandbox: dict[str, Any]) -> None:
+def test_bulk_download_answers_one_part_per_path_in_order(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     data = bytes(range(256)) * 50
     _upload(client, sandbox, "/tmp/dl/blob.bin", data)
     _upload(client, sandbox, "/tmp/dl/note.txt", b"note")
-    answer = client.tb(sandbox, "POST", "/files/bulk-download", json={"paths": [
-        "/tmp/dl/blob.bin", "/tmp/dl/missing", "/tmp/dl", "/tmp/dl/note.txt"]})
+    answer = client.tb(
+        sandbox,
+        "POST",
+        "/files/bulk-download",
+        json={"paths": ["/tmp/dl/blob.bin", "/tmp/dl/missing", "/tmp/dl", "/tmp/dl/note.txt"]},
+    )
     assert answer.status_code == 200
     assert answer.headers["Content-Type"] == "multipart/form-data; boundary=DAYTONA-FILE-BOUNDARY"
     assert answer.content.endswith(b"\r\n--DAYTONA-FILE-BOUNDARY--\r\n")
-    (blob, blob_data), (missing, missing_data), (folder, folder_data), (note, note_data) = \
+    (blob, blob_data), (missing, missing_data), (folder, folder_data), (note, note_data) = (
         _multipart_parts(answer)
+    )
     assert blob["content-disposition"] == 'form-data; name="file"; filename="/tmp/dl/blob.bin"'
     assert (blob["content-type"], blob_data) == ("application/octet-stream", data)
     assert (note["content-type"], note_data) == ("text/plain", b"note")
-    for part, content, status, code in ((missing, missing_data, 404, "FILE_NOT_FOUND"),
-                                        (folder, folder_data, 400, "INVALID_FILE_PATH")):
+    for part, content, status, code in (
+        (missing, missing_data, 404, "FILE_NOT_FOUND"),
+        (folder, folder_data, 400, "INVALID_FILE_PATH"),
+    ):
         assert part["content-disposition"].startswith('form-data; name="error"; filename="/tmp/')
         assert part["content-type"] == "application/json"
         error = json.loads(content)
         assert (error["statusCode"], error["code"], error["source"]) == (
-            status, code, "DAYTONA_DAEMON")
+            status,
+            code,
+            "DAYTONA_DAEMON",
+        )
         assert set(error) >= {"message", "timestamp", "path", "method"}
 
 
 def test_bulk_download_names_a_path_that_cannot_be_quoted_in_rfc_5987_form(
-        client: Client, sandbox: dict[str, Any]) -> None:
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     _upload(client, sandbox, "/tmp/dl/caf\u00e9.txt", b"x")
-    answer = client.tb(sandbox, "POST", "/files/bulk-download",
-                       json={"paths": ["/tmp/dl/caf\u00e9.txt", '/tmp/dl/"q"\nx']})
+    answer = client.tb(
+        sandbox,
+        "POST",
+        "/files/bulk-download",
+        json={"paths": ["/tmp/dl/caf\u00e9.txt", '/tmp/dl/"q"\nx']},
+    )
     assert b"name=\"file\"; filename*=utf-8''%2Ftmp%2Fdl%2Fcaf%C3%A9.txt\r\n" in answer.content
     assert b"name=\"error\"; filename*=utf-8''%2Ftmp%2Fdl%2F%22q%22%0Ax\r\n" in answer.content
     (found, content), _refused = _multipart_parts(answer)
@@ -679,29 +815,33 @@ def test_bulk_download_names_a_path_that_cannot_be_quoted_in_rfc_5987_form(
     assert 'filename="/tmp/dl/caf\u00e9.txt"' in found["content-disposition"], "decodable"
 
 
-def test_bulk_download_wants_a_non_empty_list_of_paths(client: Client,
-                                                       sandbox: dict[str, Any]) -> None:
+def test_bulk_download_wants_a_non_empty_list_of_paths(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     for body in ({"paths": []}, {"paths": "x"}, {}, [1]):
         answer = client.tb(sandbox, "POST", "/files/bulk-download", json=body)
         assert answer.status_code == 400 and answer.json()["code"] == "BAD_REQUEST", body
 
 
-def test_listing_reports_the_fields_the_sdk_parses(client: Client,
-                                                   sandbox: dict[str, Any]) -> None:
+def test_listing_reports_the_fields_the_sdk_parses(client: Client, sandbox: dict[str, Any]) -> None:
     _upload(client, sandbox, "/tmp/ls/a.txt", b"abc")
     _upload(client, sandbox, "/tmp/ls/sub/b.txt", b"b")
     answer = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls"})
     assert answer.status_code == 200
     a_txt, sub = answer.json()
     assert {k: a_txt[k] for k in ("name", "size", "isDir", "path", "mode", "permissions")} == {
-        "name": "a.txt", "size": 3, "isDir": False, "path": "/tmp/ls/a.txt",
-        "mode": "-rw-r--r--", "permissions": "0644"}
+        "name": "a.txt",
+        "size": 3,
+        "isDir": False,
+        "path": "/tmp/ls/a.txt",
+        "mode": "-rw-r--r--",
+        "permissions": "0644",
+    }
     assert a_txt["modTime"].endswith(" +0000 UTC") and a_txt["modifiedAt"].endswith("Z")
     assert a_txt["owner"].isdigit() and a_txt["group"].isdigit()
     assert (sub["name"], sub["isDir"], sub["mode"][0]) == ("sub", True, "d")
     deep = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls", "depth": "2"})
-    assert [e["path"] for e in deep.json()] == ["/tmp/ls/a.txt", "/tmp/ls/sub",
-                                                "/tmp/ls/sub/b.txt"]
+    assert [e["path"] for e in deep.json()] == ["/tmp/ls/a.txt", "/tmp/ls/sub", "/tmp/ls/sub/b.txt"]
     missing = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls/none"})
     not_dir = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls/a.txt"})
     bad_depth = client.tb(sandbox, "GET", "/files", params={"path": "/tmp", "depth": "0"})
@@ -722,10 +862,10 @@ def test_go_mode_renders_every_file_type_as_go_does() -> None:
 # -- faults ------------------------------------------------------------------------------
 
 
-def test_rate_limit_fault_sends_suffixed_headers(client: Client,
-                                                 emulator: DaytonaEmulator) -> None:
-    emulator.rate_limit(path="^/api/sandbox$", method="POST", throttler="sandbox-create",
-                        retry_after=7, times=2)
+def test_rate_limit_fault_sends_suffixed_headers(client: Client, emulator: DaytonaEmulator) -> None:
+    emulator.rate_limit(
+        path="^/api/sandbox$", method="POST", throttler="sandbox-create", retry_after=7, times=2
+    )
     for _ in range(2):
         answer = client.call("POST", "/sandbox", json={"name": "rl"})
         assert answer.status_code == 429
@@ -764,7 +904,8 @@ def test_create_faults(client: Client, emulator: DaytonaEmulator) -> None:
 
 
 def test_log_stream_closes_early_and_rereads_replay_from_zero(
-        client: Client, emulator: DaytonaEmulator, sandbox: dict[str, Any]) -> None:
+    client: Client, emulator: DaytonaEmulator, sandbox: dict[str, Any]
+) -> None:
     client.session(sandbox)
     command_id = client.run(sandbox, "echo 12345; read never")
     assert wait_until(lambda: client.logs(sandbox, command_id, SPLIT).content, 10)
@@ -798,8 +939,9 @@ def test_cursor_is_opaque_base64_keyset(client: Client) -> None:
 
 # -- isolation: the sandbox's own files and processes --------------------------------------
 
-needs_isolation = pytest.mark.skipif(not isolation.support().available,
-                                     reason="this host cannot isolate a sandbox")
+needs_isolation = pytest.mark.skipif(
+    not isolation.support().available, reason="this host cannot isolate a sandbox"
+)
 
 
 def _execute(client: Client, sandbox: dict[str, Any], command: str) -> str:
@@ -810,15 +952,27 @@ def _execute(client: Client, sandbox: dict[str, Any], command: str) -> str:
 
 @needs_isolation
 def test_a_file_uploaded_to_app_env_is_what_commands_read_there_never_the_hosts(
-        client: Client, sandbox: dict[str, Any]) -> None:
+    client: Client, sandbox: dict[str, Any]
+) -> None:
     folder = f"/app/{secrets.token_hex(12)}"
     assert not os.path.exists(folder)
-    single = client.tb(sandbox, "POST", "/files/upload-v2", params={"path": f"{folder}/.env"},
-                       files={"file": (".env", b"TOKEN=uploaded\n")})
+    single = client.tb(
+        sandbox,
+        "POST",
+        "/files/upload-v2",
+        params={"path": f"{folder}/.env"},
+        files={"file": (".env", b"TOKEN=uploaded\n")},
+    )
     assert single.status_code == 200 and single.json()["path"] == f"{folder}/.env"
-    bulk = client.tb(sandbox, "POST", "/files/bulk-upload",
-                     files=[("files[0].path", (None, f"{folder}/bulk/.env")),
-                            ("files[0].file", (".env", b"TOKEN=bulk\n"))])
+    bulk = client.tb(
+        sandbox,
+        "POST",
+        "/files/bulk-upload",
+        files=[
+            ("files[0].path", (None, f"{folder}/bulk/.env")),
+            ("files[0].file", (".env", b"TOKEN=bulk\n")),
+        ],
+    )
     assert bulk.status_code == 200 and bulk.json()["files"][0]["path"] == f"{folder}/bulk/.env"
     read = _execute(client, sandbox, f"cat {folder}/.env {folder}/bulk/.env")
     assert read == "TOKEN=uploaded\nTOKEN=bulk\n"
@@ -841,7 +995,8 @@ def test_a_command_sees_only_its_own_sandboxs_processes(client: Client) -> None:
     pids = sorted(int(name) for name in listing.split() if name.isdigit())
     assert 1 in pids and len(pids) < 16, pids
     command_lines = _execute(
-        client, mine, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+        client, mine, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"
+    )
     assert sleepers["mine"] in command_lines
     assert sleepers["other"] not in command_lines
     assert "pytest" not in command_lines, "the host's processes are not the sandbox's"
@@ -849,7 +1004,8 @@ def test_a_command_sees_only_its_own_sandboxs_processes(client: Client) -> None:
 
 @needs_isolation
 def test_network_block_all_closes_the_sandboxs_egress_and_a_domain_list_names_its_hosts(
-        client: Client, emulator: DaytonaEmulator) -> None:
+    client: Client, emulator: DaytonaEmulator
+) -> None:
     sandbox = client.create("net", networkBlockAll=True)
     probe = "(exec 3<>/dev/tcp/127.0.0.1/3128) 2>/dev/null && echo open || echo closed"
     path = "/sandbox/net/network-settings"
@@ -890,8 +1046,7 @@ def test_stop_ends_every_process_the_emulator_started() -> None:
             client.session(sandbox, session_id)
             client.run(sandbox, "cat", session_id)  # an async command: its stdin is held open
         assert wait_until(lambda: len(_marked(running)) >= 3, 10)
-        holders = [pid for pid in _marked(running)
-                   if b"sleep\x002147483647" in _cmdline(pid)]
+        holders = [pid for pid in _marked(running) if b"sleep\x002147483647" in _cmdline(pid)]
         assert holders, "each async session command has its stdin holder, marked"
     assert not _marked(running), "no process the emulator started outlives it"
 
@@ -900,16 +1055,14 @@ def test_stop_ends_a_marked_process_that_escaped_its_sandbox(tmp_path: Any) -> N
     with DaytonaEmulator(credential=KEY) as running:
         env = {**running.marker_env(), "PATH": "/bin:/usr/bin"}
         # As a command that left its sandbox would be: detached, still marked.
-        escaped = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True,
-                                   cwd=tmp_path)
+        escaped = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True, cwd=tmp_path)
         assert _marked(running) == [escaped.pid]
     assert escaped.wait(10) == -signal.SIGKILL
 
 
 def _marked(emulator: DaytonaEmulator) -> list[int]:
     """Live processes carrying the emulator's marker (read from /proc only)."""
-    return [pid for pid in marked_processes(MARKER_ENV, emulator.marker)
-            if _cmdline(pid)]
+    return [pid for pid in marked_processes(MARKER_ENV, emulator.marker) if _cmdline(pid)]
 
 
 def _cmdline(pid: int) -> bytes:
@@ -924,14 +1077,18 @@ def test_shell_entry_point_serves_until_terminated(tmp_path: Any) -> None:
     env = {**os.environ, "DAYTONA_API_KEY": "shell-key"}
     process = subprocess.Popen(
         [sys.executable, "-m", "managoat_sandbox.emulators", "daytona", "--port", "0"],
-        stdout=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert process.stdout is not None
         base = process.stdout.readline().strip()
         assert base.startswith("http://127.0.0.1:")
         headers = {"Authorization": "Bearer shell-key"}
-        created = requests.post(base + "/api/sandbox", json={"name": "cli"}, headers=headers,
-                                timeout=10)
+        created = requests.post(
+            base + "/api/sandbox", json={"name": "cli"}, headers=headers, timeout=10
+        )
         assert created.status_code == 200
         assert requests.get(base + "/api/sandbox", timeout=10).status_code == 401
     finally:

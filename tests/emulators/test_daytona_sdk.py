@@ -32,8 +32,9 @@ def client(emulator: DaytonaEmulator, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_sdk_create_exec_and_delete(client: Any, emulator: DaytonaEmulator) -> None:
-    sandbox = client.create(daytona.CreateSandboxFromSnapshotParams(
-        name="sdk-box", labels={"team": "x"}))
+    sandbox = client.create(
+        daytona.CreateSandboxFromSnapshotParams(name="sdk-box", labels={"team": "x"})
+    )
     assert sandbox.state == daytona.SandboxState.STARTED
     assert sandbox.labels["team"] == "x" and "code-toolbox-language" in sandbox.labels
     result = sandbox.process.exec("echo hi; echo err >&2; exit 3", env={"A": "1"})
@@ -48,19 +49,22 @@ def test_sdk_session_command_with_logs_and_follow(client: Any) -> None:
     sandbox = client.create(daytona.CreateSandboxFromSnapshotParams(name="sdk-logs"))
     sandbox.process.create_session("s1")
     request = daytona.SessionExecuteRequest(
-        command="echo out; echo e >&2; sleep 0.2; echo done; (exit 4)", run_async=True)
+        command="echo out; echo e >&2; sleep 0.2; echo done; (exit 4)", run_async=True
+    )
     command = sandbox.process.execute_session_command("s1", request)
     out: list[str] = []
     err: list[str] = []
-    asyncio.run(sandbox.process.get_session_command_logs_async(
-        "s1", command.cmd_id, out.append, err.append))
+    asyncio.run(
+        sandbox.process.get_session_command_logs_async("s1", command.cmd_id, out.append, err.append)
+    )
     assert "".join(out) == "out\ndone\n" and "".join(err) == "e\n"
     record = sandbox.process.get_session_command("s1", command.cmd_id)
     assert record.exit_code == 4
     logs = sandbox.process.get_session_command_logs("s1", command.cmd_id)
     assert (logs.stdout, logs.stderr) == ("out\ndone\n", "e\n")
     sync = sandbox.process.execute_session_command(
-        "s1", daytona.SessionExecuteRequest(command="echo sync"))
+        "s1", daytona.SessionExecuteRequest(command="echo sync")
+    )
     assert sync.exit_code == 0 and sync.stdout == "sync\n"
     sessions = sandbox.process.list_sessions()
     assert [s.session_id for s in sessions] == ["s1"] and len(sessions[0].commands) == 2
@@ -112,7 +116,10 @@ def test_sdk_downloads_binary_files_and_lists_directories(client: Any) -> None:
     assert blob.modified_at and blob.mod_time.endswith("+0000 UTC")
     assert (sub.is_dir, sub.mode[0]) == (True, "d")
     deep = sandbox.fs.list_files("/tmp/sdk", depth=2)
-    assert sorted(f.path for f in deep) == ["/tmp/sdk/every-byte.bin", "/tmp/sdk/sub",
-                                            "/tmp/sdk/sub/inner.txt"]
+    assert sorted(f.path for f in deep) == [
+        "/tmp/sdk/every-byte.bin",
+        "/tmp/sdk/sub",
+        "/tmp/sdk/sub/inner.txt",
+    ]
     with pytest.raises(daytona.DaytonaNotFoundError):
         sandbox.fs.list_files("/tmp/sdk/missing")

@@ -84,8 +84,9 @@ def events_of(frames: list[tuple[int, Any]]) -> list[tuple[str, Any]]:
 
 
 def stdout_of(events: list[tuple[str, Any]], key: str = "stdout") -> bytes:
-    return b"".join(base64.b64decode(body[key]) for kind, body in events
-                    if kind == "data" and key in body)
+    return b"".join(
+        base64.b64decode(body[key]) for kind, body in events if kind == "data" and key in body
+    )
 
 
 # -- a tiny raw client -----------------------------------------------------------------------
@@ -101,8 +102,7 @@ class Raw:
 
     def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         headers = {"X-API-Key": KEY, **kwargs.pop("headers", {})}
-        return self.session.request(method, self.url + path, headers=headers, timeout=10,
-                                    **kwargs)
+        return self.session.request(method, self.url + path, headers=headers, timeout=10, **kwargs)
 
     def create(self, **body: Any) -> dict[str, Any]:
         answer = self.api("POST", "/v2/sandboxes", json={"templateID": "base", **body})
@@ -110,26 +110,41 @@ class Raw:
         created: dict[str, Any] = answer.json()
         return created
 
-    def envd_headers(self, sandbox: dict[str, Any], content_type: str = "application/json",
-                     **extra: str) -> dict[str, str]:
-        return {"E2b-Sandbox-Id": sandbox["sandboxID"], "E2b-Sandbox-Port": ENVD_PORT,
-                "X-Access-Token": sandbox["envdAccessToken"], "Content-Type": content_type,
-                **extra}
+    def envd_headers(
+        self, sandbox: dict[str, Any], content_type: str = "application/json", **extra: str
+    ) -> dict[str, str]:
+        return {
+            "E2b-Sandbox-Id": sandbox["sandboxID"],
+            "E2b-Sandbox-Port": ENVD_PORT,
+            "X-Access-Token": sandbox["envdAccessToken"],
+            "Content-Type": content_type,
+            **extra,
+        }
 
-    def unary(self, sandbox: dict[str, Any], method: str, body: Any,
-              **headers: str) -> requests.Response:
-        return self.session.post(f"{self.url}/process.Process/{method}", json=body,
-                                 headers=self.envd_headers(sandbox, **headers), timeout=10)
-
-    def open_stream(self, sandbox: dict[str, Any], method: str, message: Any,
-                    **headers: str) -> requests.Response:
+    def unary(
+        self, sandbox: dict[str, Any], method: str, body: Any, **headers: str
+    ) -> requests.Response:
         return self.session.post(
-            f"{self.url}/process.Process/{method}", data=envelope(message), stream=True,
-            headers=self.envd_headers(sandbox, "application/connect+json", **headers),
-            timeout=10)
+            f"{self.url}/process.Process/{method}",
+            json=body,
+            headers=self.envd_headers(sandbox, **headers),
+            timeout=10,
+        )
 
-    def stream(self, sandbox: dict[str, Any], method: str, message: Any,
-               **headers: str) -> list[tuple[str, Any]]:
+    def open_stream(
+        self, sandbox: dict[str, Any], method: str, message: Any, **headers: str
+    ) -> requests.Response:
+        return self.session.post(
+            f"{self.url}/process.Process/{method}",
+            data=envelope(message),
+            stream=True,
+            headers=self.envd_headers(sandbox, "application/connect+json", **headers),
+            timeout=10,
+        )
+
+    def stream(
+        self, sandbox: dict[str, Any], method: str, message: Any, **headers: str
+    ) -> list[tuple[str, Any]]:
         with self.open_stream(sandbox, method, message, **headers) as response:
             assert response.status_code == 200
             assert response.headers["Content-Type"] == "application/connect+json"
@@ -141,8 +156,9 @@ class Raw:
         return events_of(frames)
 
     def start(self, sandbox: dict[str, Any], script: str, **fields: Any) -> list[tuple[str, Any]]:
-        return self.stream(sandbox, "Start",
-                           {"process": {"cmd": "bash", "args": ["-c", script]}, **fields})
+        return self.stream(
+            sandbox, "Start", {"process": {"cmd": "bash", "args": ["-c", script]}, **fields}
+        )
 
 
 class Live:
@@ -247,8 +263,10 @@ def test_create_v2_answers_201_with_the_fields_the_sdk_needs(raw: Raw) -> None:
 def test_v2_defaults_the_ttl_to_300_s_and_the_deprecated_v1_route_to_15_s(raw: Raw) -> None:
     def ttl(sandbox_id: str) -> float:
         detail = raw.api("GET", f"/sandboxes/{sandbox_id}").json()
-        start, end = (time.mktime(time.strptime(detail[k][:19], "%Y-%m-%dT%H:%M:%S"))
-                      for k in ("startedAt", "endAt"))
+        start, end = (
+            time.mktime(time.strptime(detail[k][:19], "%Y-%m-%dT%H:%M:%S"))
+            for k in ("startedAt", "endAt")
+        )
         return end - start
 
     assert ttl(raw.create()["sandboxID"]) == 300
@@ -257,14 +275,17 @@ def test_v2_defaults_the_ttl_to_300_s_and_the_deprecated_v1_route_to_15_s(raw: R
     assert ttl(v1.json()["sandboxID"]) == 15
 
 
-@pytest.mark.parametrize("body", [
-    {},
-    {"templateID": "base", "timeout": 0},
-    {"templateID": "base", "autoPauseMemory": False},
-    {"templateID": "base", "network": {"allowOut": ["example.com"]}},
-    {"templateID": "base", "network": {"denyOut": ["example.com"]}},
-    {"templateID": "base", "network": {"allowPublicTraffic": "no"}},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"templateID": "base", "timeout": 0},
+        {"templateID": "base", "autoPauseMemory": False},
+        {"templateID": "base", "network": {"allowOut": ["example.com"]}},
+        {"templateID": "base", "network": {"denyOut": ["example.com"]}},
+        {"templateID": "base", "network": {"allowPublicTraffic": "no"}},
+    ],
+)
 def test_create_refuses_bad_bodies_with_400_and_the_error_shape(raw: Raw, body: Any) -> None:
     answer = raw.api("POST", "/v2/sandboxes", json=body)
     assert answer.status_code == 400
@@ -272,7 +293,8 @@ def test_create_refuses_bad_bodies_with_400_and_the_error_shape(raw: Raw, body: 
 
 
 def test_a_sandbox_closed_to_public_traffic_gets_a_traffic_access_token(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     closed = raw.create(network={"allowPublicTraffic": False})
     other = raw.create(network={"allowPublicTraffic": False})
     token = closed["trafficAccessToken"]
@@ -284,32 +306,41 @@ def test_a_sandbox_closed_to_public_traffic_gets_a_traffic_access_token(
     assert raw.create()["trafficAccessToken"] is None
     assert raw.create(network={"allowPublicTraffic": True})["trafficAccessToken"] is None
     # Opening the sandbox to the public withdraws the token from the answers.
-    assert raw.api("PUT", f"/sandboxes/{closed['sandboxID']}/network",
-                   json={"allowPublicTraffic": True}).status_code == 204
+    assert (
+        raw.api(
+            "PUT", f"/sandboxes/{closed['sandboxID']}/network", json={"allowPublicTraffic": True}
+        ).status_code
+        == 204
+    )
     reopened = raw.api("POST", f"/v2/sandboxes/{closed['sandboxID']}/connect", json={})
     assert reopened.json()["trafficAccessToken"] is None
 
 
 def test_invalid_json_is_400(raw: Raw) -> None:
-    answer = raw.api("POST", "/v2/sandboxes", data=b"{nope",
-                     headers={"Content-Type": "application/json"})
+    answer = raw.api(
+        "POST", "/v2/sandboxes", data=b"{nope", headers={"Content-Type": "application/json"}
+    )
     assert answer.status_code == 400
 
 
 def test_the_api_key_is_required_checked_and_redacted(raw: Raw, emulator: E2BEmulator) -> None:
     missing = requests.get(f"{raw.url}/v2/sandboxes", timeout=5)
     wrong = requests.get(f"{raw.url}/v2/sandboxes", headers={"X-API-Key": "nope"}, timeout=5)
-    bearer = requests.get(f"{raw.url}/v2/sandboxes", headers={"Authorization": f"Bearer {KEY}"},
-                          timeout=5)
+    bearer = requests.get(
+        f"{raw.url}/v2/sandboxes", headers={"Authorization": f"Bearer {KEY}"}, timeout=5
+    )
     assert (missing.status_code, wrong.status_code, bearer.status_code) == (401, 401, 200)
     assert missing.json() == {"code": 401, "message": "Invalid API key"}
     assert KEY not in repr(emulator.requests)
 
 
 def test_unknown_sandboxes_are_404_everywhere(raw: Raw) -> None:
-    for method, path in [("GET", "/sandboxes/inope"), ("DELETE", "/sandboxes/inope"),
-                         ("POST", "/sandboxes/inope/pause"),
-                         ("POST", "/v2/sandboxes/inope/connect")]:
+    for method, path in [
+        ("GET", "/sandboxes/inope"),
+        ("DELETE", "/sandboxes/inope"),
+        ("POST", "/sandboxes/inope/pause"),
+        ("POST", "/v2/sandboxes/inope/connect"),
+    ]:
         answer = raw.api(method, path, json={})
         assert answer.status_code == 404, (method, path)
         assert answer.json()["code"] == 404
@@ -320,8 +351,11 @@ def test_delete_kills_the_processes_and_the_sandbox_is_gone(raw: Raw, tmp_path: 
     # A link to a host directory of our own: deleting the sandbox must not follow it.
     canary = tmp_path / "canary"
     canary.write_bytes(b"alive")
-    locked = raw.start(sandbox, "mkdir -p locked/inner && touch locked/inner/f && "
-                                f"ln -s {tmp_path} locked/link && chmod 0 locked/inner locked")
+    locked = raw.start(
+        sandbox,
+        "mkdir -p locked/inner && touch locked/inner/f && "
+        f"ln -s {tmp_path} locked/link && chmod 0 locked/inner locked",
+    )
     assert locked[-2] == ("end", {"exited": True, "status": "exit status 0"})
     directory = raw.emulator.workdir / "sandboxes" / sandbox["sandboxID"]
     assert directory.is_dir()
@@ -332,10 +366,16 @@ def test_delete_kills_the_processes_and_the_sandbox_is_gone(raw: Raw, tmp_path: 
         pid = host_pid(raw.emulator, sandbox["sandboxID"], body["pid"])
         assert alive(pid)
         assert raw.api("DELETE", f"/sandboxes/{sandbox['sandboxID']}").status_code == 204
-        assert live.until("trailer")[-1] == ("trailer", {"error": {
-            "code": "unavailable",
-            "message": f"the connection to sandbox {sandbox['sandboxID']} ended before the "
-                       "stream completed"}})
+        assert live.until("trailer")[-1] == (
+            "trailer",
+            {
+                "error": {
+                    "code": "unavailable",
+                    "message": f"the connection to sandbox {sandbox['sandboxID']} ended before the "
+                    "stream completed",
+                }
+            },
+        )
     assert wait_until(lambda: not alive(pid))
     assert not directory.exists()
     assert canary.read_bytes() == b"alive"
@@ -358,21 +398,24 @@ def test_v2_listing_filters_by_metadata_and_state(raw: Raw) -> None:
     assert ids({"metadata": "fountain_name=a"}) == {a["sandboxID"]}
     assert ids({"metadata": "fountain_name=b%20b"}) == {b["sandboxID"]}
     assert ids({"metadata": "fountain=1", "state": "running"}) == {a["sandboxID"]}
-    assert ids({"metadata": "fountain=1", "state": "running,paused"}) == {a["sandboxID"],
-                                                                          b["sandboxID"]}
+    assert ids({"metadata": "fountain=1", "state": "running,paused"}) == {
+        a["sandboxID"],
+        b["sandboxID"],
+    }
     assert len(ids({})) == 3
     answer = raw.api("GET", "/v2/sandboxes", params={"state": "running"})
     assert answer.headers["X-Total-Running"] == "2"
-    assert "X-Total-Running" not in raw.api("GET", "/v2/sandboxes",
-                                            params={"state": "paused"}).headers
+    assert (
+        "X-Total-Running" not in raw.api("GET", "/v2/sandboxes", params={"state": "paused"}).headers
+    )
     assert raw.api("GET", "/v2/sandboxes", params={"state": "dead"}).status_code == 400
 
 
-def test_v2_listing_started_after_includes_its_boundary_at_the_reported_precision(
-        raw: Raw) -> None:
+def test_v2_listing_started_after_includes_its_boundary_at_the_reported_precision(raw: Raw) -> None:
     created = [raw.create()["sandboxID"] for _ in range(5)]
-    listed = {item["sandboxID"]: item["startedAt"]
-              for item in raw.api("GET", "/v2/sandboxes").json()}
+    listed = {
+        item["sandboxID"]: item["startedAt"] for item in raw.api("GET", "/v2/sandboxes").json()
+    }
 
     def ids(started_after: str) -> set[str]:
         answer = raw.api("GET", "/v2/sandboxes", params={"startedAfter": started_after})
@@ -421,17 +464,18 @@ def test_the_v1_listing_shows_running_sandboxes_only(raw: Raw) -> None:
     assert [item["sandboxID"] for item in listed] == [running["sandboxID"]]
 
 
-def test_timeout_overwrites_the_ttl_and_is_404_when_paused(raw: Raw,
-                                                           emulator: E2BEmulator) -> None:
+def test_timeout_overwrites_the_ttl_and_is_404_when_paused(raw: Raw, emulator: E2BEmulator) -> None:
     sandbox = raw.create()
     sandbox_id = sandbox["sandboxID"]
-    assert raw.api("POST", f"/sandboxes/{sandbox_id}/timeout",
-                   json={"timeout": 10}).status_code == 204
+    assert (
+        raw.api("POST", f"/sandboxes/{sandbox_id}/timeout", json={"timeout": 10}).status_code == 204
+    )
     record = emulator.record(sandbox_id)
     assert 9 <= record.end_at - emulator.world.clock.now() <= 10
     raw.api("POST", f"/sandboxes/{sandbox_id}/pause")
-    assert raw.api("POST", f"/sandboxes/{sandbox_id}/timeout",
-                   json={"timeout": 10}).status_code == 404
+    assert (
+        raw.api("POST", f"/sandboxes/{sandbox_id}/timeout", json={"timeout": 10}).status_code == 404
+    )
 
 
 def test_pause_is_409_twice_and_connect_resumes_with_201_then_200(raw: Raw) -> None:
@@ -443,13 +487,13 @@ def test_pause_is_409_twice_and_connect_resumes_with_201_then_200(raw: Raw) -> N
     again = raw.api("POST", f"/v2/sandboxes/{sandbox_id}/connect", json={"timeout": 60})
     assert again.status_code == 200
     assert raw.api("POST", f"/sandboxes/{sandbox_id}/connect", json={}).status_code == 400
-    assert raw.api("POST", f"/sandboxes/{sandbox_id}/connect",
-                   json={"timeout": 60}).status_code == 200
+    assert (
+        raw.api("POST", f"/sandboxes/{sandbox_id}/connect", json={"timeout": 60}).status_code == 200
+    )
     assert raw.api("POST", f"/sandboxes/{sandbox_id}/resume").status_code == 409
 
 
-def test_connect_extends_but_never_shortens_a_running_ttl(raw: Raw,
-                                                          emulator: E2BEmulator) -> None:
+def test_connect_extends_but_never_shortens_a_running_ttl(raw: Raw, emulator: E2BEmulator) -> None:
     sandbox_id = raw.create(timeout=1000)["sandboxID"]
     raw.api("POST", f"/v2/sandboxes/{sandbox_id}/connect", json={"timeout": 10})
     assert emulator.record(sandbox_id).end_at - emulator.world.clock.now() > 900
@@ -462,27 +506,42 @@ def test_network_put_replaces_the_rules_and_validates_them(raw: Raw) -> None:
     rules = {"allowOut": ["hex.pm", "github.com"], "denyOut": ["0.0.0.0/0"]}
     assert raw.api("PUT", f"/sandboxes/{sandbox_id}/network", json=rules).status_code == 204
     assert raw.api("GET", f"/sandboxes/{sandbox_id}").json()["network"] == rules
-    assert raw.api("PUT", f"/sandboxes/{sandbox_id}/network",
-                   json={"denyOut": ["0.0.0.0/0"]}).status_code == 204
+    assert (
+        raw.api(
+            "PUT", f"/sandboxes/{sandbox_id}/network", json={"denyOut": ["0.0.0.0/0"]}
+        ).status_code
+        == 204
+    )
     assert raw.api("GET", f"/sandboxes/{sandbox_id}").json()["network"] == {
-        "denyOut": ["0.0.0.0/0"]}
-    assert raw.api("PUT", f"/sandboxes/{sandbox_id}/network",
-                   json={"allowOut": ["hex.pm"]}).status_code == 400
+        "denyOut": ["0.0.0.0/0"]
+    }
+    assert (
+        raw.api(
+            "PUT", f"/sandboxes/{sandbox_id}/network", json={"allowOut": ["hex.pm"]}
+        ).status_code
+        == 400
+    )
     assert raw.api("PUT", "/sandboxes/inope/network", json=rules).status_code == 404
 
 
-@pytest.mark.parametrize(("rules", "allow"), [
-    ({}, None),
-    ({"denyOut": ["10.0.0.0/8"]}, None),
-    ({"denyOut": ["0.0.0.0/0"]}, ()),
-    ({"allowOut": ["Hex.pm", "*.github.com", "1.1.1.1"], "denyOut": ["0.0.0.0/0"]},
-     ("hex.pm", "*.github.com")),
-])
+@pytest.mark.parametrize(
+    ("rules", "allow"),
+    [
+        ({}, None),
+        ({"denyOut": ["10.0.0.0/8"]}, None),
+        ({"denyOut": ["0.0.0.0/0"]}, ()),
+        (
+            {"allowOut": ["Hex.pm", "*.github.com", "1.1.1.1"], "denyOut": ["0.0.0.0/0"]},
+            ("hex.pm", "*.github.com"),
+        ),
+    ],
+)
 def test_network_rules_become_the_boxs_egress_policy(
-        raw: Raw, emulator: E2BEmulator, rules: dict[str, Any],
-        allow: tuple[str, ...] | None) -> None:
-    sandbox_id = raw.create(network={"allowOut": ["example.com"],
-                                     "denyOut": ["0.0.0.0/0"]})["sandboxID"]
+    raw: Raw, emulator: E2BEmulator, rules: dict[str, Any], allow: tuple[str, ...] | None
+) -> None:
+    sandbox_id = raw.create(network={"allowOut": ["example.com"], "denyOut": ["0.0.0.0/0"]})[
+        "sandboxID"
+    ]
     box = emulator.world.table(sandbox_id).sandbox.box
     assert box.policy().allow == ("example.com",)
     assert raw.api("PUT", f"/sandboxes/{sandbox_id}/network", json=rules).status_code == 204
@@ -525,8 +584,11 @@ def test_the_proxy_answers_502_for_unknown_or_paused_sandboxes(raw: Raw) -> None
     sandbox = raw.create()
     unknown = raw.unary({**sandbox, "sandboxID": "inope"}, "List", {})
     assert unknown.status_code == 502
-    assert unknown.json() == {"sandboxId": "inope", "message": "The sandbox was not found",
-                              "code": 502}
+    assert unknown.json() == {
+        "sandboxId": "inope",
+        "message": "The sandbox was not found",
+        "code": 502,
+    }
     raw.api("POST", f"/sandboxes/{sandbox['sandboxID']}/pause")
     assert raw.unary(sandbox, "List", {}).status_code == 502
     other_port = raw.unary(sandbox, "List", {}, **{"E2b-Sandbox-Port": "8080"})
@@ -544,8 +606,7 @@ def test_exactly_one_routing_header_is_refused(raw: Raw) -> None:
     sandbox = raw.create()
     headers = raw.envd_headers(sandbox)
     del headers["E2b-Sandbox-Port"]
-    answer = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers,
-                           timeout=5)
+    answer = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers, timeout=5)
     assert answer.status_code == 400
 
 
@@ -556,24 +617,33 @@ def test_the_host_name_form_also_routes_to_envd() -> None:
         headers = raw.envd_headers(sandbox)
         del headers["E2b-Sandbox-Id"], headers["E2b-Sandbox-Port"]
         headers["Host"] = f"49983-{sandbox['sandboxID']}.e2b.local"
-        answer = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers,
-                               timeout=5)
+        answer = requests.post(
+            f"{raw.url}/process.Process/List", json={}, headers=headers, timeout=5
+        )
         assert answer.status_code == 200 and answer.json() == {}
         headers["Host"] = f"49983-{sandbox['sandboxID']}.elsewhere.example"
-        refused = requests.post(f"{raw.url}/process.Process/List", json={}, headers=headers,
-                                timeout=5)
+        refused = requests.post(
+            f"{raw.url}/process.Process/List", json={}, headers=headers, timeout=5
+        )
         assert refused.status_code == 421, "only the configured domain's hosts are served"
         raw.session.close()
 
 
 def test_content_types_are_enforced(raw: Raw) -> None:
     sandbox = raw.create()
-    stream = requests.post(f"{raw.url}/process.Process/Start", timeout=5,
-                           data=envelope({"process": {"cmd": "true"}}),
-                           headers=raw.envd_headers(sandbox, "application/json"))
+    stream = requests.post(
+        f"{raw.url}/process.Process/Start",
+        timeout=5,
+        data=envelope({"process": {"cmd": "true"}}),
+        headers=raw.envd_headers(sandbox, "application/json"),
+    )
     assert stream.status_code == 415
-    unary = requests.post(f"{raw.url}/process.Process/List", data=b"{}", timeout=5,
-                          headers=raw.envd_headers(sandbox, "application/connect+json"))
+    unary = requests.post(
+        f"{raw.url}/process.Process/List",
+        data=b"{}",
+        timeout=5,
+        headers=raw.envd_headers(sandbox, "application/connect+json"),
+    )
     assert unary.status_code == 415
 
 
@@ -582,8 +652,9 @@ def test_content_types_are_enforced(raw: Raw) -> None:
 
 def test_start_streams_start_data_end_and_a_clean_trailer_byte_for_byte(raw: Raw) -> None:
     sandbox = raw.create()
-    with raw.open_stream(sandbox, "Start",
-                         {"process": {"cmd": "bash", "args": ["-c", "printf hello"]}}) as r:
+    with raw.open_stream(
+        sandbox, "Start", {"process": {"cmd": "bash", "args": ["-c", "printf hello"]}}
+    ) as r:
         body = b"".join(r.iter_content(None))
     flags, length = struct.unpack(">BI", body[:5])
     first = json.loads(body[5 : 5 + length])
@@ -608,11 +679,20 @@ def test_output_is_sent_in_chunks_of_at_most_32_kib(raw: Raw) -> None:
 
 
 def test_commands_run_in_the_users_home_with_the_sandbox_and_request_env(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     sandbox = raw.create(envVars={"GLOBAL": "g"})
-    events = raw.stream(sandbox, "Start", {"process": {
-        "cmd": "sh", "args": ["-c", 'echo "$PWD|$HOME|$USER|$GLOBAL|$LOCAL"'],
-        "envs": {"LOCAL": "l"}}})
+    events = raw.stream(
+        sandbox,
+        "Start",
+        {
+            "process": {
+                "cmd": "sh",
+                "args": ["-c", 'echo "$PWD|$HOME|$USER|$GLOBAL|$LOCAL"'],
+                "envs": {"LOCAL": "l"},
+            }
+        },
+    )
     home = emulator.command_path(sandbox["sandboxID"], "/home/user")
     assert stdout_of(events) == f"{home}|{home}|user|g|l\n".encode()
 
@@ -620,8 +700,12 @@ def test_commands_run_in_the_users_home_with_the_sandbox_and_request_env(
 def test_start_errors_arrive_in_the_trailer_with_http_200(raw: Raw) -> None:
     sandbox = raw.create()
     bad_cwd = raw.stream(sandbox, "Start", {"process": {"cmd": "true", "cwd": "/nope"}})
-    assert bad_cwd == [("trailer", {"error": {"code": "invalid_argument",
-                                              "message": "cwd '/nope' does not exist"}})]
+    assert bad_cwd == [
+        (
+            "trailer",
+            {"error": {"code": "invalid_argument", "message": "cwd '/nope' does not exist"}},
+        )
+    ]
     basic = "Basic " + base64.b64encode(b"mallory:").decode()
     bad_user = raw.stream(sandbox, "Start", {"process": {"cmd": "true"}}, Authorization=basic)
     assert bad_user[0][1]["error"]["code"] == "unauthenticated"
@@ -637,12 +721,16 @@ def test_stdin_is_an_open_pipe_unless_start_says_false(raw: Raw) -> None:
         live = Live(r)
         pid = live.next()[1]["pid"]
         data = base64.b64encode(b"ping\n").decode()
-        by_pid = raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                                   "input": {"stdin": data}})
+        by_pid = raw.unary(
+            sandbox, "SendInput", {"process": {"pid": pid}, "input": {"stdin": data}}
+        )
         assert by_pid.status_code == 200 and by_pid.json() == {}
         assert b"ping\n" in stdout_of(live.until_stdout(b"ping\n"))
-        raw.unary(sandbox, "SendInput", {"process": {"tag": "t-1"},
-                                         "input": {"stdin": base64.b64encode(b"pong\n").decode()}})
+        raw.unary(
+            sandbox,
+            "SendInput",
+            {"process": {"tag": "t-1"}, "input": {"stdin": base64.b64encode(b"pong\n").decode()}},
+        )
         live.until_stdout(b"pong\n")
         assert raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}}).status_code == 200
         rest = live.until("trailer")
@@ -651,8 +739,9 @@ def test_stdin_is_an_open_pipe_unless_start_says_false(raw: Raw) -> None:
 
 def test_unknown_selectors_and_writes_after_close_use_connect_error_codes(raw: Raw) -> None:
     sandbox = raw.create()
-    missing = raw.unary(sandbox, "SendInput", {"process": {"pid": 999999},
-                                               "input": {"stdin": "eA=="}})
+    missing = raw.unary(
+        sandbox, "SendInput", {"process": {"pid": 999999}, "input": {"stdin": "eA=="}}
+    )
     assert missing.status_code == 404
     assert missing.json() == {"code": "not_found", "message": "process with pid 999999 not found"}
     tag = raw.unary(sandbox, "CloseStdin", {"process": {"tag": "nobody"}})
@@ -660,26 +749,30 @@ def test_unknown_selectors_and_writes_after_close_use_connect_error_codes(raw: R
     with raw.open_stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["10"]}}) as r:
         pid = Live(r).next()[1]["pid"]
         raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}})
-        late = raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                                "input": {"stdin": "eA=="}})
+        late = raw.unary(
+            sandbox, "SendInput", {"process": {"pid": pid}, "input": {"stdin": "eA=="}}
+        )
         assert late.status_code == 500
-        assert late.json() == {"code": "internal",
-                               "message": "error writing to stdin: stdin not enabled or closed"}
+        assert late.json() == {
+            "code": "internal",
+            "message": "error writing to stdin: stdin not enabled or closed",
+        }
         raw.unary(sandbox, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
 
 
 def test_an_ended_process_leaves_the_selector_table_for_unary_calls(raw: Raw) -> None:
     sandbox = raw.create()
     pid = raw.start(sandbox, "true")[0][1]["pid"]
-    answer = raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                              "input": {"stdin": "eA=="}})
+    answer = raw.unary(sandbox, "SendInput", {"process": {"pid": pid}, "input": {"stdin": "eA=="}})
     assert answer.status_code == 404 and answer.json()["code"] == "not_found"
 
 
 def test_send_signal_reaches_that_pid_and_ends_with_the_signal(raw: Raw) -> None:
     sandbox = raw.create()
-    for name, status in [("SIGNAL_SIGKILL", "signal: killed"),
-                         ("SIGNAL_SIGTERM", "signal: terminated")]:
+    for name, status in [
+        ("SIGNAL_SIGKILL", "signal: killed"),
+        ("SIGNAL_SIGTERM", "signal: terminated"),
+    ]:
         with raw.open_stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}}) as r:
             live = Live(r)
             pid = live.next()[1]["pid"]
@@ -694,22 +787,26 @@ def test_send_signal_reaches_that_pid_and_ends_with_the_signal(raw: Raw) -> None
 def test_list_shows_live_processes_with_their_tag_and_omits_empty_fields(raw: Raw) -> None:
     sandbox = raw.create()
     raw.start(sandbox, "true")
-    with raw.open_stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]},
-                                            "tag": "fountain-1"}) as r:
+    with raw.open_stream(
+        sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}, "tag": "fountain-1"}
+    ) as r:
         pid = Live(r).next()[1]["pid"]
         listed = raw.unary(sandbox, "List", {}).json()
-        assert listed == {"processes": [{"config": {"cmd": "sleep", "args": ["30"]},
-                                         "pid": pid, "tag": "fountain-1"}]}
+        assert listed == {
+            "processes": [
+                {"config": {"cmd": "sleep", "args": ["30"]}, "pid": pid, "tag": "fountain-1"}
+            ]
+        }
         raw.unary(sandbox, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
     assert wait_until(lambda: raw.unary(sandbox, "List", {}).json() == {})
 
 
-def test_connect_streams_only_what_comes_after_it_attached(raw: Raw,
-                                                           emulator: E2BEmulator) -> None:
+def test_connect_streams_only_what_comes_after_it_attached(raw: Raw, emulator: E2BEmulator) -> None:
     sandbox = raw.create()
     script = "echo before; read a; echo during > marker; echo during; read b; echo after; read c"
-    with raw.open_stream(sandbox, "Start", {"process": {"cmd": "bash", "args": ["-c", script]},
-                                            "tag": "t-2"}) as r:
+    with raw.open_stream(
+        sandbox, "Start", {"process": {"cmd": "bash", "args": ["-c", script]}, "tag": "t-2"}
+    ) as r:
         live = Live(r)
         pid = live.next()[1]["pid"]
         live.until_stdout(b"before\n")
@@ -730,16 +827,21 @@ def test_connect_to_an_ended_process_replays_its_kept_end(raw: Raw) -> None:
     sandbox = raw.create()
     pid = raw.start(sandbox, "echo gone; exit 5")[0][1]["pid"]
     events = raw.stream(sandbox, "Connect", {"process": {"pid": pid}})
-    assert events == [("start", {"pid": pid}),
-                      ("end", {"exitCode": 5, "exited": True, "status": "exit status 5"}),
-                      ("trailer", {})]
+    assert events == [
+        ("start", {"pid": pid}),
+        ("end", {"exitCode": 5, "exited": True, "status": "exit status 5"}),
+        ("trailer", {}),
+    ]
     missing = raw.stream(sandbox, "Connect", {"process": {"pid": 999999}})
-    assert missing == [("trailer", {"error": {"code": "not_found",
-                                              "message": "process with pid 999999 not found"}})]
+    assert missing == [
+        (
+            "trailer",
+            {"error": {"code": "not_found", "message": "process with pid 999999 not found"}},
+        )
+    ]
 
 
-def test_pause_stops_processes_resume_continues_them_and_tags_stop_resolving(
-        raw: Raw) -> None:
+def test_pause_stops_processes_resume_continues_them_and_tags_stop_resolving(raw: Raw) -> None:
     sandbox = raw.create()
     sandbox_id = sandbox["sandboxID"]
     with raw.open_stream(sandbox, "Start", {"process": {"cmd": "cat"}, "tag": "fountain-9"}) as r:
@@ -751,64 +853,84 @@ def test_pause_stops_processes_resume_continues_them_and_tags_stop_resolving(
     assert wait_until(lambda: stopped(on_host))
     assert raw.api("POST", f"/v2/sandboxes/{sandbox_id}/connect", json={}).status_code == 201
     assert wait_until(lambda: not stopped(on_host))
-    by_tag = raw.unary(sandbox, "SendInput", {"process": {"tag": "fountain-9"},
-                                              "input": {"stdin": "eA=="}})
+    by_tag = raw.unary(
+        sandbox, "SendInput", {"process": {"tag": "fountain-9"}, "input": {"stdin": "eA=="}}
+    )
     assert by_tag.status_code == 404 and by_tag.json()["code"] == "not_found"
     listed = raw.unary(sandbox, "List", {}).json()["processes"]
     assert [(p["pid"], p["tag"]) for p in listed] == [(pid, "fountain-9")]
     with raw.open_stream(sandbox, "Connect", {"process": {"pid": pid}}) as r:
         live = Live(r)
         live.next()
-        raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                         "input": {"stdin": base64.b64encode(b"hi\n").decode()}})
+        raw.unary(
+            sandbox,
+            "SendInput",
+            {"process": {"pid": pid}, "input": {"stdin": base64.b64encode(b"hi\n").decode()}},
+        )
         live.until_stdout(b"hi\n")
         assert raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}}).status_code == 200
         assert live.until("trailer")[-2][1]["status"] == "exit status 0"
 
 
-def test_connect_timeout_ms_on_start_ends_the_stream_deadline_exceeded_and_kills(
-        raw: Raw) -> None:
+def test_connect_timeout_ms_on_start_ends_the_stream_deadline_exceeded_and_kills(raw: Raw) -> None:
     sandbox = raw.create()
-    events = raw.stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}},
-                        **{"Connect-Timeout-Ms": "300"})
+    events = raw.stream(
+        sandbox,
+        "Start",
+        {"process": {"cmd": "sleep", "args": ["30"]}},
+        **{"Connect-Timeout-Ms": "300"},
+    )
     assert [kind for kind, _ in events] == ["start", "trailer"]
     assert events[-1][1]["error"]["code"] == "deadline_exceeded"
     # The process was killed, not left running: following it ends with its SIGKILL.
     followed = raw.stream(sandbox, "Connect", {"process": {"pid": events[0][1]["pid"]}})
-    assert followed[-2] == ("end", {"exitCode": -1, "status": "signal: killed",
-                                    "error": "signal: killed"})
+    assert followed[-2] == (
+        "end",
+        {"exitCode": -1, "status": "signal: killed", "error": "signal: killed"},
+    )
 
 
 def test_keepalives_are_sent_after_the_ping_interval_without_data(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     emulator.keepalive_scale = 0.01
     events = raw.start(raw.create(), "sleep 0.2; echo done")
     assert ("keepalive", {}) not in events  # no header: envd's 90 s default
-    events = raw.stream(raw.create(), "Start", {"process": {"cmd": "bash",
-                                                            "args": ["-c", "sleep 0.5; echo x"]}},
-                        **{"Keepalive-Ping-Interval": "5"})
+    events = raw.stream(
+        raw.create(),
+        "Start",
+        {"process": {"cmd": "bash", "args": ["-c", "sleep 0.5; echo x"]}},
+        **{"Keepalive-Ping-Interval": "5"},
+    )
     kinds = [kind for kind, _ in events]
     assert "keepalive" in kinds and kinds.index("keepalive") < kinds.index("data")
 
 
 def test_update_resizes_a_pty_and_is_refused_without_one(raw: Raw) -> None:
     sandbox = raw.create()
-    start = {"process": {"cmd": "bash", "args": ["-c", "read line; stty size"]},
-             "pty": {"size": {"cols": 80, "rows": 24}}}
+    start = {
+        "process": {"cmd": "bash", "args": ["-c", "read line; stty size"]},
+        "pty": {"size": {"cols": 80, "rows": 24}},
+    }
     with raw.open_stream(sandbox, "Start", start) as r:
         live = Live(r)
         pid = live.next()[1]["pid"]
-        resized = raw.unary(sandbox, "Update", {"process": {"pid": pid},
-                                                "pty": {"size": {"cols": 100, "rows": 30}}})
+        resized = raw.unary(
+            sandbox, "Update", {"process": {"pid": pid}, "pty": {"size": {"cols": 100, "rows": 30}}}
+        )
         assert resized.status_code == 200 and resized.json() == {}
-        raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                         "input": {"pty": base64.b64encode(b"\n").decode()}})
+        raw.unary(
+            sandbox,
+            "SendInput",
+            {"process": {"pid": pid}, "input": {"pty": base64.b64encode(b"\n").decode()}},
+        )
         events = live.until("trailer")
     assert b"30 100" in stdout_of(events, "pty")
     with raw.open_stream(sandbox, "Start", {"process": {"cmd": "sleep", "args": ["30"]}}) as r:
         pid = Live(r).next()[1]["pid"]
-        plain = raw.unary(sandbox, "Update", {"process": {"pid": pid},
-                                              "pty": {"size": {"cols": 1, "rows": 1}}})
+        plain = raw.unary(
+            sandbox, "Update", {"process": {"pid": pid}, "pty": {"size": {"cols": 1, "rows": 1}}}
+        )
         assert plain.status_code == 400 and plain.json()["code"] == "failed_precondition"
         raw.unary(sandbox, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
 
@@ -816,8 +938,12 @@ def test_update_resizes_a_pty_and_is_refused_without_one(raw: Raw) -> None:
 def test_root_gets_its_own_home_and_identity_variables(raw: Raw, emulator: E2BEmulator) -> None:
     sandbox = raw.create()
     basic = "Basic " + base64.b64encode(b"root:").decode()
-    events = raw.stream(sandbox, "Start", {"process": {
-        "cmd": "sh", "args": ["-c", 'echo "$PWD|$HOME|$USER|$LOGNAME"']}}, Authorization=basic)
+    events = raw.stream(
+        sandbox,
+        "Start",
+        {"process": {"cmd": "sh", "args": ["-c", 'echo "$PWD|$HOME|$USER|$LOGNAME"']}},
+        Authorization=basic,
+    )
     home = emulator.command_path(sandbox["sandboxID"], "/root")
     assert stdout_of(events) == f"{home}|{home}|root|root\n".encode()
 
@@ -826,8 +952,10 @@ def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
     sandbox = raw.create()
     # The second read keeps the process alive while CloseStdin is refused.
     script = "read line; echo got-$line; read more; echo more-$more"
-    start = {"process": {"cmd": "bash", "args": ["-c", script]},
-             "pty": {"size": {"cols": 80, "rows": 24}}}
+    start = {
+        "process": {"cmd": "bash", "args": ["-c", script]},
+        "pty": {"size": {"cols": 80, "rows": 24}},
+    }
     with raw.open_stream(sandbox, "Start", start) as r:
         live = Live(r)
         pid = live.next()[1]["pid"]
@@ -837,8 +965,12 @@ def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
                 assert closing.status_code == 500 and closing.json()["code"] == "unknown"
                 continue
             typed = base64.b64encode(line).decode()
-            assert raw.unary(sandbox, "SendInput", {"process": {"pid": pid},
-                                                    "input": {"pty": typed}}).status_code == 200
+            assert (
+                raw.unary(
+                    sandbox, "SendInput", {"process": {"pid": pid}, "input": {"pty": typed}}
+                ).status_code
+                == 200
+            )
         events = live.until("trailer")
     assert b"got-x" in stdout_of(events, "pty")
     assert b"more-y" in stdout_of(events, "pty")
@@ -847,7 +979,8 @@ def test_a_pty_process_streams_pty_data_and_takes_pty_input(raw: Raw) -> None:
 
 @requires_isolation
 def test_a_file_at_an_absolute_path_is_the_sandboxs_own_not_the_hosts(
-        raw: Raw, tmp_path: Path) -> None:
+    raw: Raw, tmp_path: Path
+) -> None:
     sandbox = raw.create()
     # A directory no host has (a fresh random name under /opt), and a host file of our own.
     top = f"/opt/e2b-{tmp_path.name}-{secrets.token_hex(8)}"
@@ -856,11 +989,15 @@ def test_a_file_at_an_absolute_path_is_the_sandboxs_own_not_the_hosts(
     ours.write_bytes(b"host")
     headers = raw.envd_headers(sandbox, "application/octet-stream")
     for path in (f"{top}/x", str(ours)):
-        written = requests.post(file_url(raw, path=path), data=b"from-files", headers=headers,
-                                timeout=5)
+        written = requests.post(
+            file_url(raw, path=path), data=b"from-files", headers=headers, timeout=5
+        )
         assert written.status_code == 200 and written.json()[0]["path"] == path
-    events = raw.start(sandbox, f"cat {top}/x {ours}; echo; pwd; echo $HOME; "
-                                f"echo from-command > {top}/y; echo changed > {ours}")
+    events = raw.start(
+        sandbox,
+        f"cat {top}/x {ours}; echo; pwd; echo $HOME; "
+        f"echo from-command > {top}/y; echo changed > {ours}",
+    )
     assert stdout_of(events) == b"from-filesfrom-files\n/home/user\n/home/user\n"
     get = {k: v for k, v in headers.items() if k != "Content-Type"}
     for path, content in ((f"{top}/y", b"from-command\n"), (str(ours), b"changed\n")):
@@ -873,8 +1010,10 @@ def test_a_file_at_an_absolute_path_is_the_sandboxs_own_not_the_hosts(
 @requires_isolation
 def test_a_command_sees_only_its_sandboxs_homes_and_processes(raw: Raw) -> None:
     sandbox = raw.create()
-    script = ("ls /home; echo pid $$; "
-              "for p in /proc/[0-9]*; do echo \"${p#/proc/}: $(tr '\\0' ' ' < $p/cmdline)\"; done")
+    script = (
+        "ls /home; echo pid $$; "
+        "for p in /proc/[0-9]*; do echo \"${p#/proc/}: $(tr '\\0' ' ' < $p/cmdline)\"; done"
+    )
     lines = stdout_of(raw.start(sandbox, script)).decode().splitlines()
     assert lines[0] == "user" and lines[1].startswith("pid ")
     processes = dict(line.split(": ", 1) for line in lines[2:])
@@ -886,27 +1025,46 @@ def test_a_command_sees_only_its_sandboxs_homes_and_processes(raw: Raw) -> None:
 def test_the_http_control_api_drives_the_ttl_clock(raw: Raw) -> None:
     key = {"X-API-Key": KEY}
     doomed, later = raw.create(timeout=5), raw.create(timeout=500)
-    assert requests.post(f"{raw.url}/_emulator/e2b/clock", json={"advance": 10},
-                         timeout=5).status_code == 401, "the control API wants the API key"
-    assert requests.post(f"{raw.url}/_emulator/e2b/clock", json={"advance": 10}, headers=key,
-                         timeout=5).status_code == 204
+    assert (
+        requests.post(f"{raw.url}/_emulator/e2b/clock", json={"advance": 10}, timeout=5).status_code
+        == 401
+    ), "the control API wants the API key"
+    assert (
+        requests.post(
+            f"{raw.url}/_emulator/e2b/clock", json={"advance": 10}, headers=key, timeout=5
+        ).status_code
+        == 204
+    )
     assert raw.api("GET", f"/sandboxes/{doomed['sandboxID']}").status_code == 404
-    assert requests.post(f"{raw.url}/_emulator/e2b/expire/{later['sandboxID']}", headers=key,
-                         timeout=5).status_code == 204
+    assert (
+        requests.post(
+            f"{raw.url}/_emulator/e2b/expire/{later['sandboxID']}", headers=key, timeout=5
+        ).status_code
+        == 204
+    )
     assert raw.api("GET", f"/sandboxes/{later['sandboxID']}").status_code == 404
-    assert requests.post(f"{raw.url}/_emulator/e2b/expire/inope", headers=key,
-                         timeout=5).status_code == 404
-    added = requests.post(f"{raw.url}/_emulator/faults", timeout=5, headers=key, json={
-        "kind": "stream_no_start", "path": "/process\\.Process/Start$"})
+    assert (
+        requests.post(f"{raw.url}/_emulator/e2b/expire/inope", headers=key, timeout=5).status_code
+        == 404
+    )
+    added = requests.post(
+        f"{raw.url}/_emulator/faults",
+        timeout=5,
+        headers=key,
+        json={"kind": "stream_no_start", "path": "/process\\.Process/Start$"},
+    )
     assert added.status_code == 201
     assert raw.start(raw.create(), "true") == [("trailer", {})]
 
 
 @pytest.mark.parametrize("advance", ["NaN", "Infinity", "-1", "1e300", '"10"', "true"])
 def test_the_clock_refuses_values_it_cannot_keep(raw: Raw, advance: str) -> None:
-    answer = requests.post(f"{raw.url}/_emulator/e2b/clock", data=f'{{"advance": {advance}}}',
-                           headers={"X-API-Key": KEY, "Content-Type": "application/json"},
-                           timeout=5)
+    answer = requests.post(
+        f"{raw.url}/_emulator/e2b/clock",
+        data=f'{{"advance": {advance}}}',
+        headers={"X-API-Key": KEY, "Content-Type": "application/json"},
+        timeout=5,
+    )
     assert answer.status_code == 400, answer.text
     created = raw.api("POST", "/v2/sandboxes", json={"templateID": "base"})
     assert created.status_code == 201, "a refused value leaves the clock as it was"
@@ -916,63 +1074,86 @@ def test_the_clock_refuses_values_it_cannot_keep(raw: Raw, advance: str) -> None
 
 
 def file_url(raw: Raw, **query: str) -> str:
-    return f"{raw.url}/files?" + "&".join(f"{k}={requests.utils.quote(v, safe='')}"
-                                          for k, v in query.items())
+    return f"{raw.url}/files?" + "&".join(
+        f"{k}={requests.utils.quote(v, safe='')}" for k, v in query.items()
+    )
 
 
-def test_files_multipart_upload_creates_parents_and_reads_back(raw: Raw,
-                                                               emulator: E2BEmulator) -> None:
+def test_files_multipart_upload_creates_parents_and_reads_back(
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     sandbox = raw.create()
     headers = raw.envd_headers(sandbox)
     del headers["Content-Type"]
-    answer = requests.post(file_url(raw, path="/work/dir/file.txt", username="user"),
-                           files={"file": ("file.txt", b"\x00bytes\r\n")}, headers=headers,
-                           timeout=5)
+    answer = requests.post(
+        file_url(raw, path="/work/dir/file.txt", username="user"),
+        files={"file": ("file.txt", b"\x00bytes\r\n")},
+        headers=headers,
+        timeout=5,
+    )
     assert answer.status_code == 200
     assert answer.json() == [{"path": "/work/dir/file.txt", "name": "file.txt", "type": "file"}]
     assert emulator.read_file(sandbox["sandboxID"], "/work/dir/file.txt") == b"\x00bytes\r\n"
     back = requests.get(file_url(raw, path="/work/dir/file.txt"), headers=headers, timeout=5)
     assert back.status_code == 200 and back.content == b"\x00bytes\r\n"
-    events = raw.start(sandbox, "cat " + emulator.command_path(sandbox["sandboxID"],
-                                                              "/work/dir/file.txt"))
+    events = raw.start(
+        sandbox, "cat " + emulator.command_path(sandbox["sandboxID"], "/work/dir/file.txt")
+    )
     assert stdout_of(events) == b"\x00bytes\r\n"
 
 
 def test_files_octet_stream_gzip_relative_paths_and_errors(raw: Raw) -> None:
     sandbox = raw.create()
     headers = raw.envd_headers(sandbox, "application/octet-stream")
-    plain = requests.post(file_url(raw, path="notes.txt"), data=b"hi", headers=headers,
-                          timeout=5)
+    plain = requests.post(file_url(raw, path="notes.txt"), data=b"hi", headers=headers, timeout=5)
     assert plain.json()[0]["path"] == "/home/user/notes.txt"
-    zipped = requests.post(file_url(raw, path="~/z.txt"), data=gzip.compress(b"zz"),
-                           headers={**headers, "Content-Encoding": "gzip"}, timeout=5)
+    zipped = requests.post(
+        file_url(raw, path="~/z.txt"),
+        data=gzip.compress(b"zz"),
+        headers={**headers, "Content-Encoding": "gzip"},
+        timeout=5,
+    )
     assert zipped.status_code == 200
     get = {k: v for k, v in headers.items() if k != "Content-Type"}
-    assert requests.get(file_url(raw, path="/home/user/z.txt"), headers=get,
-                        timeout=5).content == b"zz"
+    assert (
+        requests.get(file_url(raw, path="/home/user/z.txt"), headers=get, timeout=5).content
+        == b"zz"
+    )
     missing = requests.get(file_url(raw, path="/nope"), headers=get, timeout=5)
     assert missing.status_code == 404 and missing.json()["code"] == 404
-    directory = requests.post(file_url(raw, path="/home/user"), data=b"x", headers=headers,
-                              timeout=5)
+    directory = requests.post(
+        file_url(raw, path="/home/user"), data=b"x", headers=headers, timeout=5
+    )
     assert directory.status_code == 400
-    stranger = requests.get(file_url(raw, path="notes.txt", username="mallory"), headers=get,
-                            timeout=5)
+    stranger = requests.get(
+        file_url(raw, path="notes.txt", username="mallory"), headers=get, timeout=5
+    )
     assert stranger.status_code == 401
-    escape = requests.post(file_url(raw, path="/../../../etc/e2b-escape"), data=b"x",
-                           headers=headers, timeout=5)
+    escape = requests.post(
+        file_url(raw, path="/../../../etc/e2b-escape"), data=b"x", headers=headers, timeout=5
+    )
     assert escape.status_code == 200 and not os.path.exists("/etc/e2b-escape")
 
 
 def test_files_metadata_headers_become_xattrs_and_the_entries_metadata(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     sandbox = raw.create()
-    headers = raw.envd_headers(sandbox, "application/octet-stream",
-                               **{"X-Metadata-Owner": "Alice B", "x-metadata-run-ID": "7"})
-    answer = requests.post(file_url(raw, path="/work/m.txt"), data=b"m", headers=headers,
-                           timeout=5)
+    headers = raw.envd_headers(
+        sandbox,
+        "application/octet-stream",
+        **{"X-Metadata-Owner": "Alice B", "x-metadata-run-ID": "7"},
+    )
+    answer = requests.post(file_url(raw, path="/work/m.txt"), data=b"m", headers=headers, timeout=5)
     assert answer.status_code == 200
-    assert answer.json() == [{"path": "/work/m.txt", "name": "m.txt", "type": "file",
-                              "metadata": {"owner": "Alice B", "run-id": "7"}}]
+    assert answer.json() == [
+        {
+            "path": "/work/m.txt",
+            "name": "m.txt",
+            "type": "file",
+            "metadata": {"owner": "Alice B", "run-id": "7"},
+        }
+    ]
     with emulator.world.table(sandbox["sandboxID"]).sandbox.root() as root_fd:
         fd = safefs.open_file(root_fd, "/work/m.txt")
         try:
@@ -981,8 +1162,9 @@ def test_files_metadata_headers_become_xattrs_and_the_entries_metadata(
             os.close(fd)
     assert kept == {"user.e2b.owner": b"Alice B", "user.e2b.run-id": b"7"}
     for bad in ({"X-Metadata-": "v"}, {"X-Metadata-k": "tab\there"}):
-        refused = requests.post(file_url(raw, path="/work/n.txt"), data=b"n",
-                                headers={**headers, **bad}, timeout=5)
+        refused = requests.post(
+            file_url(raw, path="/work/n.txt"), data=b"n", headers={**headers, **bad}, timeout=5
+        )
         assert refused.status_code == 400 and refused.json()["code"] == 400
         assert not emulator.exists(sandbox["sandboxID"], "/work/n.txt")
 
@@ -996,15 +1178,20 @@ def test_files_accept_a_signed_url_instead_of_the_token(raw: Raw) -> None:
         digest = hashlib.sha256(f"{path}:{operation}:{user}:{token}".encode()).digest()
         return "v1_" + base64.b64encode(digest).decode().rstrip("=")
 
-    upload = requests.post(file_url(raw, path="/s.txt", signature=sign("/s.txt", "write")),
-                           data=b"signed", timeout=5,
-                           headers={**routing, "Content-Type": "application/octet-stream"})
+    upload = requests.post(
+        file_url(raw, path="/s.txt", signature=sign("/s.txt", "write")),
+        data=b"signed",
+        timeout=5,
+        headers={**routing, "Content-Type": "application/octet-stream"},
+    )
     assert upload.status_code == 200
-    read = requests.get(file_url(raw, path="/s.txt", signature=sign("/s.txt", "read")),
-                        headers=routing, timeout=5)
+    read = requests.get(
+        file_url(raw, path="/s.txt", signature=sign("/s.txt", "read")), headers=routing, timeout=5
+    )
     assert read.content == b"signed"
-    forged = requests.get(file_url(raw, path="/s.txt", signature=sign("/s.txt", "write")),
-                          headers=routing, timeout=5)
+    forged = requests.get(
+        file_url(raw, path="/s.txt", signature=sign("/s.txt", "write")), headers=routing, timeout=5
+    )
     assert forged.status_code == 401
 
 
@@ -1017,8 +1204,9 @@ def test_a_stream_can_close_before_start(raw: Raw, emulator: E2BEmulator) -> Non
     assert raw.start(raw.create(), "echo hi")[0][0] == "start"
 
 
-def test_a_stream_can_close_without_end_after_n_data_events(raw: Raw,
-                                                            emulator: E2BEmulator) -> None:
+def test_a_stream_can_close_without_end_after_n_data_events(
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     emulator.stream_fault("no_end", rpc="Start", after=1)
     events = raw.start(raw.create(), "echo partial; sleep 0.2; echo more; exit 4")
     assert [kind for kind, _ in events] == ["start", "data", "trailer"]
@@ -1029,8 +1217,10 @@ def test_an_error_trailer_can_replace_the_end_event(raw: Raw, emulator: E2BEmula
     emulator.stream_fault("error_end", after=10**6)
     events = raw.start(raw.create(), "echo out; exit 2")
     assert stdout_of(events) == b"out\n"
-    assert events[-1] == ("trailer", {"error": {"code": "unavailable",
-                                                "message": "stream unavailable"}})
+    assert events[-1] == (
+        "trailer",
+        {"error": {"code": "unavailable", "message": "stream unavailable"}},
+    )
     assert "end" not in [kind for kind, _ in events]
     emulator.stream_fault("error_end", body="stream unavailable")
     early = raw.start(raw.create(), "echo never-seen; sleep 0.2")
@@ -1041,8 +1231,9 @@ def test_an_error_trailer_can_replace_the_end_event(raw: Raw, emulator: E2BEmula
 def test_split_envelopes_span_several_http_chunks(raw: Raw, emulator: E2BEmulator) -> None:
     emulator.stream_fault("split", after=3)
     sandbox = raw.create()
-    with raw.open_stream(sandbox, "Start",
-                         {"process": {"cmd": "bash", "args": ["-c", "echo hi"]}}) as r:
+    with raw.open_stream(
+        sandbox, "Start", {"process": {"cmd": "bash", "args": ["-c", "echo hi"]}}
+    ) as r:
         chunks = list(r.raw.read_chunked(decode_content=False))
     assert chunks and max(len(c) for c in chunks) <= 3
     events = events_of(Decoder().feed(b"".join(chunks)))
@@ -1051,8 +1242,9 @@ def test_split_envelopes_span_several_http_chunks(raw: Raw, emulator: E2BEmulato
 
 def test_merged_envelopes_arrive_in_one_http_chunk(raw: Raw, emulator: E2BEmulator) -> None:
     emulator.stream_fault("merge")
-    with raw.open_stream(raw.create(), "Start",
-                         {"process": {"cmd": "bash", "args": ["-c", "echo a; exit 1"]}}) as r:
+    with raw.open_stream(
+        raw.create(), "Start", {"process": {"cmd": "bash", "args": ["-c", "echo a; exit 1"]}}
+    ) as r:
         chunks = list(r.raw.read_chunked(decode_content=False))
     assert len(chunks) == 1
     frames = Decoder().feed(chunks[0])
@@ -1063,9 +1255,12 @@ def test_a_hung_stream_stays_open_with_nothing_on_it(raw: Raw, emulator: E2BEmul
     emulator.stream_fault("hang", after=1)
     sandbox = raw.create()
     response = raw.session.post(
-        f"{raw.url}/process.Process/Start", stream=True, timeout=(5, 0.5),
+        f"{raw.url}/process.Process/Start",
+        stream=True,
+        timeout=(5, 0.5),
         data=envelope({"process": {"cmd": "echo", "args": ["hi"]}}),
-        headers=raw.envd_headers(sandbox, "application/connect+json"))
+        headers=raw.envd_headers(sandbox, "application/connect+json"),
+    )
     with response:
         assert response.status_code == 200
         live = Live(response)
@@ -1076,8 +1271,7 @@ def test_a_hung_stream_stays_open_with_nothing_on_it(raw: Raw, emulator: E2BEmul
 
 def test_a_reset_cuts_the_connection_mid_envelope(raw: Raw, emulator: E2BEmulator) -> None:
     emulator.stream_fault("reset", after=1)
-    with raw.open_stream(raw.create(), "Start",
-                         {"process": {"cmd": "echo", "args": ["hi"]}}) as r:
+    with raw.open_stream(raw.create(), "Start", {"process": {"cmd": "echo", "args": ["hi"]}}) as r:
         decoder = Decoder()
         frames = []
         with pytest.raises(requests.exceptions.ChunkedEncodingError):
@@ -1087,23 +1281,28 @@ def test_a_reset_cuts_the_connection_mid_envelope(raw: Raw, emulator: E2BEmulato
     assert decoder.buffer  # half an envelope
 
 
-@pytest.mark.parametrize(("flavour", "check"), [
-    ("compressed", lambda body: body[0] == 1),
-    ("json", lambda body: body[0] == 0 and body[5:] == b'{"event": {"data": '),
-])
-def test_garbage_envelopes_follow_start(raw: Raw, emulator: E2BEmulator, flavour: str,
-                                        check: Any) -> None:
+@pytest.mark.parametrize(
+    ("flavour", "check"),
+    [
+        ("compressed", lambda body: body[0] == 1),
+        ("json", lambda body: body[0] == 0 and body[5:] == b'{"event": {"data": '),
+    ],
+)
+def test_garbage_envelopes_follow_start(
+    raw: Raw, emulator: E2BEmulator, flavour: str, check: Any
+) -> None:
     emulator.stream_fault("garbage", body=flavour)
     with raw.open_stream(raw.create(), "Start", {"process": {"cmd": "true"}}) as r:
         body = b"".join(r.iter_content(None))
     first_length = struct.unpack(">I", body[1:5])[0]
-    second = body[5 + first_length:]
+    second = body[5 + first_length :]
     length = struct.unpack(">I", second[1:5])[0]
     assert check(second[: 5 + length])
 
 
 def test_rate_limits_carry_retry_after_and_optionally_the_body_field(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     emulator.rate_limit(path=r"^/v2/sandboxes$", method="POST")
     limited = raw.api("POST", "/v2/sandboxes", json={"templateID": "base"})
     assert limited.status_code == 429 and limited.headers["Retry-After"] == "7"
@@ -1122,7 +1321,8 @@ def test_server_errors_on_demand(raw: Raw, emulator: E2BEmulator) -> None:
 
 
 def test_listing_faults_force_pages_endless_tokens_empty_tokens_and_non_arrays(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     for _ in range(3):
         raw.create()
     emulator.page_size(1, times=1)
@@ -1145,13 +1345,15 @@ def test_listing_faults_force_pages_endless_tokens_empty_tokens_and_non_arrays(
 
 
 def test_tag_selectors_can_be_broken_on_demand_while_pids_work(
-        raw: Raw, emulator: E2BEmulator) -> None:
+    raw: Raw, emulator: E2BEmulator
+) -> None:
     sandbox = raw.create()
     with raw.open_stream(sandbox, "Start", {"process": {"cmd": "cat"}, "tag": "fountain-3"}) as r:
         pid = Live(r).next()[1]["pid"]
         emulator.break_tag_selectors(times=1)
-        assert raw.unary(sandbox, "CloseStdin",
-                         {"process": {"tag": "fountain-3"}}).status_code == 404
+        assert (
+            raw.unary(sandbox, "CloseStdin", {"process": {"tag": "fountain-3"}}).status_code == 404
+        )
         assert raw.unary(sandbox, "CloseStdin", {"process": {"pid": pid}}).status_code == 200
 
 
@@ -1180,18 +1382,36 @@ def test_no_thread_outlives_the_emulator_or_its_streams() -> None:
 
 def test_the_shell_entry_point_serves_until_terminated(tmp_path: Any) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "managoat_sandbox.emulators", "e2b", "--port", "0",
-         "--api-key", KEY, "--workdir", str(tmp_path)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "managoat_sandbox.emulators",
+            "e2b",
+            "--port",
+            "0",
+            "--api-key",
+            KEY,
+            "--workdir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         assert process.stdout is not None
         base_url = process.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base_url)
-        created = requests.post(f"{base_url}/v2/sandboxes", json={"templateID": "base"},
-                                headers={"X-API-Key": KEY}, timeout=10)
+        created = requests.post(
+            f"{base_url}/v2/sandboxes",
+            json={"templateID": "base"},
+            headers={"X-API-Key": KEY},
+            timeout=10,
+        )
         assert created.status_code == 201
-        listed = requests.get(f"{base_url}/v2/sandboxes", headers={"X-API-Key": "wrong"},
-                              timeout=10)
+        listed = requests.get(
+            f"{base_url}/v2/sandboxes", headers={"X-API-Key": "wrong"}, timeout=10
+        )
         assert listed.status_code == 401
     finally:
         process.send_signal(signal.SIGTERM)

@@ -38,15 +38,28 @@ def raw(emulator: E2BEmulator) -> Iterator[Raw]:
     client.session.close()
 
 
-def fs_call(raw: Raw, sandbox: dict[str, Any], method: str, body: Any,
-            content_type: str = "application/json") -> requests.Response:
-    return raw.session.post(f"{raw.url}/filesystem.Filesystem/{method}", json=body,
-                            headers=raw.envd_headers(sandbox, content_type), timeout=10)
+def fs_call(
+    raw: Raw,
+    sandbox: dict[str, Any],
+    method: str,
+    body: Any,
+    content_type: str = "application/json",
+) -> requests.Response:
+    return raw.session.post(
+        f"{raw.url}/filesystem.Filesystem/{method}",
+        json=body,
+        headers=raw.envd_headers(sandbox, content_type),
+        timeout=10,
+    )
 
 
 def put(raw: Raw, sandbox: dict[str, Any], path: str, data: bytes) -> None:
-    answer = requests.post(file_url(raw, path=path), data=data, timeout=10,
-                           headers=raw.envd_headers(sandbox, "application/octet-stream"))
+    answer = requests.post(
+        file_url(raw, path=path),
+        data=data,
+        timeout=10,
+        headers=raw.envd_headers(sandbox, "application/octet-stream"),
+    )
     assert answer.status_code == 200, answer.text
 
 
@@ -57,10 +70,13 @@ def get(raw: Raw, sandbox: dict[str, Any], path: str) -> requests.Response:
 
 
 def run(raw: Raw, sandbox: dict[str, Any], script: str, cwd: str) -> None:
-    events = raw.stream(sandbox, "Start",
-                        {"process": {"cmd": "bash", "args": ["-c", script], "cwd": cwd}})
+    events = raw.stream(
+        sandbox, "Start", {"process": {"cmd": "bash", "args": ["-c", script], "cwd": cwd}}
+    )
     assert events[-2] == ("end", {"exited": True, "status": "exit status 0"}), (
-        events, stdout_of(events, "stderr"))
+        events,
+        stdout_of(events, "stderr"),
+    )
 
 
 def test_list_dir_answers_entries_as_envds_protobuf_json(raw: Raw) -> None:
@@ -76,12 +92,22 @@ def test_list_dir_answers_entries_as_envds_protobuf_json(raw: Raw) -> None:
     sub, empty, three = entries
     stamp = three.pop("modifiedTime")
     assert TIMESTAMP.match(stamp), stamp
-    assert three == {"name": "b.txt", "type": "FILE_TYPE_FILE", "path": "/work/b.txt",
-                     "size": "3", "mode": 0o640, "permissions": "-rw-r-----",
-                     "owner": "user", "group": "user"}
+    assert three == {
+        "name": "b.txt",
+        "type": "FILE_TYPE_FILE",
+        "path": "/work/b.txt",
+        "size": "3",
+        "mode": 0o640,
+        "permissions": "-rw-r-----",
+        "owner": "user",
+        "group": "user",
+    }
     assert "size" not in empty and empty["type"] == "FILE_TYPE_FILE"
     assert (sub["type"], sub["permissions"][0], sub["path"]) == (
-        "FILE_TYPE_DIRECTORY", "d", "/work/sub")
+        "FILE_TYPE_DIRECTORY",
+        "d",
+        "/work/sub",
+    )
     deep = fs_call(raw, sandbox, "ListDir", {"path": "/work", "depth": 2}).json()["entries"]
     assert "/work/sub/inner" in [e["path"] for e in deep]
     run(raw, sandbox, "mkdir -p /work/hollow", "/")
@@ -104,9 +130,12 @@ def test_list_dir_and_stat_errors_are_connect_errors(raw: Raw) -> None:
     assert (stat.json()["entry"]["name"], stat.json()["entry"]["size"]) == ("file", "1")
     assert fs_call(raw, sandbox, "Remove", {"path": "/work/file"}).status_code == 501
     assert fs_call(raw, sandbox, "ListDir", {"path": "/work"}, "text/plain").status_code == 415
-    anonymous = requests.post(f"{raw.url}/filesystem.Filesystem/ListDir", json={"path": "/"},
-                              headers={"E2b-Sandbox-Id": sandbox["sandboxID"],
-                                       "E2b-Sandbox-Port": "49983"}, timeout=10)
+    anonymous = requests.post(
+        f"{raw.url}/filesystem.Filesystem/ListDir",
+        json={"path": "/"},
+        headers={"E2b-Sandbox-Id": sandbox["sandboxID"], "E2b-Sandbox-Port": "49983"},
+        timeout=10,
+    )
     assert anonymous.status_code == 401
 
 
@@ -128,7 +157,8 @@ def test_a_read_streams_the_whole_file_with_its_length(raw: Raw) -> None:
 
 
 def test_a_symlink_never_leads_a_read_or_listing_out_of_the_sandbox(
-        raw: Raw, tmp_path: Path) -> None:
+    raw: Raw, tmp_path: Path
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_bytes(b"host secret")
     (tmp_path / "dir").mkdir()
@@ -136,17 +166,23 @@ def test_a_symlink_never_leads_a_read_or_listing_out_of_the_sandbox(
     sandbox = raw.create()
     put(raw, sandbox, "/work/inside", b"in the sandbox")
     climb = "../" * 40
-    run(raw, sandbox, f"ln -s {secret} abs-file && ln -s {tmp_path}/dir abs-dir && "
-                      f"ln -s {climb}{str(secret).lstrip('/')} climb && ln -s inside ok && "
-                      f"ln -s loop loop", "/work")
+    run(
+        raw,
+        sandbox,
+        f"ln -s {secret} abs-file && ln -s {tmp_path}/dir abs-dir && "
+        f"ln -s {climb}{str(secret).lstrip('/')} climb && ln -s inside ok && "
+        f"ln -s loop loop",
+        "/work",
+    )
     for name in ("abs-file", "climb"):
         answer = get(raw, sandbox, f"/work/{name}")
         assert answer.status_code == 404, answer.content
         assert b"host secret" not in answer.content
     assert fs_call(raw, sandbox, "ListDir", {"path": "/work/abs-dir"}).status_code == 404
     assert get(raw, sandbox, "/work/ok").content == b"in the sandbox"
-    entries = {e["name"]: e for e in fs_call(raw, sandbox, "ListDir",
-                                             {"path": "/work"}).json()["entries"]}
+    entries = {
+        e["name"]: e for e in fs_call(raw, sandbox, "ListDir", {"path": "/work"}).json()["entries"]
+    }
     for name in ("abs-file", "abs-dir", "climb", "loop"):
         assert entries[name]["isSymlink"] is True
         assert "symlinkTarget" not in entries[name] and "type" not in entries[name], entries
@@ -160,6 +196,9 @@ def test_a_fifo_is_refused_never_waited_on(raw: Raw) -> None:
     run(raw, sandbox, "mkfifo pipe", "/tmp")
     answer = get(raw, sandbox, "/tmp/pipe")  # the request's own timeout bounds a hang
     assert answer.status_code == 400
-    (entry,) = [e for e in fs_call(raw, sandbox, "ListDir", {"path": "/tmp"}).json()["entries"]
-                if e["name"] == "pipe"]
+    (entry,) = [
+        e
+        for e in fs_call(raw, sandbox, "ListDir", {"path": "/tmp"}).json()["entries"]
+        if e["name"] == "pipe"
+    ]
     assert "type" not in entry and entry["permissions"].startswith("p")

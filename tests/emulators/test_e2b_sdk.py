@@ -72,7 +72,9 @@ def test_output_streams_to_callbacks_as_it_is_produced(sandbox: Any) -> None:
     errors: list[str] = []
     result = sandbox.commands.run(
         "for i in 1 2 3; do echo line-$i; sleep 0.05; done; echo warn >&2",
-        on_stdout=chunks.append, on_stderr=errors.append)
+        on_stdout=chunks.append,
+        on_stderr=errors.append,
+    )
     assert "".join(chunks) == "line-1\nline-2\nline-3\n" == result.stdout
     assert len(chunks) == 3
     assert errors == ["warn\n"]
@@ -99,8 +101,9 @@ def test_kill_ends_a_running_command(sandbox: Any) -> None:
 
 
 def test_connect_to_a_running_command_streams_new_output(sandbox: Any) -> None:
-    handle = sandbox.commands.run("read a; echo got-$a; read b; echo got-$b",
-                                  background=True, stdin=True)
+    handle = sandbox.commands.run(
+        "read a; echo got-$a; read b; echo got-$b", background=True, stdin=True
+    )
     handle.disconnect()
     attached = sandbox.commands.connect(handle.pid)
     sandbox.commands.send_stdin(handle.pid, "one\n")
@@ -162,7 +165,8 @@ def test_a_pty_resize_signals_sigwinch(sandbox: Any) -> None:
     sandbox.pty.send_stdin(
         handle.pid,
         b"""trap 'echo "<winch "$(stty size)">"; kill $!; exit' WINCH; echo "<"ready">"; """
-        b"sleep 60 & wait\n")
+        b"sleep 60 & wait\n",
+    )
     assert _read_until(chunks, rb"<(ready)>") == b"ready"
     sandbox.pty.resize(handle.pid, e2b.PtySize(rows=50, cols=132))
     assert _read_until(chunks, rb"<winch (\d+ \d+)>") == b"50 132"
@@ -193,8 +197,9 @@ def test_files_write_and_read_through_the_sdk(emulator: E2BEmulator, sandbox: An
     assert emulator.read_file(sandbox.sandbox_id, "/home/user/dir/a.txt") == b"data"
 
 
-def test_files_read_gives_back_binary_content_byte_for_byte(emulator: E2BEmulator,
-                                                           sandbox: Any) -> None:
+def test_files_read_gives_back_binary_content_byte_for_byte(
+    emulator: E2BEmulator, sandbox: Any
+) -> None:
     data = bytes(range(256)) * 1025 + b"\r\n\x00"
     emulator.write_file(sandbox.sandbox_id, "/tmp/blob.bin", data)
     read = sandbox.files.read("/tmp/blob.bin", format="bytes")
@@ -203,21 +208,24 @@ def test_files_read_gives_back_binary_content_byte_for_byte(emulator: E2BEmulato
     assert streamed == data
 
 
-def test_files_read_of_a_missing_file_or_a_directory_raises_the_sdks_errors(
-        sandbox: Any) -> None:
+def test_files_read_of_a_missing_file_or_a_directory_raises_the_sdks_errors(sandbox: Any) -> None:
     with pytest.raises(e2b.FileNotFoundException):
         sandbox.files.read("/tmp/no-such-file")
     with pytest.raises(e2b.InvalidArgumentException):
         sandbox.files.read("/tmp")
 
 
-def test_files_list_gives_each_entry_with_its_type_size_and_mode(emulator: E2BEmulator,
-                                                                 sandbox: Any) -> None:
+def test_files_list_gives_each_entry_with_its_type_size_and_mode(
+    emulator: E2BEmulator, sandbox: Any
+) -> None:
     sandbox.files.write("/tmp/listed/three.txt", b"abc")
     sandbox.files.write("/tmp/listed/sub/inner.txt", b"inner")
-    assert sandbox.commands.run(
-        "cd /tmp/listed && chmod 640 three.txt && ln -s three.txt link && mkfifo pipe"
-    ).exit_code == 0
+    assert (
+        sandbox.commands.run(
+            "cd /tmp/listed && chmod 640 three.txt && ln -s three.txt link && mkfifo pipe"
+        ).exit_code
+        == 0
+    )
     entries = {entry.name: entry for entry in sandbox.files.list("/tmp/listed")}
     # The SDK leaves out what envd reports without a type (the FIFO).
     assert sorted(entries) == ["link", "sub", "three.txt"]
@@ -241,14 +249,22 @@ def test_files_exists_and_get_info_use_stat(sandbox: Any) -> None:
     assert sandbox.files.exists("/tmp/stat/file") is True
     assert sandbox.files.exists("/tmp/stat/none") is False
     info = sandbox.files.get_info("/tmp/stat/file")
-    assert (info.name, info.path, info.type, info.size) == ("file", "/tmp/stat/file",
-                                                            e2b.FileType.FILE, 5)
+    assert (info.name, info.path, info.type, info.size) == (
+        "file",
+        "/tmp/stat/file",
+        e2b.FileType.FILE,
+        5,
+    )
 
 
 @pytest.mark.parametrize("octet_stream", [True, False])
 def test_files_written_with_metadata_answer_it(sandbox: Any, octet_stream: bool) -> None:
-    info = sandbox.files.write("/home/user/meta.txt", "data", use_octet_stream=octet_stream,
-                               metadata={"Owner": "alice", "run-id": "7"})
+    info = sandbox.files.write(
+        "/home/user/meta.txt",
+        "data",
+        use_octet_stream=octet_stream,
+        metadata={"Owner": "alice", "run-id": "7"},
+    )
     assert info.metadata == {"owner": "alice", "run-id": "7"}
     assert sandbox.files.write("/home/user/plain.txt", "data").metadata is None
 
@@ -309,14 +325,16 @@ def test_listing_started_after_a_sandboxs_own_start_lists_it(emulator: E2BEmulat
             assert sandbox.sandbox_id in [info.sandbox_id for info in at]
             later = e2b.SandboxQuery(started_after=started + timedelta(microseconds=1))
             assert sandbox.sandbox_id not in [
-                info.sandbox_id for info in e2b.Sandbox.list(query=later).next_items()]
+                info.sandbox_id for info in e2b.Sandbox.list(query=later).next_items()
+            ]
     finally:
         for sandbox in created:
             sandbox.kill()
 
 
 def test_a_sandbox_closed_to_public_traffic_carries_a_traffic_access_token(
-        emulator: E2BEmulator) -> None:
+    emulator: E2BEmulator,
+) -> None:
     closed = e2b.Sandbox.create(network={"allow_public_traffic": False})
     public = e2b.Sandbox.create()
     try:

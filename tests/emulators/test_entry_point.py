@@ -30,8 +30,9 @@ runpy.run_module("managoat_sandbox.emulators", run_name="__main__", alter_sys=Tr
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.fixture
@@ -60,4 +61,3 @@ def test_a_missing_extra_is_one_line_naming_it() -> None:
     assert ran.stderr.splitlines() == [
         "the emulators need the 'emulators' extra: pip install 'managoat_sandbox[emulators]'"
     ]
-

@@ -35,15 +35,21 @@ BEARER = {"Authorization": f"Bearer {KEY}"}
 # -- a raw HTTP/1.1 exchange ----------------------------------------------------------------
 
 
-def exchange(port: int, method: str, path: str, headers: dict[str, str],
-             body: bytes = b"") -> tuple[bytes, str]:
+def exchange(
+    port: int, method: str, path: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[bytes, str]:
     """Send one request on a fresh connection and read until the server ends it.
 
     Returns everything read and how the connection ended: ``"eof"`` (an
     orderly close) or ``"reset"`` (``ECONNRESET``).
     """
-    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
-             f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Connection: close",
+        f"Content-Length: {len(body)}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     received = b""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
@@ -81,7 +87,7 @@ def dechunk(body: bytes) -> tuple[bytes, bool]:
         data += rest[:size]
         if len(rest) < size + 2:
             return data, False
-        body = rest[size + 2:]
+        body = rest[size + 2 :]
     return data, False
 
 
@@ -91,15 +97,19 @@ def dechunk(body: bytes) -> tuple[bytes, bool]:
 @pytest.fixture
 def sprites() -> Iterator[SpritesEmulator]:
     with SpritesEmulator(credential=KEY) as server:
-        created = requests.post(f"{server.base_url}/v1/sprites", json={"name": "box"},
-                                headers=BEARER, timeout=10)
+        created = requests.post(
+            f"{server.base_url}/v1/sprites", json={"name": "box"}, headers=BEARER, timeout=10
+        )
         assert created.status_code == 201
         yield server  # type: ignore[misc]
 
 
 def _sprites_exec(server: SpritesEmulator, script: str) -> websocket.WebSocket:
-    url = (server.base_url.replace("http", "ws", 1)
-           + "/v1/sprites/box/exec?cmd=bash&cmd=-c&cmd=" + requests.utils.quote(script))
+    url = (
+        server.base_url.replace("http", "ws", 1)
+        + "/v1/sprites/box/exec?cmd=bash&cmd=-c&cmd="
+        + requests.utils.quote(script)
+    )
     return websocket.create_connection(url, header=[f"Authorization: Bearer {KEY}"], timeout=10)
 
 
@@ -127,8 +137,9 @@ def test_sprites_truncate_ndjson_cuts_the_kill_stream_inside_a_line(
     try:
         session_id = json.loads(ws.recv())["session_id"]
         sprites.truncate_ndjson("kill")
-        raw, ended = exchange(sprites.port, "POST", f"/v1/sprites/box/exec/{session_id}/kill",
-                              BEARER)
+        raw, ended = exchange(
+            sprites.port, "POST", f"/v1/sprites/box/exec/{session_id}/kill", BEARER
+        )
         status, headers, body = split_response(raw)
         assert ended == "eof" and status.endswith("200 OK")
         assert headers["content-type"].startswith("application/x-ndjson")
@@ -137,8 +148,9 @@ def test_sprites_truncate_ndjson_cuts_the_kill_stream_inside_a_line(
         first, torn = data.split(b"\n")
         assert json.loads(first)["type"] == "signal"
         assert torn == b'{"type":"exited","mess'
-        listed = requests.get(f"{sprites.base_url}/v1/sprites/box/exec", headers=BEARER,
-                              timeout=10).json()["sessions"]
+        listed = requests.get(
+            f"{sprites.base_url}/v1/sprites/box/exec", headers=BEARER, timeout=10
+        ).json()["sessions"]
         assert [str(s["id"]) for s in listed] == [str(session_id)], "nothing was killed"
     finally:
         ws.shutdown()
@@ -159,29 +171,37 @@ def _envelopes(data: bytes) -> tuple[list[Any], bytes]:
         _, length = struct.unpack(">BI", data[:5])
         if len(data) < 5 + length:
             break
-        messages.append(json.loads(data[5:5 + length]))
-        data = data[5 + length:]
+        messages.append(json.loads(data[5 : 5 + length]))
+        data = data[5 + length :]
     return messages, data
 
 
 def test_e2b_stream_rst_resets_the_connection_between_envelopes() -> None:
     with E2BEmulator(credential=KEY) as server:
-        created = requests.post(f"{server.base_url}/v2/sandboxes", json={"templateID": "base"},
-                                headers={"X-API-Key": KEY}, timeout=10).json()
+        created = requests.post(
+            f"{server.base_url}/v2/sandboxes",
+            json={"templateID": "base"},
+            headers={"X-API-Key": KEY},
+            timeout=10,
+        ).json()
         server.stream_fault("rst", after=2)
-        headers = {"E2b-Sandbox-Id": created["sandboxID"], "E2b-Sandbox-Port": "49983",
-                   "X-Access-Token": created["envdAccessToken"],
-                   "Content-Type": "application/connect+json"}
+        headers = {
+            "E2b-Sandbox-Id": created["sandboxID"],
+            "E2b-Sandbox-Port": "49983",
+            "X-Access-Token": created["envdAccessToken"],
+            "Content-Type": "application/connect+json",
+        }
         start = {"process": {"cmd": "bash", "args": ["-c", "echo one; sleep 0.2; echo two"]}}
-        raw, ended = exchange(server.port, "POST", "/process.Process/Start", headers,
-                              _envelope(start))
+        raw, ended = exchange(
+            server.port, "POST", "/process.Process/Start", headers, _envelope(start)
+        )
     assert ended == "reset"
     if raw:
         data, terminated = dechunk(split_response(raw)[2])
         messages, rest = _envelopes(data)
         assert not terminated and rest == b"", "reset between envelopes, never inside one"
         assert len(messages) <= 2
-        assert [next(iter(m["event"])) for m in messages] == ["start", "data"][:len(messages)]
+        assert [next(iter(m["event"])) for m in messages] == ["start", "data"][: len(messages)]
         if len(messages) == 2:
             assert base64.b64decode(messages[1]["event"]["data"]["stdout"]) == b"one\n"
 
@@ -192,18 +212,21 @@ def test_e2b_stream_rst_resets_the_connection_between_envelopes() -> None:
 @pytest.fixture
 def daytona() -> Iterator[tuple[DaytonaEmulator, dict[str, Any]]]:
     with DaytonaEmulator(credential=KEY) as server:
-        sandbox = requests.post(f"{server.api_url}/sandbox", json={"name": "box"},
-                                headers=BEARER, timeout=10).json()
+        sandbox = requests.post(
+            f"{server.api_url}/sandbox", json={"name": "box"}, headers=BEARER, timeout=10
+        ).json()
         yield server, sandbox  # type: ignore[misc]
 
 
 def _daytona_command(server: DaytonaEmulator, sandbox: dict[str, Any], script: str) -> str:
     """Run ``script`` in session s1 to its exit; the path of its log."""
     base = f"{server.toolbox_url}/{sandbox['id']}/process/session"
-    assert requests.post(base, json={"sessionId": "s1"}, headers=BEARER,
-                         timeout=10).status_code == 201
-    command_id = requests.post(f"{base}/s1/exec", json={"command": script, "runAsync": True},
-                               headers=BEARER, timeout=10).json()["cmdId"]
+    assert (
+        requests.post(base, json={"sessionId": "s1"}, headers=BEARER, timeout=10).status_code == 201
+    )
+    command_id = requests.post(
+        f"{base}/s1/exec", json={"command": script, "runAsync": True}, headers=BEARER, timeout=10
+    ).json()["cmdId"]
 
     def exited() -> bool:
         record = requests.get(f"{base}/s1/command/{command_id}", headers=BEARER, timeout=10)
@@ -215,7 +238,8 @@ def _daytona_command(server: DaytonaEmulator, sandbox: dict[str, Any], script: s
 
 @pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
 def test_daytona_cut_log_reads_stop_short_of_the_content_length(
-    daytona: tuple[DaytonaEmulator, dict[str, Any]], reset: bool,
+    daytona: tuple[DaytonaEmulator, dict[str, Any]],
+    reset: bool,
 ) -> None:
     server, sandbox = daytona
     logs = _daytona_command(server, sandbox, "echo 0123456789abcdef")
@@ -246,12 +270,14 @@ def test_daytona_endless_listing_always_names_a_fresh_cursor(
     cursor = None
     for _ in range(3):
         params = {"limit": 1, **({"cursor": cursor} if cursor else {})}
-        page = requests.get(f"{server.api_url}/sandbox", params=params, headers=BEARER,
-                            timeout=10).json()
+        page = requests.get(
+            f"{server.api_url}/sandbox", params=params, headers=BEARER, timeout=10
+        ).json()
         assert [item["name"] for item in page["items"]] == ["box"]
         cursor = page["nextCursor"]
         cursors.append(cursor)
     assert len(set(cursors)) == 3 and all(cursors)
-    last = requests.get(f"{server.api_url}/sandbox", params={"limit": 1}, headers=BEARER,
-                        timeout=10).json()
+    last = requests.get(
+        f"{server.api_url}/sandbox", params={"limit": 1}, headers=BEARER, timeout=10
+    ).json()
     assert last["nextCursor"] is None, "the fault is spent after `times` pages"

@@ -46,11 +46,16 @@ def hello(echo: Echo, **kwargs: object) -> requests.Response:
     return requests.get(f"{echo.base_url}/hello", headers=AUTH, timeout=5, **kwargs)  # type: ignore[arg-type]
 
 
-def control(echo: Echo, method: str, path: str, headers: dict[str, str] | None = None,
-            **kwargs: object) -> requests.Response:
-    return requests.request(method, f"{echo.base_url}/_emulator/{path}",
-                            headers=AUTH if headers is None else headers, timeout=5,
-                            **kwargs)  # type: ignore[arg-type]
+def control(
+    echo: Echo, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: object
+) -> requests.Response:
+    return requests.request(
+        method,
+        f"{echo.base_url}/_emulator/{path}",
+        headers=AUTH if headers is None else headers,
+        timeout=5,
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 def raw_exchange(echo: Echo, head: bytes) -> bytes:
@@ -69,8 +74,10 @@ def raw_exchange(echo: Echo, head: bytes) -> bytes:
 # -- 1. the control API wants the credential ----------------------------------------------
 
 
-@pytest.mark.parametrize(("method", "path"), [("POST", "faults"), ("DELETE", "faults"),
-                                              ("GET", "requests"), ("DELETE", "requests")])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "faults"), ("DELETE", "faults"), ("GET", "requests"), ("DELETE", "requests")],
+)
 def test_every_control_route_wants_the_credential(echo: Echo, method: str, path: str) -> None:
     body = {"kind": "status", "status": 503}
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-Api-Key": SECRET}):
@@ -91,8 +98,12 @@ def test_an_invalid_path_pattern_is_refused_and_the_emulator_keeps_serving(echo:
 
 
 def test_a_catastrophic_pattern_is_matched_without_backtracking(echo: Echo) -> None:
-    assert control(echo, "POST", "faults",
-                   json={"kind": "status", "status": 503, "path": "(.|.)*Z"}).status_code == 201
+    assert (
+        control(
+            echo, "POST", "faults", json={"kind": "status", "status": 503, "path": "(.|.)*Z"}
+        ).status_code
+        == 201
+    )
     long_path = "/hello/" + "a" * 4000
     assert requests.get(f"{echo.base_url}{long_path}", headers=AUTH, timeout=30).status_code == 404
     assert requests.get(f"{echo.base_url}/helloZ", headers=AUTH, timeout=5).status_code == 503
@@ -105,11 +116,25 @@ def test_delete_clears_every_pending_fault(echo: Echo) -> None:
     assert hello(echo).status_code == 200
 
 
-ACCEPTED = [r"/exec/[^/]+/kill$", r"/exec(/[^/]+)?$", r"^/v1/sprites$",
-            r"/process\.Process/(Start|Connect)$", r"^/api/sandbox(/[^/]+(/(start|stop))?)?$",
-            r"/command/[^/]+(/logs)?$", r"^/api/sandbox/m-[0-9]+$", "/process.Process/Start",
-            r"(?:a|b)+?c*\d\W[^]x-]", "", "a|", "(a*)*b", r"[]a]", r"[a-]", r"\S\s\D\w",
-            "a{2,3}b", r"(x+x+)+y"]
+ACCEPTED = [
+    r"/exec/[^/]+/kill$",
+    r"/exec(/[^/]+)?$",
+    r"^/v1/sprites$",
+    r"/process\.Process/(Start|Connect)$",
+    r"^/api/sandbox(/[^/]+(/(start|stop))?)?$",
+    r"/command/[^/]+(/logs)?$",
+    r"^/api/sandbox/m-[0-9]+$",
+    "/process.Process/Start",
+    r"(?:a|b)+?c*\d\W[^]x-]",
+    "",
+    "a|",
+    "(a*)*b",
+    r"[]a]",
+    r"[a-]",
+    r"\S\s\D\w",
+    "a{2,3}b",
+    r"(x+x+)+y",
+]
 
 
 @pytest.mark.parametrize("pattern", ACCEPTED)
@@ -119,8 +144,9 @@ def test_patterns_match_as_re_search_does(pattern: str, text: str) -> None:
     assert PathPattern.compile(pattern).search(text) == bool(re.search(pattern, text))
 
 
-@pytest.mark.parametrize("pattern", ["(", ")", "*a", r"\1", "(?=a)", "[a", "a**",
-                                     "[z-a]", "x" * 300])
+@pytest.mark.parametrize(
+    "pattern", ["(", ")", "*a", r"\1", "(?=a)", "[a", "a**", "[z-a]", "x" * 300]
+)
 def test_patterns_outside_the_language_are_refused(pattern: str) -> None:
     with pytest.raises(PatternError):
         PathPattern.compile(pattern)
@@ -129,29 +155,38 @@ def test_patterns_outside_the_language_are_refused(pattern: str) -> None:
 # -- 3. every knob is capped -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("spec", "field"), [
-    ({"kind": "oversize", "size": 3_000_000_000}, "size"),
-    ({"kind": "oversize", "size": -1}, "size"),
-    ({"kind": "stall", "seconds": float("nan")}, "seconds"),
-    ({"kind": "stall", "seconds": float("inf")}, "seconds"),
-    ({"kind": "stall", "seconds": 86400}, "seconds"),
-    ({"kind": "status", "times": 0}, "times"),
-    ({"kind": "status", "times": 10**12}, "times"),
-    ({"kind": "status", "times": True}, "times"),
-    ({"kind": "status", "status": 1000}, "status"),
-    ({"kind": "status", "status": "500"}, "status"),
-    ({"kind": "status", "headers": {"X": 1}}, "headers"),
-    ({"kind": "status", "headers": {"X": "a\r\nb"}}, "headers"),
-    ({"kind": "status", "method": "GET /x"}, "method"),
-    ({"kind": "status", "body": "x" * (2 * 1024 * 1024)}, "body"),
-    ({"kind": "Bad Kind!"}, "kind"),
-    ({"kind": "status", "colour": "red"}, "colour"),
-    ({"status": 503}, "kind"),
-])
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"kind": "oversize", "size": 3_000_000_000}, "size"),
+        ({"kind": "oversize", "size": -1}, "size"),
+        ({"kind": "stall", "seconds": float("nan")}, "seconds"),
+        ({"kind": "stall", "seconds": float("inf")}, "seconds"),
+        ({"kind": "stall", "seconds": 86400}, "seconds"),
+        ({"kind": "status", "times": 0}, "times"),
+        ({"kind": "status", "times": 10**12}, "times"),
+        ({"kind": "status", "times": True}, "times"),
+        ({"kind": "status", "status": 1000}, "status"),
+        ({"kind": "status", "status": "500"}, "status"),
+        ({"kind": "status", "headers": {"X": 1}}, "headers"),
+        ({"kind": "status", "headers": {"X": "a\r\nb"}}, "headers"),
+        ({"kind": "status", "method": "GET /x"}, "method"),
+        ({"kind": "status", "body": "x" * (2 * 1024 * 1024)}, "body"),
+        ({"kind": "Bad Kind!"}, "kind"),
+        ({"kind": "status", "colour": "red"}, "colour"),
+        ({"status": 503}, "kind"),
+    ],
+)
 def test_out_of_bounds_fault_fields_are_400_naming_the_field(
-        echo: Echo, spec: dict[str, object], field: str) -> None:
-    answer = control(echo, "POST", "faults", data=json.dumps(spec),
-                     headers={**AUTH, "Content-Type": "application/json"})
+    echo: Echo, spec: dict[str, object], field: str
+) -> None:
+    answer = control(
+        echo,
+        "POST",
+        "faults",
+        data=json.dumps(spec),
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert answer.status_code in (400, 413), answer.text
     if answer.status_code == 400:
         assert answer.json()["error"].startswith(f"{field}:"), answer.json()
@@ -181,8 +216,12 @@ def test_an_oversize_answer_has_the_size_asked_for(echo: Echo) -> None:
 
 
 def test_bodies_and_credential_parameters_are_not_logged_by_default(echo: Echo) -> None:
-    requests.post(f"{echo.base_url}/hello?signature=sig-1&token=tok-1&page=2", headers=AUTH,
-                  data=b"file contents with a secret", timeout=5)
+    requests.post(
+        f"{echo.base_url}/hello?signature=sig-1&token=tok-1&page=2",
+        headers=AUTH,
+        data=b"file contents with a secret",
+        timeout=5,
+    )
     [entry] = echo.requests
     assert entry.body == b""
     assert dict(entry.query) == {"signature": "<redacted>", "token": "<redacted>", "page": "2"}
@@ -193,10 +232,15 @@ def test_bodies_and_credential_parameters_are_not_logged_by_default(echo: Echo) 
 def test_bodies_are_kept_when_asked_and_cut_to_the_cap() -> None:
     with Echo(credential=SECRET, log_bodies=True) as emulator:
         requests.post(f"{emulator.base_url}/hello", headers=AUTH, data=b"small", timeout=5)
-        requests.post(f"{emulator.base_url}/hello", headers=AUTH, data=b"x" * (MAX_BODY + 10),
-                      timeout=5)
-        requests.post(f"{emulator.base_url}/hello", headers={"Authorization": "Bearer no"},
-                      data=b"unauthenticated", timeout=5)
+        requests.post(
+            f"{emulator.base_url}/hello", headers=AUTH, data=b"x" * (MAX_BODY + 10), timeout=5
+        )
+        requests.post(
+            f"{emulator.base_url}/hello",
+            headers={"Authorization": "Bearer no"},
+            data=b"unauthenticated",
+            timeout=5,
+        )
         small, large, refused = emulator.requests
     assert (small.body, small.truncated) == (b"small", False)
     assert (len(large.body), large.truncated) == (MAX_BODY, True)
@@ -218,8 +262,10 @@ def test_the_log_drops_its_oldest_entries_past_its_bounds() -> None:
 
 
 def test_an_unauthenticated_request_is_answered_before_its_body_is_read(echo: Echo) -> None:
-    head = (f"POST /hello HTTP/1.1\r\nHost: {echo.host}:{echo.port}\r\n"
-            "Authorization: Bearer wrong\r\nContent-Length: 33554432\r\n\r\n").encode()
+    head = (
+        f"POST /hello HTTP/1.1\r\nHost: {echo.host}:{echo.port}\r\n"
+        "Authorization: Bearer wrong\r\nContent-Length: 33554432\r\n\r\n"
+    ).encode()
     # No body follows: were the body read first, no answer would ever come.
     assert raw_exchange(echo, head).startswith(b"HTTP/1.1 401")
     assert [entry.body for entry in echo.requests] == [b""]
@@ -260,13 +306,18 @@ def test_host_rules_for_each_kind_of_bound_address() -> None:
 
 
 def _serve(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "managoat_sandbox.emulators", "sprites",
-                             "--port", "0", *args], stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "managoat_sandbox.emulators", "sprites", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _sprites(base: str, token: str) -> int:
-    return requests.get(f"{base}/v1/sprites", headers={"Authorization": f"Bearer {token}"},
-                        timeout=10).status_code
+    return requests.get(
+        f"{base}/v1/sprites", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    ).status_code
 
 
 def _environment() -> dict[str, str]:
@@ -281,7 +332,7 @@ def test_the_shell_entry_point_makes_and_prints_a_credential_when_given_none() -
         base = process.stdout.readline().strip()
         line = process.stdout.readline().strip()
         assert line.startswith("credential: ")
-        token = line[len("credential: "):]
+        token = line[len("credential: ") :]
         assert len(token) >= 24
         assert _sprites(base, token) == 200
         assert _sprites(base, "anything") == 401

@@ -84,8 +84,12 @@ def test_drop_oversize_and_truncate_faults(echo: Echo) -> None:
 
 
 def test_the_control_api_adds_faults_and_shows_the_log(echo: Echo) -> None:
-    added = requests.post(f"{echo.base_url}/_emulator/faults", headers=AUTH,
-                          json={"kind": "status", "status": 503}, timeout=5)
+    added = requests.post(
+        f"{echo.base_url}/_emulator/faults",
+        headers=AUTH,
+        json={"kind": "status", "status": 503},
+        timeout=5,
+    )
     assert added.status_code == 201
     assert get(echo).status_code == 503
     log = requests.get(f"{echo.base_url}/_emulator/requests", headers=AUTH, timeout=5).json()

@@ -61,14 +61,17 @@ def ndjson(response: requests.Response) -> list[dict[str, Any]]:
     return [json.loads(line) for line in response.text.splitlines() if line.strip()]
 
 
-def run(api: Api, emulator: SpritesEmulator, name: str, script: str,
-        outcome: list[str] | None = None) -> None:
+def run(
+    api: Api, emulator: SpritesEmulator, name: str, script: str, outcome: list[str] | None = None
+) -> None:
     """Run ``bash -c script`` over the WebSocket; append how it ended to ``outcome``:
     ``exit:<code>``, ``closed`` (close frame without exit) or ``dropped``."""
     url = emulator.base_url.replace("http", "ws", 1) + f"/v1/sprites/{name}/exec"
     ws = websocket.create_connection(
         url + "?" + urlencode([("cmd", "bash"), ("cmd", "-c"), ("cmd", script)]),
-        header=[f"Authorization: Bearer {TOKEN}"], timeout=10)
+        header=[f"Authorization: Bearer {TOKEN}"],
+        timeout=10,
+    )
     ended = "dropped"
     try:
         while True:
@@ -215,8 +218,14 @@ def test_listing_clamps_max_results_filters_by_prefix_and_counts_statuses(
     assert len(page["sprites"]) == 3 and page["has_more"]
     page = api("GET", "/v1/sprites", params={"prefix": "oth"}).json()
     assert [s["name"] for s in page["sprites"]] == ["other"]
-    assert page == {**page, "has_more": False, "next_continuation_token": None, "cold": 6,
-                    "warm": 0, "running": 0}
+    assert page == {
+        **page,
+        "has_more": False,
+        "next_continuation_token": None,
+        "cold": 6,
+        "warm": 0,
+        "running": 0,
+    }
     assert api("GET", "/v1/sprites", params={"continuation_token": "%%%"}).status_code == 400
 
 
@@ -228,8 +237,9 @@ def test_status_is_cold_then_running_while_a_command_runs_then_warm(
 ) -> None:
     api.create("st")
     assert api("GET", "/v1/sprites/st").json()["status"] == "cold"
-    worker = threading.Thread(target=run, args=(api, emulator, "st",
-                                                "while [ ! -e go ]; do sleep 0.01; done"))
+    worker = threading.Thread(
+        target=run, args=(api, emulator, "st", "while [ ! -e go ]; do sleep 0.01; done")
+    )
     worker.start()
     assert wait_until(lambda: api("GET", "/v1/sprites/st").json()["status"] == "running")
     (emulator.sprite_root("st") / "go").touch()
@@ -242,8 +252,10 @@ def test_set_status_warm_freezes_commands_until_an_exec_wakes_the_sprite(
 ) -> None:
     api.create("frz")
     marker = f"frozen-{secrets.token_hex(6)}"
-    worker = threading.Thread(target=run, args=(
-        api, emulator, "frz", f"while [ ! -e go ]; do sleep 0.01; done # {marker}"))
+    worker = threading.Thread(
+        target=run,
+        args=(api, emulator, "frz", f"while [ ! -e go ]; do sleep 0.01; done # {marker}"),
+    )
     worker.start()
     assert wait_until(lambda: emulator.status_of("frz") == "running")
     assert wait_until(lambda: marked_process(marker) is not None)
@@ -294,8 +306,11 @@ def test_network_policy_round_trips_and_answers_204(api: Api) -> None:
 
 def test_an_invalid_network_policy_is_400_invalid_policy(api: Api) -> None:
     api.create("bad")
-    for body in ({"rules": [{"domain": "x.com", "action": "maybe"}]}, {"rules": "all"},
-                 {"rules": [{"action": "allow"}]}):
+    for body in (
+        {"rules": [{"domain": "x.com", "action": "maybe"}]},
+        {"rules": "all"},
+        {"rules": [{"action": "allow"}]},
+    ):
         answer = api("POST", "/v1/sprites/bad/policy/network", json=body)
         assert answer.status_code == 400
         assert answer.json()["error"] == "invalid_policy"
@@ -309,15 +324,22 @@ def test_write_file_stores_bytes_and_mode_creating_parents(
     api: Api, emulator: SpritesEmulator
 ) -> None:
     api.create("fs")
-    answer = api("PUT", "/v1/sprites/fs/fs/write", data=b"\x00secret\xff",
-                 params={"path": "/app/conf/key", "workingDir": "/", "mode": "0600",
-                         "mkdirParents": "true"})
+    answer = api(
+        "PUT",
+        "/v1/sprites/fs/fs/write",
+        data=b"\x00secret\xff",
+        params={"path": "/app/conf/key", "workingDir": "/", "mode": "0600", "mkdirParents": "true"},
+    )
     assert answer.status_code == 200
     stored = emulator.sprite_root("fs") / "app" / "conf" / "key"
     assert stored.read_bytes() == b"\x00secret\xff"
     assert stored.stat().st_mode & 0o777 == 0o600
-    chrooted = api("PUT", "/v1/sprites/fs/fs/write", data=b"x",
-                   params={"path": "../../../etc/x", "workingDir": "/app", "mkdirParents": "true"})
+    chrooted = api(
+        "PUT",
+        "/v1/sprites/fs/fs/write",
+        data=b"x",
+        params={"path": "../../../etc/x", "workingDir": "/app", "mkdirParents": "true"},
+    )
     assert chrooted.status_code == 200
     assert (emulator.sprite_root("fs") / "etc" / "x").read_bytes() == b"x"
     read = api("GET", "/v1/sprites/fs/fs/read", params={"path": "conf/key", "workingDir": "/app"})
@@ -337,8 +359,12 @@ def test_write_file_refuses_bad_requests(api: Api) -> None:
 
 def test_written_files_are_visible_to_commands(api: Api, emulator: SpritesEmulator) -> None:
     api.create("fsc")
-    api("PUT", "/v1/sprites/fsc/fs/write", data=b"hello",
-        params={"path": "/in.txt", "workingDir": "/"})
+    api(
+        "PUT",
+        "/v1/sprites/fsc/fs/write",
+        data=b"hello",
+        params={"path": "/in.txt", "workingDir": "/"},
+    )
     run(api, emulator, "fsc", "cat in.txt > out.txt")
     read = api("GET", "/v1/sprites/fsc/fs/read", params={"path": "/out.txt", "workingDir": "/"})
     assert read.content == b"hello"
@@ -350,8 +376,9 @@ def test_read_streams_the_files_bytes_with_their_length(
     api.create("fsr")
     data = os.urandom(3 * 1024 * 1024 + 17)
     (emulator.sprite_root("fsr") / "big.bin").write_bytes(data)
-    answer = api("GET", "/v1/sprites/fsr/fs/read", params={"path": "big.bin", "workingDir": "/"},
-                 stream=True)
+    answer = api(
+        "GET", "/v1/sprites/fsr/fs/read", params={"path": "big.bin", "workingDir": "/"}, stream=True
+    )
     assert answer.status_code == 200
     assert answer.headers["Content-Type"] == "application/octet-stream"
     assert answer.headers["Content-Length"] == str(len(data))
@@ -370,8 +397,12 @@ def test_a_file_that_shrinks_while_read_ends_the_body_short_of_its_length(
     api.create("fss")
     host = emulator.sprite_root("fss") / "shrinks.bin"
     host.write_bytes(b"s" * (32 * 1024 * 1024))
-    answer = api("GET", "/v1/sprites/fss/fs/read", params={"path": "/shrinks.bin",
-                                                          "workingDir": "/"}, stream=True)
+    answer = api(
+        "GET",
+        "/v1/sprites/fss/fs/read",
+        params={"path": "/shrinks.bin", "workingDir": "/"},
+        stream=True,
+    )
     assert answer.headers["Content-Length"] == str(32 * 1024 * 1024)
     pieces = answer.iter_content(65536)
     received = len(next(pieces))
@@ -384,8 +415,12 @@ def test_a_file_that_shrinks_while_read_ends_the_body_short_of_its_length(
 
 def test_read_refuses_directories_and_answers_404_for_missing_files(api: Api) -> None:
     api.create("fsd")
-    api("PUT", "/v1/sprites/fsd/fs/write", data=b"x",
-        params={"path": "/dir/file", "workingDir": "/", "mkdirParents": "true"})
+    api(
+        "PUT",
+        "/v1/sprites/fsd/fs/write",
+        data=b"x",
+        params={"path": "/dir/file", "workingDir": "/", "mkdirParents": "true"},
+    )
     read = "/v1/sprites/fsd/fs/read"
     directory = api("GET", read, params={"path": "/dir", "workingDir": "/"})
     assert directory.status_code == 400
@@ -402,10 +437,18 @@ def test_list_shows_each_entry_with_the_fields_the_sdks_parse(
     api: Api, emulator: SpritesEmulator
 ) -> None:
     api.create("fsl")
-    api("PUT", "/v1/sprites/fsl/fs/write", data=b"abc",
-        params={"path": "/d/a.txt", "workingDir": "/", "mode": "0640", "mkdirParents": "true"})
-    api("PUT", "/v1/sprites/fsl/fs/write", data=b"inner",
-        params={"path": "/d/sub/in.txt", "workingDir": "/", "mkdirParents": "true"})
+    api(
+        "PUT",
+        "/v1/sprites/fsl/fs/write",
+        data=b"abc",
+        params={"path": "/d/a.txt", "workingDir": "/", "mode": "0640", "mkdirParents": "true"},
+    )
+    api(
+        "PUT",
+        "/v1/sprites/fsl/fs/write",
+        data=b"inner",
+        params={"path": "/d/sub/in.txt", "workingDir": "/", "mkdirParents": "true"},
+    )
     root = emulator.sprite_root("fsl")
     os.symlink("a.txt", root / "d" / "ln")
     os.mkfifo(root / "d" / "pipe")
@@ -417,8 +460,13 @@ def test_list_shows_each_entry_with_the_fields_the_sdks_parse(
     assert sorted(entries) == ["a.txt", "ln", "pipe", "sub"]
     a_txt = entries["a.txt"]
     assert {k: v for k, v in a_txt.items() if k != "modTime"} == {
-        "name": "a.txt", "path": "/d/a.txt", "type": "file", "size": 3, "mode": "0640",
-        "isDir": False}
+        "name": "a.txt",
+        "path": "/d/a.txt",
+        "type": "file",
+        "size": 3,
+        "mode": "0640",
+        "isDir": False,
+    }
     assert datetime.fromisoformat(a_txt["modTime"].replace("Z", "+00:00")).tzinfo is not None
     assert (entries["sub"]["type"], entries["sub"]["isDir"]) == ("directory", True)
     assert (entries["ln"]["type"], entries["ln"]["size"]) == ("symlink", len("a.txt"))
@@ -429,13 +477,20 @@ def test_list_of_anything_but_a_directory_describes_the_path_itself(
     api: Api, emulator: SpritesEmulator
 ) -> None:
     api.create("fsf")
-    api("PUT", "/v1/sprites/fsf/fs/write", data=b"abc",
-        params={"path": "/d/a.txt", "workingDir": "/", "mkdirParents": "true"})
+    api(
+        "PUT",
+        "/v1/sprites/fsf/fs/write",
+        data=b"abc",
+        params={"path": "/d/a.txt", "workingDir": "/", "mkdirParents": "true"},
+    )
     os.mkfifo(emulator.sprite_root("fsf") / "d" / "pipe")
     listed = "/v1/sprites/fsf/fs/list"
     file = api("GET", listed, params={"path": "/d/a.txt", "workingDir": "/"}).json()
     assert (file["count"], file["entries"][0]["path"], file["entries"][0]["size"]) == (
-        1, "/d/a.txt", 3)
+        1,
+        "/d/a.txt",
+        3,
+    )
     fifo = api("GET", listed, params={"path": "/d/pipe", "workingDir": "/"}).json()
     assert [(e["name"], e["type"]) for e in fifo["entries"]] == [("pipe", "other")]
     missing = api("GET", listed, params={"path": "/d/none", "workingDir": "/"})
@@ -457,8 +512,11 @@ def test_read_and_list_never_follow_a_symlink_out_of_the_sprite(
     os.symlink(tmp_path / "outside", root / "abs")
     os.symlink("../" * 40 + str(tmp_path / "outside").lstrip("/"), root / "rel")
     for link in ("/abs", "/rel"):
-        read = api("GET", "/v1/sprites/fse/fs/read",
-                   params={"path": f"{link}/secret.txt", "workingDir": "/"})
+        read = api(
+            "GET",
+            "/v1/sprites/fse/fs/read",
+            params={"path": f"{link}/secret.txt", "workingDir": "/"},
+        )
         assert read.status_code == 404 and secret not in read.text
         listed = api("GET", "/v1/sprites/fse/fs/list", params={"path": link, "workingDir": "/"})
         assert listed.status_code == 404 and "secret.txt" not in listed.text
@@ -494,8 +552,9 @@ def test_restore_brings_back_files_and_policy(api: Api, emulator: SpritesEmulato
     api("POST", "/v1/sprites/rs/checkpoint", json={"comment": "c"})
     (root / "f").write_text("changed")
     (root / "new").write_text("extra")
-    api("POST", "/v1/sprites/rs/policy/network", json={"rules": [{"domain": "*",
-                                                                   "action": "deny"}]})
+    api(
+        "POST", "/v1/sprites/rs/policy/network", json={"rules": [{"domain": "*", "action": "deny"}]}
+    )
     answer = api("POST", "/v1/sprites/rs/checkpoints/v1/restore")
     assert answer.status_code == 200
     assert ndjson(answer)[-1]["type"] == "complete"
@@ -510,8 +569,11 @@ def test_restoring_an_unknown_checkpoint_fails_in_band_or_with_404(
     api.create("ru")
     answer = api("POST", "/v1/sprites/ru/checkpoints/v7/restore")
     assert answer.status_code == 200
-    assert ndjson(answer)[-1] == {**ndjson(answer)[-1], "type": "error",
-                                  "error": "checkpoint not found"}
+    assert ndjson(answer)[-1] == {
+        **ndjson(answer)[-1],
+        "type": "error",
+        "error": "checkpoint not found",
+    }
     emulator.behaviour.restore_unknown_status = 404
     assert api("POST", "/v1/sprites/ru/checkpoints/v7/restore").status_code == 404
 
@@ -574,9 +636,7 @@ def test_truncated_listing_body_cannot_be_read_whole(api: Api, emulator: Sprites
     assert api("GET", "/v1/sprites").status_code == 200
 
 
-def test_stall_holds_the_request_past_a_client_timeout(
-    api: Api, emulator: SpritesEmulator
-) -> None:
+def test_stall_holds_the_request_past_a_client_timeout(api: Api, emulator: SpritesEmulator) -> None:
     emulator.stall(1.0, path="^/v1/sprites$")
     started = time.monotonic()
     with pytest.raises(requests.Timeout):
@@ -601,8 +661,7 @@ def test_malformed_checkpoint_stream_is_sent_as_given_and_creates_nothing(
     assert answer.status_code == 200
     assert answer.text == '{"type":"signal","signal":"SIGTERM"\nnot json at all\n'
     assert [c["id"] for c in api("GET", "/v1/sprites/mc/checkpoints").json()] == ["Current"]
-    emulator.script_ndjson([{"type": "info", "data": "x", "error": None}],
-                           path="/restore$")
+    emulator.script_ndjson([{"type": "info", "data": "x", "error": None}], path="/restore$")
     scripted = api("POST", "/v1/sprites/mc/checkpoints/v1/restore")
     assert ndjson(scripted) == [{"type": "info", "data": "x", "error": None}]
 
@@ -614,17 +673,23 @@ def test_the_shell_entry_point_prints_its_base_url_and_serves() -> None:
     env = {**os.environ, "SPRITES_TOKEN": "shell-token"}
     process = subprocess.Popen(
         [sys.executable, "-m", "managoat_sandbox.emulators", "sprites", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         base_url = process.stdout.readline().strip()
         assert base_url.startswith("http://127.0.0.1:")
         headers = {"Authorization": "Bearer shell-token"}
-        created = requests.post(f"{base_url}/v1/sprites", json={"name": "sh"}, headers=headers,
-                                timeout=10)
+        created = requests.post(
+            f"{base_url}/v1/sprites", json={"name": "sh"}, headers=headers, timeout=10
+        )
         assert created.status_code == 201
-        wrong = requests.get(f"{base_url}/v1/sprites", headers={"Authorization": "Bearer x"},
-                             timeout=10)
+        wrong = requests.get(
+            f"{base_url}/v1/sprites", headers={"Authorization": "Bearer x"}, timeout=10
+        )
         assert wrong.status_code == 401
     finally:
         process.terminate()

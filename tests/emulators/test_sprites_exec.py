@@ -32,19 +32,31 @@ WAIT_GO = "while [ ! -e go ]; do sleep 0.01; done"
 @pytest.fixture
 def emulator() -> Iterator[SpritesEmulator]:
     with SpritesEmulator(credential=TOKEN) as server:
-        response = requests.post(f"{server.base_url}/v1/sprites", json={"name": "box"},
-                                 headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        response = requests.post(
+            f"{server.base_url}/v1/sprites",
+            json={"name": "box"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
         assert response.status_code == 201
         yield server  # type: ignore[misc]
 
 
 def http(emulator: SpritesEmulator, method: str, path: str, **kwargs: Any) -> requests.Response:
-    return requests.request(method, emulator.base_url + path, timeout=10,
-                            headers={"Authorization": f"Bearer {TOKEN}"}, **kwargs)
+    return requests.request(
+        method,
+        emulator.base_url + path,
+        timeout=10,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        **kwargs,
+    )
 
 
-def connect(emulator: SpritesEmulator, path: str = "/v1/sprites/box/exec",
-            params: list[tuple[str, str]] | None = None) -> websocket.WebSocket:
+def connect(
+    emulator: SpritesEmulator,
+    path: str = "/v1/sprites/box/exec",
+    params: list[tuple[str, str]] | None = None,
+) -> websocket.WebSocket:
     url = emulator.base_url.replace("http", "ws", 1) + path
     if params:
         url += "?" + urlencode(params)
@@ -110,8 +122,12 @@ def test_exec_frames_session_info_output_exit_byte_then_a_normal_close(
 ) -> None:
     ws = connect(emulator, params=bash("echo hi; echo oops >&2; exit 7", ("stdin", "false")))
     info = session_info(ws)
-    assert info == {**info, "tty": False, "is_owner": True,
-                    "command": "bash -c echo hi; echo oops >&2; exit 7"}
+    assert info == {
+        **info,
+        "tty": False,
+        "is_owner": True,
+        "command": "bash -c echo hi; echo oops >&2; exit 7",
+    }
     assert isinstance(info["session_id"], int) and isinstance(info["created"], int)
     frames = until_end(ws)
     assert output(frames, 1) == b"hi\n" and output(frames, 2) == b"oops\n"
@@ -148,10 +164,16 @@ def test_upgrade_refusals_come_before_the_upgrade(emulator: SpritesEmulator) -> 
 
 
 def test_env_and_dir_reach_the_process(emulator: SpritesEmulator) -> None:
-    http(emulator, "PUT", "/v1/sprites/box/fs/write", data=b"",
-         params={"path": "/work/.keep", "workingDir": "/", "mkdirParents": "true"})
-    ws = connect(emulator, params=bash('echo "$GREETING"; pwd',
-                                       ("env", "GREETING=a=b"), ("dir", "/work")))
+    http(
+        emulator,
+        "PUT",
+        "/v1/sprites/box/fs/write",
+        data=b"",
+        params={"path": "/work/.keep", "workingDir": "/", "mkdirParents": "true"},
+    )
+    ws = connect(
+        emulator, params=bash('echo "$GREETING"; pwd', ("env", "GREETING=a=b"), ("dir", "/work"))
+    )
     session_info(ws)
     lines = output(until_end(ws), 1).decode().splitlines()
     assert lines[0] == "a=b"
@@ -184,8 +206,12 @@ def test_without_stdin_the_process_reads_end_of_input(emulator: SpritesEmulator)
 
 
 def test_tty_mode_sends_raw_bytes_and_a_text_exit(emulator: SpritesEmulator) -> None:
-    ws = connect(emulator, params=bash("read line; echo got-$line; exit 3", ("tty", "true"),
-                                       ("cols", "100"), ("rows", "30")))
+    ws = connect(
+        emulator,
+        params=bash(
+            "read line; echo got-$line; exit 3", ("tty", "true"), ("cols", "100"), ("rows", "30")
+        ),
+    )
     info = session_info(ws)
     assert info == {**info, "tty": True, "cols": 100, "rows": 30}
     ws.send_binary(b"hello\r")
@@ -226,8 +252,13 @@ def test_running_sessions_are_listed_with_string_ids(emulator: SpritesEmulator) 
     read_until(ws, b"ready")
     (listed,) = sessions(emulator)
     assert listed["id"] == str(info["session_id"])
-    assert listed == {**listed, "tty": False, "is_active": True, "workdir": "/",
-                      "bytes_per_second": 0.0}
+    assert listed == {
+        **listed,
+        "tty": False,
+        "is_active": True,
+        "workdir": "/",
+        "bytes_per_second": 0.0,
+    }
     assert listed["command"].startswith("bash -c echo ready")
     assert listed["created"].endswith("Z") and listed["last_activity"].endswith("Z")
     ws.close()
@@ -411,8 +442,11 @@ def test_a_fresh_sprite_refuses_its_first_execs_with_503(emulator: SpritesEmulat
 
 
 def test_an_upgrade_refused_with_429_carries_retry_after(emulator: SpritesEmulator) -> None:
-    emulator.refuse_upgrade(429, body={"error": "rate_limited", "retry_after_seconds": 17},
-                            headers={"Retry-After": "17"})
+    emulator.refuse_upgrade(
+        429,
+        body={"error": "rate_limited", "retry_after_seconds": 17},
+        headers={"Retry-After": "17"},
+    )
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         connect(emulator, params=bash("true"))
     assert refused.value.status_code == 429
@@ -477,8 +511,13 @@ def test_session_ids_can_arrive_as_strings(emulator: SpritesEmulator) -> None:
 def test_http_exec_streams_the_same_frames_with_the_body_as_stdin(
     emulator: SpritesEmulator,
 ) -> None:
-    answer = http(emulator, "POST", "/v1/sprites/box/exec",
-                  params=bash("cat; echo err >&2; exit 6"), data=b"from-body")
+    answer = http(
+        emulator,
+        "POST",
+        "/v1/sprites/box/exec",
+        params=bash("cat; echo err >&2; exit 6"),
+        data=b"from-body",
+    )
     assert answer.status_code == 200
     assert answer.content == b"\x01from-body\x02err\n\x03\x06"
     assert http(emulator, "POST", "/v1/sprites/box/exec").status_code == 400

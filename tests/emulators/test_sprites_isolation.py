@@ -31,16 +31,18 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "sprites-isolation-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-isolated = pytest.mark.skipif(not isolation.support().available,
-                              reason="the host cannot isolate sandboxes")
+isolated = pytest.mark.skipif(
+    not isolation.support().available, reason="the host cannot isolate sandboxes"
+)
 
 
 @pytest.fixture
 def emulator() -> Iterator[SpritesEmulator]:
     with SpritesEmulator(credential=TOKEN) as server:
         for name in ("one", "two"):
-            created = requests.post(f"{server.base_url}/v1/sprites", json={"name": name},
-                                    headers=AUTH, timeout=10)
+            created = requests.post(
+                f"{server.base_url}/v1/sprites", json={"name": name}, headers=AUTH, timeout=10
+            )
             assert created.status_code == 201
         yield server  # type: ignore[misc]
 
@@ -54,7 +56,9 @@ def connect(emulator: SpritesEmulator, name: str, script: str) -> websocket.WebS
     query = urlencode([("cmd", "bash"), ("cmd", "-c"), ("cmd", script), ("detachable", "true")])
     ws = websocket.create_connection(
         emulator.base_url.replace("http", "ws", 1) + f"/v1/sprites/{name}/exec?{query}",
-        header=[f"Authorization: Bearer {TOKEN}"], timeout=20)
+        header=[f"Authorization: Bearer {TOKEN}"],
+        timeout=20,
+    )
     opcode, data = ws.recv_data()
     assert opcode == websocket.ABNF.OPCODE_TEXT and json.loads(data)["type"] == "session_info"
     return ws
@@ -78,13 +82,19 @@ def sh(emulator: SpritesEmulator, name: str, script: str) -> tuple[bytes, int | 
 
 
 def write(emulator: SpritesEmulator, name: str, path: str, data: bytes) -> requests.Response:
-    return http(emulator, "PUT", f"/v1/sprites/{name}/fs/write", data=data,
-                params={"path": path, "workingDir": "/", "mkdirParents": "true"})
+    return http(
+        emulator,
+        "PUT",
+        f"/v1/sprites/{name}/fs/write",
+        data=data,
+        params={"path": path, "workingDir": "/", "mkdirParents": "true"},
+    )
 
 
 def read(emulator: SpritesEmulator, name: str, path: str) -> requests.Response:
-    return http(emulator, "GET", f"/v1/sprites/{name}/fs/read",
-                params={"path": path, "workingDir": "/"})
+    return http(
+        emulator, "GET", f"/v1/sprites/{name}/fs/read", params={"path": path, "workingDir": "/"}
+    )
 
 
 # -- paths ---------------------------------------------------------------------------------------
@@ -132,12 +142,18 @@ def test_a_fifo_is_never_opened_by_the_api(emulator: SpritesEmulator) -> None:
 @isolated
 def test_a_command_sees_only_its_sprites_processes(emulator: SpritesEmulator) -> None:
     markers = {name: f"msb-{name}-{secrets.token_hex(6)}" for name in ("one", "two")}
-    sockets = [connect(emulator, name, f"echo up; sleep 300; : {marker}")
-               for name, marker in markers.items()]
+    sockets = [
+        connect(emulator, name, f"echo up; sleep 300; : {marker}")
+        for name, marker in markers.items()
+    ]
     for ws in sockets:
         assert ws.recv_data() == (websocket.ABNF.OPCODE_BINARY, b"\x01up\n")
-    listing, code = sh(emulator, "one", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline;"
-                                        " echo; done; echo ---; ps -eo pid=,args=")
+    listing, code = sh(
+        emulator,
+        "one",
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline;"
+        " echo; done; echo ---; ps -eo pid=,args=",
+    )
     assert code == 0
     proc_part, ps_part = listing.decode().split("---\n")
     for part in (proc_part, ps_part):
@@ -152,16 +168,22 @@ def test_a_command_sees_only_its_sprites_processes(emulator: SpritesEmulator) ->
 
 # -- network -------------------------------------------------------------------------------------
 
-PROXY_PROBE = ("exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9; "
-               "printf 'CONNECT unlisted.example:443 HTTP/1.1\\r\\n"
-               "Host: unlisted.example:443\\r\\n\\r\\n' >&3; head -n1 <&3")
+PROXY_PROBE = (
+    "exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9; "
+    "printf 'CONNECT unlisted.example:443 HTTP/1.1\\r\\n"
+    "Host: unlisted.example:443\\r\\n\\r\\n' >&3; head -n1 <&3"
+)
 
 
 @isolated
 def test_allow_list_policies_are_enforced_by_the_egress_filter(emulator: SpritesEmulator) -> None:
     policy = "/v1/sprites/one/policy/network"
-    allow = {"rules": [{"domain": "allowed.example", "action": "allow"},
-                       {"domain": "*", "action": "deny"}]}
+    allow = {
+        "rules": [
+            {"domain": "allowed.example", "action": "allow"},
+            {"domain": "*", "action": "deny"},
+        ]
+    }
     assert http(emulator, "POST", policy, json=allow).status_code == 204
     answer, code = sh(emulator, "one", PROXY_PROBE)
     assert code == 0 and b" 403" in answer
@@ -172,21 +194,31 @@ def test_allow_list_policies_are_enforced_by_the_egress_filter(emulator: Sprites
     assert sh(emulator, "one", "exec 3<>/dev/tcp/127.0.0.1/3128 && echo open") == (b"open\n", 0)
 
 
-@pytest.mark.parametrize(("rules", "allow"), [
-    ([], None),
-    ([{"domain": "*", "action": "deny"}], ()),
-    ([{"domain": "Example.com", "action": "allow"}], ("example.com",)),
-    ([{"domain": "*.example.com", "action": "allow"}, {"domain": "a.io", "action": "allow"},
-      {"domain": "*", "action": "deny"}], ("*.example.com", "a.io")),
-    ([{"domain": "not a host", "action": "allow"}], ()),
-    ([{"domain": "*", "action": "allow"}], None),
-    ([{"domain": "*", "action": "allow"}, {"domain": "x.com", "action": "allow"}], None),
-    ([{"domain": "x.com", "action": "allow"}, {"include": "defaults"}], None),
-    ([{"domain": "evil.com", "action": "deny"}], None),
-    ([{"domain": "*", "action": "deny"}, {"domain": "*", "action": "allow"}], None),
-])
+@pytest.mark.parametrize(
+    ("rules", "allow"),
+    [
+        ([], None),
+        ([{"domain": "*", "action": "deny"}], ()),
+        ([{"domain": "Example.com", "action": "allow"}], ("example.com",)),
+        (
+            [
+                {"domain": "*.example.com", "action": "allow"},
+                {"domain": "a.io", "action": "allow"},
+                {"domain": "*", "action": "deny"},
+            ],
+            ("*.example.com", "a.io"),
+        ),
+        ([{"domain": "not a host", "action": "allow"}], ()),
+        ([{"domain": "*", "action": "allow"}], None),
+        ([{"domain": "*", "action": "allow"}, {"domain": "x.com", "action": "allow"}], None),
+        ([{"domain": "x.com", "action": "allow"}, {"include": "defaults"}], None),
+        ([{"domain": "evil.com", "action": "deny"}], None),
+        ([{"domain": "*", "action": "deny"}, {"domain": "*", "action": "allow"}], None),
+    ],
+)
 def test_policies_map_onto_egress_allow_lists_only_where_they_are_one(
-    rules: list[dict[str, str]], allow: tuple[str, ...] | None,
+    rules: list[dict[str, str]],
+    allow: tuple[str, ...] | None,
 ) -> None:
     assert egress_policy(rules).allow == allow
 
@@ -197,16 +229,22 @@ def test_policies_map_onto_egress_allow_lists_only_where_they_are_one(
 def test_a_checkpoint_copies_links_as_links_and_leaves_fifos_out(
     emulator: SpritesEmulator,
 ) -> None:
-    script = ('cd "$HOME" && echo data > f && mkfifo pipe && ln -s /etc/hostname link '
-              "&& mkdir -p d/e && echo deep > d/e/g && chmod 555 d")
+    script = (
+        'cd "$HOME" && echo data > f && mkfifo pipe && ln -s /etc/hostname link '
+        "&& mkdir -p d/e && echo deep > d/e/g && chmod 555 d"
+    )
     assert sh(emulator, "one", script)[1] == 0
     created = http(emulator, "POST", "/v1/sprites/one/checkpoint", json={"comment": "c"})
     assert json.loads(created.text.splitlines()[-1])["type"] == "complete"
     assert sh(emulator, "one", 'cd "$HOME" && chmod 755 d && rm -r f link d pipe')[1] == 0
     restored = http(emulator, "POST", "/v1/sprites/one/checkpoints/v1/restore")
     assert json.loads(restored.text.splitlines()[-1])["type"] == "complete"
-    out, code = sh(emulator, "one", 'cd "$HOME" && cat f d/e/g && readlink link '
-                                    "&& stat -c %a d && test ! -e pipe && echo no-pipe")
+    out, code = sh(
+        emulator,
+        "one",
+        'cd "$HOME" && cat f d/e/g && readlink link '
+        "&& stat -c %a d && test ! -e pipe && echo no-pipe",
+    )
     assert code == 0
     assert out.decode().split() == ["data", "deep", "/etc/hostname", "555", "no-pipe"]
 
@@ -222,6 +260,7 @@ def test_restoring_ends_the_running_commands_then_swaps_the_files(
     restored = http(emulator, "POST", "/v1/sprites/one/checkpoints/v1/restore")
     assert json.loads(restored.text.splitlines()[-1])["type"] == "complete"
     assert finish(running) == (b"", None)
-    assert wait_until(lambda: http(emulator, "GET", "/v1/sprites/one/exec").json()
-                      == {"sessions": []})
+    assert wait_until(
+        lambda: http(emulator, "GET", "/v1/sprites/one/exec").json() == {"sessions": []}
+    )
     assert sh(emulator, "one", "cat state.txt") == (b"before", 0)  # in /

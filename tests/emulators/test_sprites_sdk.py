@@ -173,16 +173,23 @@ def test_sdk_stdin_reaches_the_process_and_its_end_ends_it(sprite: Any) -> None:
 
 
 def test_sdk_tty_mode_gets_raw_output_and_the_text_exit(sprite: Any) -> None:
-    done = sprite.run("bash", "-c", "echo in-a-tty; test -t 1 && exit 4", tty=True,
-                      capture_output=True)
+    done = sprite.run(
+        "bash", "-c", "echo in-a-tty; test -t 1 && exit 4", tty=True, capture_output=True
+    )
     assert done.returncode == 4
     assert b"in-a-tty" in done.stdout
 
 
 def test_sdk_env_and_cwd(sprite: Any) -> None:
     (sprite.filesystem("/") / "sub" / ".keep").write_bytes(b"")
-    done = sprite.run("bash", "-c", 'echo "$NAME"; basename "$PWD"', env={"NAME": "v"},
-                      cwd="/sub", capture_output=True)
+    done = sprite.run(
+        "bash",
+        "-c",
+        'echo "$NAME"; basename "$PWD"',
+        env={"NAME": "v"},
+        cwd="/sub",
+        capture_output=True,
+    )
     assert done.stdout == b"v\nsub\n"
 
 
@@ -193,8 +200,7 @@ def test_sdk_lists_sessions_and_attaches_with_replay_then_live_output(
     sprite: Any, emulator: SpritesEmulator
 ) -> None:
     owner_sink = Sink()
-    owner = sprite.command("bash", "-c", f"echo first; {WAIT_GO}; echo second",
-                           stdout=owner_sink)
+    owner = sprite.command("bash", "-c", f"echo first; {WAIT_GO}; echo second", stdout=owner_sink)
     owner_run = Background(owner.run)
     assert wait_until(lambda: owner_sink.value == b"first\n")
     (session,) = sprite.list_sessions()
@@ -209,12 +215,9 @@ def test_sdk_lists_sessions_and_attaches_with_replay_then_live_output(
     assert owner_sink.value == attach_sink.value == b"first\nsecond\n"
 
 
-def test_sdk_attaches_to_a_tty_session_in_tty_mode(
-    sprite: Any, emulator: SpritesEmulator
-) -> None:
+def test_sdk_attaches_to_a_tty_session_in_tty_mode(sprite: Any, emulator: SpritesEmulator) -> None:
     owner_sink = Sink()
-    owner = sprite.command("bash", "-c", f"echo tty-first; {WAIT_GO}", stdout=owner_sink,
-                           tty=True)
+    owner = sprite.command("bash", "-c", f"echo tty-first; {WAIT_GO}", stdout=owner_sink, tty=True)
     owner_run = Background(owner.run)
     assert wait_until(lambda: b"tty-first" in owner_sink.value)
     (session,) = sprite.list_sessions()
@@ -252,8 +255,9 @@ def test_sdk_sets_and_reads_the_network_policy(sprite: Any) -> None:
     deny_all = NetworkPolicy(rules=[PolicyRule(domain="*", action="deny")])
     update_network_policy(sprite, deny_all)  # the path that requires exactly 204
     assert sprite.get_network_policy() == deny_all
-    allow = NetworkPolicy(rules=[PolicyRule(domain="example.com", action="allow"),
-                                 PolicyRule(include="defaults")])
+    allow = NetworkPolicy(
+        rules=[PolicyRule(domain="example.com", action="allow"), PolicyRule(include="defaults")]
+    )
     sprite.update_network_policy(allow)
     assert sprite.get_network_policy() == allow
 
@@ -299,7 +303,12 @@ def test_sdk_lists_a_directory_and_stats_a_file(sprite: Any, emulator: SpritesEm
     assert sorted(str(p) for p in (fs / "app").iterdir()) == ["/app/sub", "/app/three.txt"]
     info = (fs / "app" / "three.txt").stat()
     assert (info.name, info.path, info.size, info.mode, info.is_dir) == (
-        "three.txt", "/app/three.txt", 3, "0640", False)
+        "three.txt",
+        "/app/three.txt",
+        3,
+        "0640",
+        False,
+    )
     host = emulator.sprite_root("sdk-box") / "app" / "three.txt"
     assert abs(info.mod_time.timestamp() - host.stat().st_mtime) < 0.001
     assert (fs / "app" / "three.txt").is_file()
@@ -345,8 +354,11 @@ def test_sdk_parses_refused_upgrades_as_api_errors(client: Any, emulator: Sprite
         fresh.run("true")
     assert booting.value.status_code == 503 and booting.value.error_code == "unavailable"
     assert fresh.run("true").returncode == 0
-    emulator.refuse_upgrade(429, body={"error": "rate_limited", "retry_after_seconds": 17},
-                            headers={"Retry-After": "17"})
+    emulator.refuse_upgrade(
+        429,
+        body={"error": "rate_limited", "retry_after_seconds": 17},
+        headers={"Retry-After": "17"},
+    )
     with pytest.raises(sdk_errors.APIError) as limited:
         fresh.run("true")
     assert limited.value.status_code == 429

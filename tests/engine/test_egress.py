@@ -18,21 +18,48 @@ def test_domain_names_and_wildcards_are_accepted(entry: str) -> None:
     assert egress.check_domain(entry) == entry.lower().rstrip(".")
 
 
-@pytest.mark.parametrize("entry", ["", "*", "http://x.com", "x.com/path", "x.com:443", "a b.c",
-                                   "10.0.0.1", "-a.com", "a..b", "*.*.com", "a" * 64 + ".com"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "",
+        "*",
+        "http://x.com",
+        "x.com/path",
+        "x.com:443",
+        "a b.c",
+        "10.0.0.1",
+        "-a.com",
+        "a..b",
+        "*.*.com",
+        "a" * 64 + ".com",
+    ],
+)
 def test_anything_else_is_refused(entry: str) -> None:
     with pytest.raises(ValueError):
         egress.check_domain(entry)
 
 
-@pytest.mark.parametrize(("address", "kind"), [
-    ("8.8.8.8", "public"), ("2606:4700::1111", "public"),
-    ("10.1.2.3", "private"), ("192.168.0.1", "private"), ("100.64.0.1", "private"),
-    ("fd12::1", "private"), ("192.0.2.2", "private"),
-    ("127.0.0.1", "blocked"), ("::1", "blocked"), ("169.254.169.254", "blocked"),
-    ("fe80::1", "blocked"), ("0.0.0.0", "blocked"), ("224.0.0.1", "blocked"),
-    ("::ffff:127.0.0.1", "blocked"), ("100.100.100.200", "blocked"), ("fd00:ec2::254", "blocked"),
-])
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("8.8.8.8", "public"),
+        ("2606:4700::1111", "public"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.1", "private"),
+        ("100.64.0.1", "private"),
+        ("fd12::1", "private"),
+        ("192.0.2.2", "private"),
+        ("127.0.0.1", "blocked"),
+        ("::1", "blocked"),
+        ("169.254.169.254", "blocked"),
+        ("fe80::1", "blocked"),
+        ("0.0.0.0", "blocked"),
+        ("224.0.0.1", "blocked"),
+        ("::ffff:127.0.0.1", "blocked"),
+        ("100.100.100.200", "blocked"),
+        ("fd00:ec2::254", "blocked"),
+    ],
+)
 def test_addresses_are_classified(address: str, kind: str) -> None:
     assert egress.classify(ipaddress.ip_address(address)) == kind
 
@@ -66,12 +93,15 @@ def test_an_unreadable_policy_denies_everything(tmp_path: os.PathLike[str]) -> N
         os.close(fd)
 
 
-@pytest.mark.parametrize("request_bytes", [
-    b"CONNECT 127.0.0.1:22 HTTP/1.1\r\n\r\n",
-    b"GET http://169.254.169.254/latest/meta-data HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"GET /relative HTTP/1.1\r\n\r\n",
-    b"nonsense\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"CONNECT 127.0.0.1:22 HTTP/1.1\r\n\r\n",
+        b"GET http://169.254.169.254/latest/meta-data HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /relative HTTP/1.1\r\n\r\n",
+        b"nonsense\r\n\r\n",
+    ],
+)
 def test_the_proxy_answers_refusals_and_closes(request_bytes: bytes, tmp_path: str) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     client, proxy_side = socket.socketpair()

@@ -23,8 +23,11 @@ def test_whatever_occupies_a_mount_point_is_moved_aside(tmp_path: Path) -> None:
     (root / "etc").symlink_to(tmp_path)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for mount in (Mount("symlink", "/bin", "usr/bin"), Mount("proc", "/proc"),
-                      Mount("ro-bind", "/etc/ssl", "/etc/ssl")):
+        for mount in (
+            Mount("symlink", "/bin", "usr/bin"),
+            Mount("proc", "/proc"),
+            Mount("ro-bind", "/etc/ssl", "/etc/ssl"),
+        ):
             launch.prepare_mount_point(fd, mount)
     finally:
         os.close(fd)
@@ -46,8 +49,10 @@ def test_generated_identity_files_name_the_sandbox_user_and_host(tmp_path: Path)
     assert "127.0.0.1\tlocalhost box7\n" in (etc / "hosts").read_text()
 
 
-@pytest.mark.skipif(not isolation.support().available,
-                    reason=f"local isolation is unavailable here: {isolation.support().reason}")
+@pytest.mark.skipif(
+    not isolation.support().available,
+    reason=f"local isolation is unavailable here: {isolation.support().reason}",
+)
 def test_a_cgroup_that_cannot_be_joined_fails_the_launch_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,9 +74,7 @@ def test_a_bad_bound_is_refused(state: int, bad: object) -> None:
         Retention(state).set_bound(bad)  # type: ignore[arg-type]
 
 
-def test_removal_never_follows_a_link_put_in_place_of_a_session(
-    tmp_path: Path, state: int
-) -> None:
+def test_removal_never_follows_a_link_put_in_place_of_a_session(tmp_path: Path, state: int) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "spec.json").write_text("keep")
@@ -86,9 +84,7 @@ def test_removal_never_follows_a_link_put_in_place_of_a_session(
     assert (outside / "spec.json").read_text() == "keep"
 
 
-def test_a_session_is_removed_whole_and_a_missing_one_is_fine(
-    tmp_path: Path, state: int
-) -> None:
+def test_a_session_is_removed_whole_and_a_missing_one_is_fine(tmp_path: Path, state: int) -> None:
     session(tmp_path, "a", ended_at=1_000)
     remove_session(state, "a")
     remove_session(state, "a")

@@ -25,9 +25,7 @@ def tree(tmp_path: Path) -> Iterator[tuple[Path, int, Path]]:
     os.close(fd)
 
 
-def test_absolute_symlinks_and_dotdot_stay_inside_the_root(
-    tree: tuple[Path, int, Path]
-) -> None:
+def test_absolute_symlinks_and_dotdot_stay_inside_the_root(tree: tuple[Path, int, Path]) -> None:
     root, fd, outside = tree
     inside = root / outside.relative_to("/")
     (root / "home" / "abs").symlink_to(outside)
@@ -49,8 +47,12 @@ def test_loops_non_directories_and_the_root_are_refused(tree: tuple[Path, int, P
     root, fd, _ = tree
     (root / "loop").symlink_to("loop")
     (root / "plain").write_text("x")
-    cases = {"/loop/x": "loop", "/plain/x": "not_a_directory", "/": "is_root",
-             "/home": "is_directory"}
+    cases = {
+        "/loop/x": "loop",
+        "/plain/x": "not_a_directory",
+        "/": "is_root",
+        "/home": "is_directory",
+    }
     for path, reason in cases.items():
         with pytest.raises(safefs.PathRefused) as caught:
             safefs.write_file(fd, path, b"x")
@@ -79,7 +81,7 @@ def test_writes_are_atomic_and_keep_or_set_the_mode(tree: tuple[Path, int, Path]
 
 
 def test_writes_carry_their_xattrs_and_a_refused_xattr_replaces_nothing(
-    tree: tuple[Path, int, Path]
+    tree: tuple[Path, int, Path],
 ) -> None:
     root, fd, _ = tree
     target = root / "home" / "x"
@@ -115,9 +117,7 @@ def test_a_fifo_is_replaced_or_refused_never_opened(tree: tuple[Path, int, Path]
     assert (root / "home" / "pipe2").read_bytes() == b"now a file"
 
 
-def test_listing_stat_mkdir_rename_and_remove_resolve_inside(
-    tree: tuple[Path, int, Path]
-) -> None:
+def test_listing_stat_mkdir_rename_and_remove_resolve_inside(tree: tuple[Path, int, Path]) -> None:
     root, fd, outside = tree
     (outside / "keep").write_text("keep")
     (root / "home" / "out").symlink_to(outside)
@@ -146,7 +146,7 @@ def test_reads_past_the_limit_are_refused(tree: tuple[Path, int, Path]) -> None:
 
 
 def test_reads_and_listings_under_masked_paths_are_refused_however_reached(
-    tree: tuple[Path, int, Path]
+    tree: tuple[Path, int, Path],
 ) -> None:
     root, fd, _ = tree
     (root / "usr" / "bin").mkdir(parents=True)
@@ -165,7 +165,7 @@ def test_reads_and_listings_under_masked_paths_are_refused_however_reached(
 
 
 def test_a_masked_name_is_refused_whatever_the_root_holds_there(
-    tree: tuple[Path, int, Path]
+    tree: tuple[Path, int, Path],
 ) -> None:
     root, fd, _ = tree
     (root / "home" / "x").write_text("the sandbox's own")
@@ -234,7 +234,7 @@ def test_a_file_swapped_for_a_fifo_after_its_check_is_refused_without_blocking(
 
 
 def test_pieces_stop_at_the_length_given_however_long_the_file_grew(
-    tree: tuple[Path, int, Path]
+    tree: tuple[Path, int, Path],
 ) -> None:
     root, fd, _ = tree
     (root / "home" / "growing").write_bytes(b"0123456789")

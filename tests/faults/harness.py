@@ -198,8 +198,7 @@ class Ctx:
     is scratch space between ``prepare``, ``inject`` and ``run``.
     """
 
-    def __init__(self, provider: str, emulator: Any, adapter: Adapter,
-                 handle: Handle) -> None:
+    def __init__(self, provider: str, emulator: Any, adapter: Adapter, handle: Handle) -> None:
         self.provider = provider
         self.emulator = emulator
         self.adapter = adapter
@@ -288,14 +287,20 @@ def release_pools(adapters: Iterable[Adapter]) -> None:
 
 
 def _new_threads(baseline: set[int | None]) -> list[str]:
-    return [t.name for t in threading.enumerate()
-            if t.ident not in baseline and t.is_alive() and "emulator" not in t.name]
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.ident not in baseline and t.is_alive() and "emulator" not in t.name
+    ]
 
 
 def _unclosed_sockets(caught: list[warnings.WarningMessage], port: int) -> list[str]:
     pattern = re.compile(rf"unclosed <socket\.socket .*raddr=\('[^']*', {port}")
-    return [str(w.message) for w in caught
-            if issubclass(w.category, ResourceWarning) and pattern.search(str(w.message))]
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, ResourceWarning) and pattern.search(str(w.message))
+    ]
 
 
 # -- running a cell ------------------------------------------------------------------------
@@ -366,8 +371,9 @@ def run_cell(ctx: Ctx, fault: str, cell: Cell, *, settle: float = SETTLE) -> flo
             if cell.inject_after_output:
                 ctx.box.expect(is_stdout(command.ref), max(started + limit - time.monotonic(), 0))
                 cell.inject(ctx)
-            terminal = ctx.box.expect(is_terminal(command.ref),
-                                      max(started + limit - time.monotonic(), 0.0))
+            terminal = ctx.box.expect(
+                is_terminal(command.ref), max(started + limit - time.monotonic(), 0.0)
+            )
             elapsed = time.monotonic() - started
             outcome = repr(terminal)
         assert elapsed <= limit, f"took {elapsed:.2f}s, bound {cell.bound}s + {MARGIN}s"
@@ -375,21 +381,26 @@ def run_cell(ctx: Ctx, fault: str, cell: Cell, *, settle: float = SETTLE) -> flo
             cell.verify(ctx)
         if cell.requests is not None:
             wanted = cell.requests
-            seen = [r for r in emulator.requests
-                    if r.method == wanted.method and re.search(wanted.path, r.path)]
+            seen = [
+                r
+                for r in emulator.requests
+                if r.method == wanted.method and re.search(wanted.path, r.path)
+            ]
             assert len(seen) == wanted.count, (
-                f"{len(seen)} {wanted.method} {wanted.path} requests, expected {wanted.count}")
+                f"{len(seen)} {wanted.method} {wanted.path} requests, expected {wanted.count}"
+            )
         assert wait_until(lambda: not _new_threads(threads_before), settle), (
-            f"threads leaked: {_new_threads(threads_before)}")
+            f"threads leaked: {_new_threads(threads_before)}"
+        )
         if command is not None:
             _check_frames(ctx.box.history(command.ref), cell.expect)
         release_pools(ctx.adapters)
         assert wait_until(lambda: client_sockets(emulator.port) <= sockets_before, settle), (
             f"sockets leaked: {client_sockets(emulator.port)} open to the emulator, "
-            f"{sockets_before} before")
+            f"{sockets_before} before"
+        )
         gc.collect()
     unclosed = _unclosed_sockets(caught, emulator.port)
     assert not unclosed, f"sockets closed only by the garbage collector: {unclosed}"
-    log.info("%s %s: %s in %.3fs (bound %.3fs)", ctx.provider, fault, outcome, elapsed,
-             cell.bound)
+    log.info("%s %s: %s in %.3fs (bound %.3fs)", ctx.provider, fault, outcome, elapsed, cell.bound)
     return elapsed

@@ -67,9 +67,14 @@ pytestmark = pytest.mark.timeout(60)
 T = 2.0
 UNREACHABLE_AFTER = 1.0
 PROBE_AFTER = 0.3
-FOLLOW = FollowPolicy(min_interval=0.02, max_interval=0.1, probe_after=PROBE_AFTER,
-                      max_probe_interval=0.6, unreachable_after=UNREACHABLE_AFTER,
-                      read_timeout=T)
+FOLLOW = FollowPolicy(
+    min_interval=0.02,
+    max_interval=0.1,
+    probe_after=PROBE_AFTER,
+    max_probe_interval=0.6,
+    unreachable_after=UNREACHABLE_AFTER,
+    read_timeout=T,
+)
 MAX_PAGES = 5
 SANDBOX = r"^/api/sandbox/matrix-[0-9]+$"
 EXEC = r"^/toolbox/[^/]+/process/session/[^/]+/exec$"
@@ -84,9 +89,13 @@ _names = itertools.count(1)
 
 
 def _adapter(**timeouts: float) -> Daytona:
-    return Daytona(follow=FOLLOW, timeouts=Timeouts(**{"connect": T, "api": T, "toolbox": T,
-                                                       **timeouts}),
-                   start_timeout=5.0, page_size=2, max_pages=MAX_PAGES)
+    return Daytona(
+        follow=FOLLOW,
+        timeouts=Timeouts(**{"connect": T, "api": T, "toolbox": T, **timeouts}),
+        start_timeout=5.0,
+        page_size=2,
+        max_pages=MAX_PAGES,
+    )
 
 
 def _http(status: int) -> object:
@@ -122,61 +131,97 @@ def _cut_three_log_reads(ctx: Ctx) -> None:
 
 def _all_cuts_served(ctx: Ctx) -> None:
     assert all(cut.times == 0 for cut in ctx.notes["cuts"]), (
-        "every cut follow and log read was served (and ridden out)")
+        "every cut follow and log read was served (and ridden out)"
+    )
 
 
 CELLS = {
     "reset_mid_stream": Cell(
         inject=_reset_every_log_read,
-        inject_after_output=True, run=_spawn("echo first; sleep 30"), stream=True,
+        inject_after_output=True,
+        run=_spawn("echo first; sleep 30"),
+        stream=True,
         bound=TO_FIRST_OUTPUT + UNREACHABLE_AFTER + T,  # the budget, then one read in flight
-        expect=Expect(Unavailable, _transport)),
+        expect=Expect(Unavailable, _transport),
+    ),
     "close_without_exit": Cell(
         inject=lambda ctx: ctx.emulator.faults.add(
-            "status", path=COMMAND, status=404, times=10_000,
-            body={"statusCode": 404, "message": "not found: command not found"}),
-        inject_after_output=True, run=_spawn("echo first; sleep 30"), stream=True,
+            "status",
+            path=COMMAND,
+            status=404,
+            times=10_000,
+            body={"statusCode": 404, "message": "not found: command not found"},
+        ),
+        inject_after_output=True,
+        run=_spawn("echo first; sleep 30"),
+        stream=True,
         bound=TO_FIRST_OUTPUT + 2 * T,  # quiet for PROBE_AFTER < T, the record (404), a read
-        expect=Expect(Unavailable, CLOSED)),
+        expect=Expect(Unavailable, CLOSED),
+    ),
     "rate_limited_429": Cell(
         inject=lambda ctx: ctx.emulator.rate_limit(path=SANDBOX, method="GET", retry_after=7),
-        run=lambda ctx: ctx.facade().get(ctx.handle), bound=T,
+        run=lambda ctx: ctx.facade().get(ctx.handle),
+        bound=T,
         expect=Expect(RateLimited, retry_after=7.0),
-        requests=Requests("GET", SANDBOX, 1)),
+        requests=Requests("GET", SANDBOX, 1),
+    ),
     "5xx_storm_idempotent": Cell(
         inject=lambda ctx: ctx.emulator.unavailable(path=SANDBOX, method="GET", times=100),
-        run=lambda ctx: ctx.facade().get(ctx.handle), bound=RETRY_ATTEMPTS * T,
+        run=lambda ctx: ctx.facade().get(ctx.handle),
+        bound=RETRY_ATTEMPTS * T,
         expect=Expect(Unavailable, _http(503)),
-        requests=Requests("GET", SANDBOX, RETRY_ATTEMPTS)),
+        requests=Requests("GET", SANDBOX, RETRY_ATTEMPTS),
+    ),
     "5xx_storm_not_idempotent": Cell(
         inject=lambda ctx: ctx.emulator.unavailable(path=EXEC, method="POST", times=100),
         run=lambda ctx: ctx.facade().exec(ctx.handle, "true"),
         bound=3 * T,  # sandbox lookup, session creation, the refused exec
         expect=Expect(Unavailable, _http(503)),
-        requests=Requests("POST", EXEC, 1)),
+        requests=Requests("POST", EXEC, 1),
+    ),
     "stall_past_read_timeout": Cell(
-        inject=_stall, run=lambda ctx: ctx.track(_adapter(api=0.3)).get(ctx.handle), bound=0.3,
-        expect=Expect(Unavailable, "timeout")),
+        inject=_stall,
+        run=lambda ctx: ctx.track(_adapter(api=0.3)).get(ctx.handle),
+        bound=0.3,
+        expect=Expect(Unavailable, "timeout"),
+    ),
     "malformed_json": Cell(
         inject=lambda ctx: ctx.emulator.faults.add(
-            "status", status=200, body='{"id": "sbx', method="GET", path=SANDBOX,
-            headers={"Content-Type": "application/json"}),
-        run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, ("malformed_json", 200))),
+            "status",
+            status=200,
+            body='{"id": "sbx',
+            method="GET",
+            path=SANDBOX,
+            headers={"Content-Type": "application/json"},
+        ),
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=T,
+        expect=Expect(Unavailable, ("malformed_json", 200)),
+    ),
     "truncated_stream_body": Cell(
-        inject=_cut_three_log_reads, inject_after_output=True, run=_spawn(COUNTER), stream=True,
+        inject=_cut_three_log_reads,
+        inject_after_output=True,
+        run=_spawn(COUNTER),
+        stream=True,
         bound=TO_FIRST_OUTPUT + 4 * T,  # the command's 0.6 s, three cut reads, the drain
-        expect=Expect(None, exit_code=0, output=EXPECTED), verify=_all_cuts_served),
+        expect=Expect(None, exit_code=0, output=EXPECTED),
+        verify=_all_cuts_served,
+    ),
     "oversized_body": Cell(
-        inject=lambda ctx: ctx.emulator.faults.add("oversize", size=200_000, method="GET",
-                                                   path=SANDBOX),
-        run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024))),
+        inject=lambda ctx: ctx.emulator.faults.add(
+            "oversize", size=200_000, method="GET", path=SANDBOX
+        ),
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=T,
+        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024)),
+    ),
     "endless_pagination": Cell(
         inject=lambda ctx: ctx.emulator.endless_listing(),
-        run=lambda ctx: ctx.adapter.list_all_names(), bound=MAX_PAGES * T,
+        run=lambda ctx: ctx.adapter.list_all_names(),
+        bound=MAX_PAGES * T,
         expect=Expect(Truncated, ("pages", MAX_PAGES)),
-        requests=Requests("GET", r"^/api/sandbox$", MAX_PAGES)),
+        requests=Requests("GET", r"^/api/sandbox$", MAX_PAGES),
+    ),
 }
 
 

@@ -69,9 +69,12 @@ def _transport(detail: object) -> bool:
 
 
 def _partial_then_sleep(ctx: Ctx) -> object:
-    return ctx.adapter.spawn(ctx.handle, "bash",
-                             ["-c", "echo one; sleep 0.2; echo two; sleep 5; echo never"],
-                             owner=ctx.box)
+    return ctx.adapter.spawn(
+        ctx.handle,
+        "bash",
+        ["-c", "echo one; sleep 0.2; echo two; sleep 5; echo never"],
+        owner=ctx.box,
+    )
 
 
 def _stall(ctx: Ctx) -> None:
@@ -82,50 +85,80 @@ def _stall(ctx: Ctx) -> None:
 CELLS = {
     "reset_mid_stream": Cell(
         inject=lambda ctx: ctx.emulator.stream_fault("rst", rpc="Start", after=2),
-        run=_partial_then_sleep, stream=True, bound=T,
-        expect=Expect(Unavailable, _transport)),
+        run=_partial_then_sleep,
+        stream=True,
+        bound=T,
+        expect=Expect(Unavailable, _transport),
+    ),
     "close_without_exit": Cell(
         inject=lambda ctx: ctx.emulator.stream_fault("no_end", rpc="Start", after=1),
-        run=_partial_then_sleep, stream=True, bound=T,
-        expect=Expect(Unavailable, CLOSED)),
+        run=_partial_then_sleep,
+        stream=True,
+        bound=T,
+        expect=Expect(Unavailable, CLOSED),
+    ),
     "rate_limited_429": Cell(
         inject=lambda ctx: ctx.emulator.rate_limit(path=LIST, method="GET", retry_after=7),
-        run=lambda ctx: ctx.facade().get(ctx.handle), bound=T,
+        run=lambda ctx: ctx.facade().get(ctx.handle),
+        bound=T,
         expect=Expect(RateLimited, retry_after=7.0),
-        requests=Requests("GET", LIST, 1)),
+        requests=Requests("GET", LIST, 1),
+    ),
     "5xx_storm_idempotent": Cell(
         inject=lambda ctx: ctx.emulator.server_error(503, path=LIST, method="GET", times=100),
-        run=lambda ctx: ctx.facade().get(ctx.handle), bound=RETRY_ATTEMPTS * T,
+        run=lambda ctx: ctx.facade().get(ctx.handle),
+        bound=RETRY_ATTEMPTS * T,
         expect=Expect(Unavailable, _http(503)),
-        requests=Requests("GET", LIST, RETRY_ATTEMPTS)),
+        requests=Requests("GET", LIST, RETRY_ATTEMPTS),
+    ),
     "5xx_storm_not_idempotent": Cell(
         inject=lambda ctx: ctx.emulator.server_error(503, path=START, times=100),
-        run=lambda ctx: ctx.facade().exec(ctx.handle, "true"), bound=T,
+        run=lambda ctx: ctx.facade().exec(ctx.handle, "true"),
+        bound=T,
         expect=Expect(Unavailable, _http(503)),
-        requests=Requests("POST", START, 1)),
+        requests=Requests("POST", START, 1),
+    ),
     "stall_past_read_timeout": Cell(
-        inject=_stall, run=lambda ctx: ctx.adapter.get(ctx.handle), bound=0.3,
-        expect=Expect(Unavailable, "timeout")),
+        inject=_stall,
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=0.3,
+        expect=Expect(Unavailable, "timeout"),
+    ),
     "malformed_json": Cell(
         inject=lambda ctx: ctx.emulator.faults.add(
-            "status", status=200, body='[{"sandboxID": "i', method="GET", path=LIST,
-            headers={"Content-Type": "application/json"}),
-        run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, ("malformed_json", 200))),
+            "status",
+            status=200,
+            body='[{"sandboxID": "i',
+            method="GET",
+            path=LIST,
+            headers={"Content-Type": "application/json"},
+        ),
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=T,
+        expect=Expect(Unavailable, ("malformed_json", 200)),
+    ),
     "truncated_stream_body": Cell(
         inject=lambda ctx: ctx.emulator.stream_fault("reset", rpc="Start", after=2),
-        run=_partial_then_sleep, stream=True, bound=T,
-        expect=Expect(Unavailable, _transport)),
+        run=_partial_then_sleep,
+        stream=True,
+        bound=T,
+        expect=Expect(Unavailable, _transport),
+    ),
     "oversized_body": Cell(
-        inject=lambda ctx: ctx.emulator.faults.add("oversize", size=200_000, method="GET",
-                                                   path=LIST),
-        run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024))),
+        inject=lambda ctx: ctx.emulator.faults.add(
+            "oversize", size=200_000, method="GET", path=LIST
+        ),
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=T,
+        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024)),
+    ),
     "endless_pagination": Cell(
         inject=lambda ctx: ctx.emulator.endless_listing(),
-        run=lambda ctx: ctx.adapter.list_all_names(), bound=MAX_PAGES * T,
+        run=lambda ctx: ctx.adapter.list_all_names(),
+        bound=MAX_PAGES * T,
         expect=Expect(Truncated),
-        requests=Requests("GET", LIST, MAX_PAGES)),
+        requests=Requests("GET", LIST, MAX_PAGES),
+    ),
 }
 
 
@@ -137,8 +170,13 @@ def emulator() -> Iterator[E2BEmulator]:
 
 @pytest.fixture
 def ctx(emulator: E2BEmulator) -> Iterator[Ctx]:
-    config.configure("e2b", api_key=API_KEY, base_url=emulator.base_url,
-                     sandbox_url=emulator.base_url, timeout_ms=int(T * 1000))
+    config.configure(
+        "e2b",
+        api_key=API_KEY,
+        base_url=emulator.base_url,
+        sandbox_url=emulator.base_url,
+        timeout_ms=int(T * 1000),
+    )
     adapter = E2B()
     context = Ctx("e2b", emulator, adapter, adapter.create(f"matrix-{next(_names)}"))
     yield context

@@ -27,6 +27,7 @@ SETTLE = 0.5
 
 def _quick_with(extra: object) -> Cell:
     """The quick oversized-body cell, with ``extra(ctx)`` done while injecting."""
+
     def inject(ctx: Ctx) -> None:
         QUICK.inject(ctx)
         extra(ctx)  # type: ignore[operator]
@@ -50,8 +51,9 @@ def held() -> Iterator[list[socket.socket]]:
 def test_a_socket_left_open_to_the_emulator_fails_the_cell(
     ctx: Ctx, held: list[socket.socket]
 ) -> None:
-    cell = _quick_with(lambda c: held.append(socket.create_connection(("127.0.0.1",
-                                                                       c.emulator.port))))
+    cell = _quick_with(
+        lambda c: held.append(socket.create_connection(("127.0.0.1", c.emulator.port)))
+    )
     with pytest.raises(AssertionError, match="sockets leaked"):
         run_cell(ctx, "leak", cell, settle=SETTLE)
 
@@ -77,12 +79,20 @@ def test_a_thread_outliving_the_cell_fails_it(ctx: Ctx) -> None:
 def test_a_frame_after_the_terminal_frame_fails_the_cell(ctx: Ctx) -> None:
     def run(c: Ctx) -> Command:
         command = Command("sprites", "harness-ref")
-        for frame in (Stdout("harness-ref", b"out"), Exit("harness-ref", 0),
-                      Stdout("harness-ref", b"late")):
+        for frame in (
+            Stdout("harness-ref", b"out"),
+            Exit("harness-ref", 0),
+            Stdout("harness-ref", b"late"),
+        ):
             c.box(frame)
         return command
 
-    cell = Cell(inject=lambda c: None, run=run, stream=True, bound=1.0,
-                expect=sprites.CELLS["close_without_exit"].expect)
+    cell = Cell(
+        inject=lambda c: None,
+        run=run,
+        stream=True,
+        bound=1.0,
+        expect=sprites.CELLS["close_without_exit"].expect,
+    )
     with pytest.raises(AssertionError, match="after the terminal frame"):
         run_cell(ctx, "late-frame", cell)

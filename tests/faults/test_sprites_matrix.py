@@ -64,14 +64,18 @@ def _http(status: int) -> object:
 
 
 def _partial_then_sleep(ctx: Ctx) -> object:
-    return ctx.adapter.spawn(ctx.handle, "bash", ["-c", "echo partial; sleep 5; echo never"],
-                             owner=ctx.box)
+    return ctx.adapter.spawn(
+        ctx.handle, "bash", ["-c", "echo partial; sleep 5; echo never"], owner=ctx.box
+    )
 
 
 def _live_session(ctx: Ctx) -> None:
     """A detachable command to terminate; its id from the listing."""
-    command = ctx.keep(ctx.adapter.spawn(ctx.handle, "bash", ["-c", "echo ready; sleep 30"],
-                                         owner=ctx.box, detachable=True))
+    command = ctx.keep(
+        ctx.adapter.spawn(
+            ctx.handle, "bash", ["-c", "echo ready; sleep 30"], owner=ctx.box, detachable=True
+        )
+    )
     ctx.box.expect(is_stdout(command.ref), 10)
     [session] = ctx.adapter.list_sessions(ctx.handle)
     ctx.notes["session"] = session.id
@@ -85,54 +89,83 @@ def _stall(ctx: Ctx) -> None:
 CELLS = {
     "reset_mid_stream": Cell(
         inject=lambda ctx: ctx.emulator.drop_exec(after_frames=1, reset=True),
-        run=_partial_then_sleep, stream=True, bound=T,
-        expect=Expect(Unavailable, CLOSED)),
+        run=_partial_then_sleep,
+        stream=True,
+        bound=T,
+        expect=Expect(Unavailable, CLOSED),
+    ),
     "close_without_exit": Cell(
         inject=lambda ctx: ctx.emulator.drop_exec(after_frames=1, close_frame=True),
-        run=_partial_then_sleep, stream=True, bound=T,
-        expect=Expect(Unavailable, CLOSED)),
+        run=_partial_then_sleep,
+        stream=True,
+        bound=T,
+        expect=Expect(Unavailable, CLOSED),
+    ),
     "rate_limited_429": Cell(
-        inject=lambda ctx: ctx.emulator.rate_limit(retry_after=17, in_body=False, method="GET",
-                                                   path=SPRITE),
-        run=lambda ctx: ctx.facade().get(ctx.handle), bound=T,
+        inject=lambda ctx: ctx.emulator.rate_limit(
+            retry_after=17, in_body=False, method="GET", path=SPRITE
+        ),
+        run=lambda ctx: ctx.facade().get(ctx.handle),
+        bound=T,
         expect=Expect(RateLimited, retry_after=17.0),
-        requests=Requests("GET", SPRITE, 1)),
+        requests=Requests("GET", SPRITE, 1),
+    ),
     "5xx_storm_idempotent": Cell(
         inject=lambda ctx: ctx.emulator.fail(503, method="GET", path=SPRITE, times=100),
-        run=lambda ctx: ctx.facade().get(ctx.handle), bound=RETRY_ATTEMPTS * T,
+        run=lambda ctx: ctx.facade().get(ctx.handle),
+        bound=RETRY_ATTEMPTS * T,
         expect=Expect(Unavailable, _http(503)),
-        requests=Requests("GET", SPRITE, RETRY_ATTEMPTS)),
+        requests=Requests("GET", SPRITE, RETRY_ATTEMPTS),
+    ),
     "5xx_storm_not_idempotent": Cell(
         inject=lambda ctx: ctx.emulator.refuse_upgrade(503, times=100),
-        run=lambda ctx: ctx.facade().exec(ctx.handle, "true"), bound=T,
+        run=lambda ctx: ctx.facade().exec(ctx.handle, "true"),
+        bound=T,
         expect=Expect(Unavailable, _http(503)),
-        requests=Requests("GET", EXEC, 1)),
+        requests=Requests("GET", EXEC, 1),
+    ),
     "stall_past_read_timeout": Cell(
-        inject=_stall, run=lambda ctx: ctx.adapter.get(ctx.handle), bound=0.3,
-        expect=Expect(Unavailable, "timeout")),
+        inject=_stall,
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=0.3,
+        expect=Expect(Unavailable, "timeout"),
+    ),
     "malformed_json": Cell(
         inject=lambda ctx: ctx.emulator.faults.add(
-            "status", status=200, body='{"name": "bro', method="GET", path=SPRITE,
-            headers={"Content-Type": "application/json"}),
-        run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, ("malformed_json", 200))),
+            "status",
+            status=200,
+            body='{"name": "bro',
+            method="GET",
+            path=SPRITE,
+            headers={"Content-Type": "application/json"},
+        ),
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=T,
+        expect=Expect(Unavailable, ("malformed_json", 200)),
+    ),
     "truncated_stream_body": Cell(
         prepare=_live_session,
         inject=lambda ctx: ctx.emulator.truncate_ndjson("kill"),
-        run=lambda ctx: ctx.adapter.terminate_session(ctx.handle, ctx.notes["session"],
-                                                      timeout=0.001),
+        run=lambda ctx: ctx.adapter.terminate_session(
+            ctx.handle, ctx.notes["session"], timeout=0.001
+        ),
         bound=0.001 + 5.0,  # the grace period plus the adapter's 5 s transport slack
         expect=Expect(Unavailable, reasons.TERMINATION_UNCONFIRMED),
-        requests=Requests("POST", r"/kill$", 1)),
+        requests=Requests("POST", r"/kill$", 1),
+    ),
     "oversized_body": Cell(
         inject=lambda ctx: ctx.emulator.oversize(200_000, method="GET", path=SPRITE),
-        run=lambda ctx: ctx.adapter.get(ctx.handle), bound=T,
-        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024))),
+        run=lambda ctx: ctx.adapter.get(ctx.handle),
+        bound=T,
+        expect=Expect(Unavailable, (reasons.RESPONSE_TOO_LARGE, 64 * 1024)),
+    ),
     "endless_pagination": Cell(
         inject=lambda ctx: ctx.emulator.endless_listing(),
-        run=lambda ctx: ctx.adapter.list_all_names(), bound=PAGE_CAP * T,
+        run=lambda ctx: ctx.adapter.list_all_names(),
+        bound=PAGE_CAP * T,
         expect=Expect(Truncated, ("page_cap", PAGE_CAP)),
-        requests=Requests("GET", r"^/v1/sprites$", PAGE_CAP)),
+        requests=Requests("GET", r"^/v1/sprites$", PAGE_CAP),
+    ),
 }
 
 
@@ -144,8 +177,7 @@ def emulator() -> Iterator[SpritesEmulator]:
 
 @pytest.fixture
 def ctx(emulator: SpritesEmulator) -> Iterator[Ctx]:
-    config.configure("sprites", base_url=emulator.base_url, token=TOKEN,
-                     timeout_ms=int(T * 1000))
+    config.configure("sprites", base_url=emulator.base_url, token=TOKEN, timeout_ms=int(T * 1000))
     adapter = Sprites(keepalive=KEEPALIVE, page_cap=PAGE_CAP)
     context = Ctx("sprites", emulator, adapter, adapter.create(f"matrix-{next(_names)}"))
     yield context

@@ -81,5 +81,6 @@ def either_mode(request: pytest.FixtureRequest, local: Local) -> Handle:
         config.configure("local", isolation="off")
     handle = local.create("box")
     assert local.get(handle).raw["isolation"] == (
-        "namespaces" if request.param == "isolated" else "none")
+        "namespaces" if request.param == "isolated" else "none"
+    )
     return handle

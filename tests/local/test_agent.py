@@ -39,19 +39,23 @@ def run_python(root: Path, body: str) -> subprocess.CompletedProcess[bytes]:
         adapter = Local()
         handle = adapter.build_handle("shared")
     """) + textwrap.dedent(body)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=60, check=False
+    )
 
 
 def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path) -> None:
     handle = local.create("shared")
-    started = run_python(root, """
+    started = run_python(
+        root,
+        """
         command = adapter.spawn(handle, "bash", ["-c", "echo first; read x; echo got $x; exit 5"],
                                 stdin=True)
         print(command.frames.get(timeout=10).data.decode(), end="")
         print(json.dumps(command.session_id))
         adapter.stop_command(command)
-    """)
+    """,
+    )
     assert started.returncode == 0, started.stderr
     assert started.stdout.startswith(b"first\n")
     [session] = local.list_sessions(handle)
@@ -76,11 +80,15 @@ def test_another_process_attaches_to_a_live_session_and_gets_its_real_exit(
 ) -> None:
     handle = local.create("shared")
     box = Mailbox()
-    command = local.spawn(handle, "bash", ["-c", "echo one; read x; echo two; exit 7"],
-                          owner=box, stdin=True)
+    command = local.spawn(
+        handle, "bash", ["-c", "echo one; read x; echo two; exit 7"], owner=box, stdin=True
+    )
     box.expect(is_stdout(command.ref), 10)
     watcher = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             from managoat_sandbox import config
             from managoat_sandbox.providers.local import Local
             from managoat_sandbox.frames import Stdout, Exit
@@ -92,7 +100,11 @@ def test_another_process_attaches_to_a_live_session_and_gets_its_real_exit(
                 print(repr(frame), flush=True)
                 if frame.terminal:
                     break
-        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert watcher.stdout is not None
     first = watcher.stdout.readline()
     assert b"one" in first
@@ -118,13 +130,13 @@ def test_an_agent_that_dies_ends_its_commands_with_closed_before_exit(
     assert command.session_id is not None
     attached = local.attach(handle, command.session_id, owner=replay)
     assert collect(replay, attached.ref) == (
-        b"hi\n", Error(attached.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)))
+        b"hi\n",
+        Error(attached.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)),
+    )
     assert local.exec(handle, "echo", ["next"]).output == b"next\n"
 
 
-def test_following_a_finished_session_from_now_gives_only_its_end(
-    local: Local, root: Path
-) -> None:
+def test_following_a_finished_session_from_now_gives_only_its_end(local: Local, root: Path) -> None:
     handle = local.create("done")
     box = Mailbox()
     command = local.spawn(handle, "bash", ["-c", "echo output; exit 4"], owner=box)
@@ -160,11 +172,11 @@ def test_a_zero_timeout_read_of_a_live_process_is_a_timeout_not_an_end(
 ) -> None:
     local.create("patient")
     engine_box = Box.open(root / "patient")
-    _, subscription = engine_box.spawn("s-wait", ["sleep", "300"], env=engine_box.environment(),
-                                       cwd=engine_box.agent_path("."))
+    _, subscription = engine_box.spawn(
+        "s-wait", ["sleep", "300"], env=engine_box.environment(), cwd=engine_box.agent_path(".")
+    )
     assert subscription is not None
     with pytest.raises(TimeoutError):
         subscription.read(timeout=0)
     assert not subscription.ended
     subscription.close()
-

@@ -90,28 +90,34 @@ def sandbox(local: Local, server: Server) -> Handle:
 def fetch(local: Local, handle: Handle, host: str, port: int, *, tunnel: bool) -> str:
     """What a command gets asking the sandbox's proxy for ``http://host:port/x``."""
     if tunnel:
-        request = (f"c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
-                   f"c.set_tunnel('{host}', {port})\nc.request('GET', '/x')\n")
+        request = (
+            f"c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
+            f"c.set_tunnel('{host}', {port})\nc.request('GET', '/x')\n"
+        )
     else:
-        request = (f"c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
-                   f"c.request('GET', 'http://{host}:{port}/x')\n")
-    script = ("import http.client\ntry:\n"
-              + "".join(f"    {line}\n" for line in request.splitlines())
-              + "    r = c.getresponse(); print(r.status, r.read().decode())\n"
-              "except OSError as e:\n    print('error', e)\n")
+        request = (
+            f"c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
+            f"c.request('GET', 'http://{host}:{port}/x')\n"
+        )
+    script = (
+        "import http.client\ntry:\n"
+        + "".join(f"    {line}\n" for line in request.splitlines())
+        + "    r = c.getresponse(); print(r.status, r.read().decode())\n"
+        "except OSError as e:\n    print('error', e)\n"
+    )
     output, _ = local.exec(handle, "python3", ["-c", script], timeout=30)
     return output.decode()
 
 
 def direct(local: Local, handle: Handle, host: str, port: int) -> str:
-    script = (f"import socket\ntry:\n    socket.create_connection(('{host}', {port}), 5)\n"
-              f"    print('connected')\nexcept OSError as e:\n    print('error', e)\n")
+    script = (
+        f"import socket\ntry:\n    socket.create_connection(('{host}', {port}), 5)\n"
+        f"    print('connected')\nexcept OSError as e:\n    print('error', e)\n"
+    )
     return local.exec(handle, "python3", ["-c", script], timeout=30).output.decode()
 
 
-def test_there_is_no_route_out_but_the_proxy(
-    local: Local, sandbox: Handle, server: Server
-) -> None:
+def test_there_is_no_route_out_but_the_proxy(local: Local, sandbox: Handle, server: Server) -> None:
     assert ADDRESS is not None
     assert "Network is unreachable" in direct(local, sandbox, ADDRESS, server.port)
     assert server.hits == []
@@ -121,8 +127,13 @@ def test_without_a_policy_private_loopback_and_metadata_addresses_are_refused(
     local: Local, sandbox: Handle, server: Server
 ) -> None:
     assert ADDRESS is not None
-    for host, port in ((ADDRESS, server.port), ("allowed.test", server.port),
-                       ("127.0.0.1", 22), ("169.254.169.254", 80), ("[::1]", 80)):
+    for host, port in (
+        (ADDRESS, server.port),
+        ("allowed.test", server.port),
+        ("127.0.0.1", 22),
+        ("169.254.169.254", 80),
+        ("[::1]", 80),
+    ):
         for tunnel in (True, False):
             answer = fetch(local, sandbox, host, port, tunnel=tunnel)
             assert "403" in answer, (host, tunnel, answer)
@@ -161,6 +172,5 @@ def test_a_deny_all_policy_survives_the_agent_restarting(
 ) -> None:
     local.apply_network_policy(sandbox, NetworkPolicy.deny_all())
     local.restore_checkpoint(sandbox, local.create_checkpoint(sandbox))
-    assert "Connection refused" in fetch(local, sandbox, "allowed.test", server.port,
-                                         tunnel=True)
+    assert "Connection refused" in fetch(local, sandbox, "allowed.test", server.port, tunnel=True)
     assert server.hits == []

@@ -72,9 +72,13 @@ def test_a_command_cannot_read_the_callers_environment_or_memory(
 ) -> None:
     monkeypatch.setenv("E2B_API_KEY", SECRET)
     handle = local.create("reader")
-    out, _ = sh(local, handle, "env; tr '\\0' '\\n' < /proc/$PPID/environ; "
-                               "cat /proc/1/environ; head -c 64 /proc/1/mem; ls /proc/1/fd; "
-                               "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done")
+    out, _ = sh(
+        local,
+        handle,
+        "env; tr '\\0' '\\n' < /proc/$PPID/environ; "
+        "cat /proc/1/environ; head -c 64 /proc/1/mem; ls /proc/1/fd; "
+        "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done",
+    )
     assert SECRET not in out
     assert "Permission denied" in out
     assert str(os.getpid()) not in sh(local, handle, "ls /proc")[0].split()
@@ -83,8 +87,11 @@ def test_a_command_cannot_read_the_callers_environment_or_memory(
 def test_a_command_cannot_read_or_write_host_files(
     local: Local, target: Handle, bait: Path
 ) -> None:
-    out, _ = sh(local, target, f"cat {bait}/secret.txt; ls {bait}; mkdir -p {bait}/y; "
-                               f"echo pwned > {bait}/x; cat {bait}/x")
+    out, _ = sh(
+        local,
+        target,
+        f"cat {bait}/secret.txt; ls {bait}; mkdir -p {bait}/y; echo pwned > {bait}/x; cat {bait}/x",
+    )
     assert SECRET not in out and "No such file" in out
     assert out.endswith("pwned\n")
     assert sorted(os.listdir(bait)) == ["secret.txt"]
@@ -93,10 +100,22 @@ def test_a_command_cannot_read_or_write_host_files(
     # The only thing of the caller's home a sandbox may see is the way to the Python
     # installation that runs its agent, bound read-only when it lives there.
     _, python_paths = launch.agent_python()
-    allowed = {Path(p).relative_to(home).parts[0] for p in python_paths
-               if Path(p).is_relative_to(home) and Path(p) != home}
-    assert set(listing.split()) <= allowed | {"ls:", "cannot", "access", f"'{home}':", "No",
-                                              "such", "file", "or", "directory"}
+    allowed = {
+        Path(p).relative_to(home).parts[0]
+        for p in python_paths
+        if Path(p).is_relative_to(home) and Path(p) != home
+    }
+    assert set(listing.split()) <= allowed | {
+        "ls:",
+        "cannot",
+        "access",
+        f"'{home}':",
+        "No",
+        "such",
+        "file",
+        "or",
+        "directory",
+    }
 
 
 def test_a_command_cannot_reach_another_sandbox_nor_forge_its_exit(
@@ -105,16 +124,21 @@ def test_a_command_cannot_reach_another_sandbox_nor_forge_its_exit(
     victim = local.create("victim")
     local.write_file(victim, "/secret.txt", SECRET.encode())
     box = Mailbox()
-    running = local.spawn(victim, "bash", ["-c", "echo started; read x; exit 1"], owner=box,
-                          stdin=True)
+    running = local.spawn(
+        victim, "bash", ["-c", "echo started; read x; exit 1"], owner=box, stdin=True
+    )
     box.expect(is_stdout(running.ref), 10)
     state = root / "victim" / "state"
     assert running.session_id is not None
     session = state / "sessions" / running.session_id
-    out, _ = sh(local, target, f"cat {root}/victim/fs/secret.txt ../../victim/fs/secret.txt "
-                               f"/proc/1/root/secret.txt; "
-                               f"echo '{{\"code\": 0, \"signal\": null}}' > {session}/exit.json; "
-                               f"printf 'forged' >> {session}/journal; ls {state}")
+    out, _ = sh(
+        local,
+        target,
+        f"cat {root}/victim/fs/secret.txt ../../victim/fs/secret.txt "
+        f"/proc/1/root/secret.txt; "
+        f'echo \'{{"code": 0, "signal": null}}\' > {session}/exit.json; '
+        f"printf 'forged' >> {session}/journal; ls {state}",
+    )
     assert SECRET not in out
     local.write_stdin(running, b"go\n")
     assert box.expect(is_exit(running.ref), 10) == Exit(running.ref, 1)
@@ -127,8 +151,12 @@ def test_session_state_and_the_agent_are_out_of_reach(
 ) -> None:
     command = local.spawn(target, "sleep", ["30"])
     state = root / "target" / "state"
-    out, _ = sh(local, target, f"ls {state} {state}/sessions; ls /proc/1/cwd /proc/1/root/; "
-                               "ls -la /proc/1/fd; kill -9 1; kill -STOP 1; echo done")
+    out, _ = sh(
+        local,
+        target,
+        f"ls {state} {state}/sessions; ls /proc/1/cwd /proc/1/root/; "
+        "ls -la /proc/1/fd; kill -9 1; kill -STOP 1; echo done",
+    )
     assert "agent.sock" not in out and "journal" not in out and command.session_id not in out
     assert out.endswith("done\n")
     assert local.exec(target, "echo", ["the agent survived"]).output == b"the agent survived\n"
@@ -147,11 +175,19 @@ def test_planted_links_never_carry_write_file_out_of_the_sandbox(
     local: Local, target: Handle, bait: Path, tmp_path: Path
 ) -> None:
     plant = tmp_path / "plant"
-    sh(local, target, f"mkdir -p {plant}/d; ln -s {bait} {plant}/out; "
-                      f"ln -s ../../../../../../../../.. {plant}/up; ln -s / {plant}/d/root; "
-                      f"ln -s {bait}/secret.txt {plant}/file")
-    for path in (f"{plant}/out/pwned", f"{plant}/up{bait}/pwned", f"{plant}/d/root{bait}/pwned",
-                 f"{plant}/file"):
+    sh(
+        local,
+        target,
+        f"mkdir -p {plant}/d; ln -s {bait} {plant}/out; "
+        f"ln -s ../../../../../../../../.. {plant}/up; ln -s / {plant}/d/root; "
+        f"ln -s {bait}/secret.txt {plant}/file",
+    )
+    for path in (
+        f"{plant}/out/pwned",
+        f"{plant}/up{bait}/pwned",
+        f"{plant}/d/root{bait}/pwned",
+        f"{plant}/file",
+    ):
         local.write_file(target, path, b"pwned")
     assert sorted(os.listdir(bait)) == ["secret.txt"]
     assert (bait / "secret.txt").read_text() == SECRET
@@ -173,8 +209,7 @@ def test_nothing_a_command_leaves_behind_can_hang_the_caller(
 
     def stubborn() -> None:
         try:
-            local.exec(target, "bash", ["-c", "trap '' TERM HUP INT; exec sleep 300"],
-                       timeout=1)
+            local.exec(target, "bash", ["-c", "trap '' TERM HUP INT; exec sleep 300"], timeout=1)
         except Exception:
             timeout_check.set()
 
@@ -186,9 +221,16 @@ def test_nothing_a_command_leaves_behind_can_hang_the_caller(
 def test_destroy_kills_every_process_of_the_sandbox(
     local: Local, target: Handle, root: Path
 ) -> None:
-    local.spawn(target, "bash", ["-c", "setsid nohup sleep 300 >/dev/null 2>&1 & "
-                                       "(sleep 300 &) ; (setsid bash -c 'sleep 300 & wait' &); "
-                                       "exec sleep 300"])
+    local.spawn(
+        target,
+        "bash",
+        [
+            "-c",
+            "setsid nohup sleep 300 >/dev/null 2>&1 & "
+            "(sleep 300 &) ; (setsid bash -c 'sleep 300 & wait' &); "
+            "exec sleep 300",
+        ],
+    )
     agent = agent_pid(root, target)
     assert wait_until(lambda: len(namespace_members(agent)) >= 6)
     members = namespace_members(agent)
@@ -222,7 +264,7 @@ def test_host_loopback_services_are_never_reachable(local: Local, target: Handle
         "try: c.request('GET', '/'); print('proxy ok')\n"
         "except OSError as e: print('proxy', e)\n"
     )
-    out, _ = sh(local, target, f"python3 -c \"{client}\"")
+    out, _ = sh(local, target, f'python3 -c "{client}"')
     accept()
     server.close()
     assert "direct ok" not in out and "proxy ok" not in out

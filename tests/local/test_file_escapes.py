@@ -60,11 +60,20 @@ def test_planted_links_never_carry_read_file_out_of_the_sandbox(
 ) -> None:
     handle = either_mode
     plant = local.host_path(handle, "/tmp/plant")
-    sh(local, handle, f"mkdir -p {plant}/d; ln -s {bait}/secret.txt {plant}/file; "
-                      f"ln -s {bait} {plant}/out; ln -s ../../../../../../../../.. {plant}/up; "
-                      f"ln -s / {plant}/d/root; ln -s file {plant}/chain")
-    for path in ("/tmp/plant/file", "/tmp/plant/chain", "/tmp/plant/out/secret.txt",
-                 f"/tmp/plant/up{bait}/secret.txt", f"/tmp/plant/d/root{bait}/secret.txt"):
+    sh(
+        local,
+        handle,
+        f"mkdir -p {plant}/d; ln -s {bait}/secret.txt {plant}/file; "
+        f"ln -s {bait} {plant}/out; ln -s ../../../../../../../../.. {plant}/up; "
+        f"ln -s / {plant}/d/root; ln -s file {plant}/chain",
+    )
+    for path in (
+        "/tmp/plant/file",
+        "/tmp/plant/chain",
+        "/tmp/plant/out/secret.txt",
+        f"/tmp/plant/up{bait}/secret.txt",
+        f"/tmp/plant/d/root{bait}/secret.txt",
+    ):
         assert isinstance(outcome(lambda p=path: local.read_file(handle, p)), NotFound), path
     local.write_file(handle, f"{bait}/secret.txt", b"the sandbox's own")
     assert local.read_file(handle, "/tmp/plant/file") == b"the sandbox's own"
@@ -77,14 +86,21 @@ def test_a_symlinked_parent_directory_is_resolved_inside_never_followed_out(
 ) -> None:
     handle = either_mode
     plant = local.host_path(handle, "/tmp/plant")
-    sh(local, handle, f"mkdir -p {plant}/real; echo inner > {plant}/real/inner.txt; "
-                      f"ln -s {bait} {plant}/out; ln -s ../../../../../../../../.. {plant}/up; "
-                      f"ln -s /tmp/plant/real {plant}/alias")
+    sh(
+        local,
+        handle,
+        f"mkdir -p {plant}/real; echo inner > {plant}/real/inner.txt; "
+        f"ln -s {bait} {plant}/out; ln -s ../../../../../../../../.. {plant}/up; "
+        f"ln -s /tmp/plant/real {plant}/alias",
+    )
     for path in ("/tmp/plant/out", f"/tmp/plant/up{bait}"):
         assert isinstance(outcome(lambda p=path: local.list_files(handle, p)), NotFound), path
     [inner] = local.list_files(handle, "/tmp/plant/alias")
-    assert (inner.name, inner.path, inner.type) == ("inner.txt", "/tmp/plant/alias/inner.txt",
-                                                   "file")
+    assert (inner.name, inner.path, inner.type) == (
+        "inner.txt",
+        "/tmp/plant/alias/inner.txt",
+        "file",
+    )
     assert local.read_file(handle, "/tmp/plant/alias/inner.txt") == b"inner\n"
 
 
@@ -93,8 +109,11 @@ def test_links_in_a_listing_are_reported_as_links_not_followed(
 ) -> None:
     handle = either_mode
     plant = local.host_path(handle, "/tmp/plant")
-    sh(local, handle, f"mkdir -p {plant}; ln -s {bait} {plant}/out; "
-                      f"ln -s {bait}/secret.txt {plant}/file")
+    sh(
+        local,
+        handle,
+        f"mkdir -p {plant}; ln -s {bait} {plant}/out; ln -s {bait}/secret.txt {plant}/file",
+    )
     entries = {e.name: e for e in local.list_files(handle, "/tmp/plant")}
     assert {name: e.type for name, e in entries.items()} == {"out": "symlink", "file": "symlink"}
     assert entries["out"].size == len(str(bait))
@@ -106,13 +125,18 @@ def test_a_fifo_or_a_device_is_refused_at_once_never_opened(
 ) -> None:
     handle = either_mode
     plant = local.host_path(handle, "/tmp/plant")
-    sh(local, handle, f"mkdir -p {plant}; mkfifo {plant}/fifo; ln -s fifo {plant}/to-fifo; "
-                      f"ln -s /dev/zero {plant}/zero")
+    sh(
+        local,
+        handle,
+        f"mkdir -p {plant}; mkfifo {plant}/fifo; ln -s fifo {plant}/to-fifo; "
+        f"ln -s /dev/zero {plant}/zero",
+    )
     for path in ("/tmp/plant/fifo", "/tmp/plant/to-fifo"):
         assert isinstance(outcome(lambda p=path: local.read_file(handle, p)), Invalid), path
         assert isinstance(outcome(lambda p=path: local.list_files(handle, p)), Invalid), path
-    assert isinstance(outcome(lambda: local.read_file(handle, "/tmp/plant/zero")),
-                      (Invalid, NotFound))
+    assert isinstance(
+        outcome(lambda: local.read_file(handle, "/tmp/plant/zero")), (Invalid, NotFound)
+    )
 
 
 def test_a_huge_file_is_refused_past_max_bytes_before_it_is_read(
@@ -131,14 +155,25 @@ def test_files_swapped_for_links_while_being_read_never_yield_the_bait(
 ) -> None:
     handle = either_mode
     plant = local.host_path(handle, "/tmp/plant")
-    sh(local, handle, f"mkdir -p {plant}/real; echo inside > {plant}/real/f; "
-                      f"cp {plant}/real/f {plant}/f")
-    swapper = local.spawn(handle, "bash", ["-c", (
-        f"cd {plant}; while :; do "
-        f"ln -sfn {bait}/secret.txt f.new; mv -T f.new f; "
-        f"cp real/f f.new; mv -T f.new f; "
-        f"ln -sfn {bait} d.new; mv -T d.new d; "
-        f"ln -sfn real d.new; mv -T d.new d; done")])
+    sh(
+        local,
+        handle,
+        f"mkdir -p {plant}/real; echo inside > {plant}/real/f; cp {plant}/real/f {plant}/f",
+    )
+    swapper = local.spawn(
+        handle,
+        "bash",
+        [
+            "-c",
+            (
+                f"cd {plant}; while :; do "
+                f"ln -sfn {bait}/secret.txt f.new; mv -T f.new f; "
+                f"cp real/f f.new; mv -T f.new f; "
+                f"ln -sfn {bait} d.new; mv -T d.new d; "
+                f"ln -sfn real d.new; mv -T d.new d; done"
+            ),
+        ],
+    )
     try:
         seen: set[object] = set()
         for _ in range(300):

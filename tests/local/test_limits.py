@@ -80,8 +80,13 @@ def test_the_process_limit_stops_a_fork_flood(local: Local) -> None:
 
 def test_the_memory_limit_stops_a_runaway_allocation(local: Local) -> None:
     handle = local.create("memory", limits={"memory": 512 * 1024**2})
-    result = local.exec(handle, "python3", ["-c", "b = bytearray(2 << 30); print('allocated')"],
-                        stderr_to_stdout=True, timeout=60)
+    result = local.exec(
+        handle,
+        "python3",
+        ["-c", "b = bytearray(2 << 30); print('allocated')"],
+        stderr_to_stdout=True,
+        timeout=60,
+    )
     assert result.exit_code == 1 and b"MemoryError" in result.output
 
 
@@ -99,7 +104,9 @@ def test_the_file_size_limit_stops_a_runaway_file_and_a_runaway_journal(local: L
 
 def test_commands_may_raise_open_files_up_to_the_limit_only(local: Local) -> None:
     handle = local.create("fds", limits={"open_files": 300})
-    script = ("import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))\n"
-              "try:\n    resource.setrlimit(resource.RLIMIT_NOFILE, (301, 301))\n"
-              "except ValueError as e:\n    print('refused')\n")
+    script = (
+        "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+        "try:\n    resource.setrlimit(resource.RLIMIT_NOFILE, (301, 301))\n"
+        "except ValueError as e:\n    print('refused')\n"
+    )
     assert local.exec(handle, "python3", ["-c", script]).output == b"(300, 300)\nrefused\n"

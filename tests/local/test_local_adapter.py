@@ -89,8 +89,9 @@ def test_write_file_paths_mean_what_they_mean_to_a_command(local: Local) -> None
     handle = local.create("files")
     local.write_file(handle, "/etc/app/.env", b"A=1\n", mode=0o600)
     local.write_file(handle, "notes.txt", b"in the home\n")
-    out = local.exec(handle, "bash", ["-c", "cat /etc/app/.env; stat -c %a /etc/app/.env; "
-                                            "cat notes.txt; pwd"]).output
+    out = local.exec(
+        handle, "bash", ["-c", "cat /etc/app/.env; stat -c %a /etc/app/.env; cat notes.txt; pwd"]
+    ).output
     home = local.host_path(handle, ".")
     assert out == f"A=1\n600\nin the home\n{home}\n".encode()
     local.write_file(handle, "/etc/app/.env", b"B=2\n")
@@ -126,13 +127,15 @@ def test_the_host_environment_stays_outside_and_the_caller_env_goes_in(
     assert f"HOME={local.host_path(handle, '.')}\n".encode() in output
 
 
-def test_suspend_freezes_every_process_and_resume_continues_them(
-    local: Local, root: Path
-) -> None:
+def test_suspend_freezes_every_process_and_resume_continues_them(local: Local, root: Path) -> None:
     handle = local.create("sleepy")
     box = Mailbox()
-    command = local.spawn(handle, "bash", ["-c", "setsid sleep 300 & (sleep 300 &); echo up; "
-                                                 "while :; do sleep 0.05; done"], owner=box)
+    command = local.spawn(
+        handle,
+        "bash",
+        ["-c", "setsid sleep 300 & (sleep 300 &); echo up; while :; do sleep 0.05; done"],
+        owner=box,
+    )
     box.expect(is_stdout(command.ref), 10)
     agent = agent_pid(root, handle)
     isolated = local.get(handle).raw["isolation"] == "namespaces"
@@ -195,8 +198,10 @@ def test_exec_keeps_stderr_apart_unless_merged(local: Local) -> None:
     merged = local.exec(handle, "bash", args, stderr_to_stdout=True)
     assert sorted(merged.output.splitlines()) == [b"err", b"out"] and merged.exit_code == 4
     assert local.exec(handle, "no-such-program-xyz", []).exit_code == 127
-    assert local.exec(handle, "pwd", [], dir="/").output.strip() == local.host_path(
-        handle, "/").encode()
+    assert (
+        local.exec(handle, "pwd", [], dir="/").output.strip()
+        == local.host_path(handle, "/").encode()
+    )
     with pytest.raises(Invalid):
         local.exec(handle, "true", dir="/no/such/dir")
 
@@ -204,8 +209,9 @@ def test_exec_keeps_stderr_apart_unless_merged(local: Local) -> None:
 def test_tty_spawns_get_a_terminal_and_no_stderr(local: Local) -> None:
     handle = local.create("tty")
     box = Mailbox()
-    command = local.spawn(handle, "bash", ["-c", "[ -t 1 ] && echo tty; echo e >&2"], owner=box,
-                          tty=True)
+    command = local.spawn(
+        handle, "bash", ["-c", "[ -t 1 ] && echo tty; echo e >&2"], owner=box, tty=True
+    )
     data, terminal = collect(box, command.ref)
     assert terminal == Exit(command.ref, 0)
     assert b"tty" in data and b"e" in data
@@ -220,8 +226,9 @@ def test_checkpoints_snapshot_and_restore_the_files(local: Local) -> None:
     local.write_file(handle, "/data/state", b"v2")
     local.write_file(handle, "/data/new", b"n")
     local.restore_checkpoint(handle, checkpoint)
-    restored = local.exec(handle, "bash", ["-c", "cat /data/state; readlink /data/link; "
-                                                 "ls /data"]).output
+    restored = local.exec(
+        handle, "bash", ["-c", "cat /data/state; readlink /data/link; ls /data"]
+    ).output
     assert restored == b"v1/etc/hostname\nlink\nstate\n"
     with pytest.raises(RestoreFailed):
         local.restore_checkpoint(handle, "cp-missing")
@@ -255,9 +262,7 @@ def test_get_reports_the_mode_limits_and_agent(local: Local, root: Path) -> None
 
 
 @pytest.mark.parametrize("limits", [{"processes": 2}, {"bogus": 1}, {"memory": -5}])
-def test_bad_limits_are_invalid_and_create_nothing(
-    local: Local, limits: dict[str, int]
-) -> None:
+def test_bad_limits_are_invalid_and_create_nothing(local: Local, limits: dict[str, int]) -> None:
     with pytest.raises(Invalid):
         local.create("limited", limits=limits)
     assert local.list_all_names() == frozenset()
@@ -290,12 +295,13 @@ def test_a_killed_agent_comes_back_for_the_next_command(local: Local, root: Path
 
 
 @requires_isolation
-def test_a_sandbox_that_breaks_its_own_mount_points_still_starts(
-    local: Local, root: Path
-) -> None:
+def test_a_sandbox_that_breaks_its_own_mount_points_still_starts(local: Local, root: Path) -> None:
     handle = local.create("saboteur")
-    local.exec(handle, "bash", ["-c", "rm /bin /lib; mkdir /bin; echo x > /lib; rm -rf /run; "
-                                      "rmdir /proc; ln -s / /proc"])
+    local.exec(
+        handle,
+        "bash",
+        ["-c", "rm /bin /lib; mkdir /bin; echo x > /lib; rm -rf /run; rmdir /proc; ln -s / /proc"],
+    )
     os.kill(agent_pid(root, handle), 9)
     assert wait_until(lambda: local.get(handle).raw["agent"] == "stopped")
     assert local.exec(handle, "echo", ["started"]).output == b"started\n"

@@ -20,9 +20,18 @@ from .conftest import requires_isolation
 def test_read_file_gives_the_bytes_a_command_wrote(local: Local, either_mode: Handle) -> None:
     handle = either_mode
     target = local.host_path(handle, "/tmp/out/every-byte.bin")
-    result = local.exec(handle, "python3", ["-c", (
-        "import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
-        "open(sys.argv[1], 'wb').write(bytes(range(256)) * 4)"), target])
+    result = local.exec(
+        handle,
+        "python3",
+        [
+            "-c",
+            (
+                "import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
+                "open(sys.argv[1], 'wb').write(bytes(range(256)) * 4)"
+            ),
+            target,
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert local.read_file(handle, "/tmp/out/every-byte.bin") == bytes(range(256)) * 4
 
@@ -38,8 +47,7 @@ def test_list_files_matches_what_a_command_sees_with_the_facts(
     script = f"chmod 1750 {directory}/sub; ln -s b.txt {directory}/a-link; ls -A {directory}"
     result = local.exec(handle, "bash", ["-c", script])
     entries = local.list_files(handle, "/tmp/dir")
-    assert [e.name for e in entries] == result.output.decode().split() == ["a-link", "b.txt",
-                                                                          "sub"]
+    assert [e.name for e in entries] == result.output.decode().split() == ["a-link", "b.txt", "sub"]
     link, text, sub = entries
     assert (link.path, link.type, link.size) == ("/tmp/dir/a-link", "symlink", len("b.txt"))
     assert (text.path, text.type, text.size, text.mode) == ("/tmp/dir/b.txt", "file", 4, 0o640)
@@ -115,8 +123,10 @@ def test_unisolated_absolute_paths_never_reach_the_hosts_files(local: Local) -> 
 def test_names_that_are_not_utf8_keep_their_bytes(local: Local, either_mode: Handle) -> None:
     handle = either_mode
     directory = local.host_path(handle, "/tmp/odd")
-    script = (f"import os; os.makedirs({directory!r}); "
-              f"open({directory!r}.encode() + b'/\\xff\\x1bx', 'w')")
+    script = (
+        f"import os; os.makedirs({directory!r}); "
+        f"open({directory!r}.encode() + b'/\\xff\\x1bx', 'w')"
+    )
     assert local.exec(handle, "python3", ["-c", script]).exit_code == 0
     [entry] = local.list_files(handle, "/tmp/odd")
     assert os.fsencode(entry.name) == b"\xff\x1bx"

@@ -125,9 +125,7 @@ def test_unisolated_state_files_a_command_replaces_cannot_hang_the_caller(
     assert done.wait(20)
 
 
-def test_unisolated_destroy_still_kills_detached_descendants(
-    unisolated: Local, root: Path
-) -> None:
+def test_unisolated_destroy_still_kills_detached_descendants(unisolated: Local, root: Path) -> None:
     handle = unisolated.create("plain")
     unisolated.spawn(handle, "bash", ["-c", "setsid sleep 300 & (sleep 300 &); exec sleep 300"])
     agent = agent_pid(root, handle)

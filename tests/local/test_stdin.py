@@ -35,8 +35,9 @@ def test_stop_interrupts_a_blocked_write_which_raises_command_exited(local: Loca
     assert writing.wait(STEP)
     assert not done.wait(0.5), "the write should block: sleep never reads its stdin"
     stopped = threading.Event()
-    stopper = threading.Thread(target=lambda: (local.stop_command(command), stopped.set()),
-                               daemon=True)
+    stopper = threading.Thread(
+        target=lambda: (local.stop_command(command), stopped.set()), daemon=True
+    )
     stopper.start()
     assert stopped.wait(STEP), "stop_command waited behind the blocked write"
     assert done.wait(STEP), "the blocked write was not interrupted by the stop"
@@ -54,7 +55,8 @@ def test_large_stdin_writes_arrive_whole_and_leave_the_agent_running(local: Loca
     local.write_stdin(command, data)
     local.close_stdin(command)
     frames = list(iter_frames(command, timeout=STEP))
-    assert b"".join(f.data for f in frames if isinstance(f, Stdout)).strip() == \
-        str(len(data)).encode()
+    assert (
+        b"".join(f.data for f in frames if isinstance(f, Stdout)).strip() == str(len(data)).encode()
+    )
     assert isinstance(frames[-1], Exit) and frames[-1].code == 0
     assert local.exec(handle, "true").exit_code == 0

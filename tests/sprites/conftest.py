@@ -53,8 +53,7 @@ def no_leaked_threads() -> Iterator[None]:
     yield
 
     def extra() -> list[str]:
-        return [t.name for t in threading.enumerate()
-                if t.ident not in baseline and t.is_alive()]
+        return [t.name for t in threading.enumerate() if t.ident not in baseline and t.is_alive()]
 
     assert wait_until(lambda: not extra(), timeout=10), f"threads leaked: {extra()}"
 

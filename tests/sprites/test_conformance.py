@@ -30,8 +30,7 @@ class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
         "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
         "spawn_drop": ("bash", ["-c", "echo partial; sleep 30; echo never"]),
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]),
-        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part",
-                       "err-part"),
+        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
         "spawn_bulk": ("bash", ["-c", "head -c 300000 /dev/zero | tr '\\0' x"], 300000),
     }
     emulator: ClassVar[SpritesEmulator]
@@ -59,4 +58,3 @@ class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
     def test_error_frame_carries_a_taxonomy_error(self) -> None:
         self.emulator.drop_exec(after_frames=1)
         super().test_error_frame_carries_a_taxonomy_error()
-

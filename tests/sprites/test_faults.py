@@ -66,13 +66,16 @@ def _within(seconds: float, call: Callable[[], Any]) -> SandboxError:
 
 
 @pytest.mark.parametrize("close_frame", [False, True], ids=["tcp-abort", "close-1000"])
-def test_socket_dropped_before_exit(sprites: Sprites, emu: SpritesEmulator, box: Handle,
-                                    close_frame: bool) -> None:
+def test_socket_dropped_before_exit(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle, close_frame: bool
+) -> None:
     emu.drop_exec(after_frames=1, close_frame=close_frame)
     command = sprites.spawn(box, "bash", ["-c", "echo partial; sleep 5; echo never"])
     frames = _drain(command)
-    assert frames == [Stdout(command.ref, b"partial\n"),
-                      Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))]
+    assert frames == [
+        Stdout(command.ref, b"partial\n"),
+        Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)),
+    ]
 
 
 def test_exec_of_a_dropped_stream_raises_and_drops_partial_output(
@@ -98,16 +101,29 @@ def test_a_fresh_sprite_503_is_transient_then_exec_works(
     assert sprites.exec(box, "bash", ["-lc", "echo hello"]).output == b"hello\n"
 
 
-@pytest.mark.parametrize(("status", "headers", "body", "expected"), [
-    (429, {"Retry-After": "17"}, {"error": "slow", "retry_after_seconds": 17}, RateLimited(17.0)),
-    (429, {"Retry-After": "5"}, {"error": "slow"}, RateLimited(5.0)),
-    (401, {}, {"error": "unauthorized"}, Denied(("http", 401, {"error": "unauthorized"}))),
-    (400, {}, {"error": "bad"}, Invalid(("http", 400, {"error": "bad"}))),
-    (502, {}, "bad gateway", Unavailable(("http", 502, "bad gateway"))),
-])
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "expected"),
+    [
+        (
+            429,
+            {"Retry-After": "17"},
+            {"error": "slow", "retry_after_seconds": 17},
+            RateLimited(17.0),
+        ),
+        (429, {"Retry-After": "5"}, {"error": "slow"}, RateLimited(5.0)),
+        (401, {}, {"error": "unauthorized"}, Denied(("http", 401, {"error": "unauthorized"}))),
+        (400, {}, {"error": "bad"}, Invalid(("http", 400, {"error": "bad"}))),
+        (502, {}, "bad gateway", Unavailable(("http", 502, "bad gateway"))),
+    ],
+)
 def test_ws_refused_at_upgrade_maps_like_http(
-    sprites: Sprites, emu: SpritesEmulator, box: Handle, status: int, headers: dict[str, str],
-    body: Any, expected: SandboxError,
+    sprites: Sprites,
+    emu: SpritesEmulator,
+    box: Handle,
+    status: int,
+    headers: dict[str, str],
+    body: Any,
+    expected: SandboxError,
 ) -> None:
     emu.refuse_upgrade(status, body=body, headers=headers)
     with pytest.raises(SandboxError) as raised:
@@ -119,7 +135,7 @@ def test_a_redirected_upgrade_is_invalid_and_never_followed(
     sprites: Sprites, emu: SpritesEmulator, box: Handle
 ) -> None:
     emu.clear_requests()
-    target = "ws" + emu.base_url[len("http"):] + "/v1/sprites/elsewhere/exec"
+    target = "ws" + emu.base_url[len("http") :] + "/v1/sprites/elsewhere/exec"
     emu.refuse_upgrade(302, headers={"Location": target})
     with pytest.raises(Invalid) as raised:
         sprites.spawn(box, *STAY)
@@ -177,9 +193,7 @@ def test_stdin_totality(sprites: Sprites, box: Handle) -> None:
     sprites.close_stdin(done)
 
 
-def test_stop_command_leaves_the_remote_process_running(
-    sprites: Sprites, box: Handle
-) -> None:
+def test_stop_command_leaves_the_remote_process_running(sprites: Sprites, box: Handle) -> None:
     command = sprites.spawn(box, *STAY, stdin=True, detachable=True)
     assert command.frames is not None
     assert command.frames.get(timeout=10) == Stdout(command.ref, b"ready\n")
@@ -216,13 +230,21 @@ def test_exec_sends_argv_env_and_dir_as_query_parameters(
     sprites: Sprites, emu: SpritesEmulator, box: Handle
 ) -> None:
     emu.clear_requests()
-    result = sprites.exec(box, "bash", ["-c", "echo $GREETING"], env={"GREETING": "hi there"},
-                          dir="/")
+    result = sprites.exec(
+        box, "bash", ["-c", "echo $GREETING"], env={"GREETING": "hi there"}, dir="/"
+    )
     assert result.output == b"hi there\n"
     [upgrade] = [r for r in emu.requests if r.path.endswith("/exec")]
-    assert upgrade.query == (("cmd", "bash"), ("cmd", "-c"), ("cmd", "echo $GREETING"),
-                             ("path", "bash"), ("env", "GREETING=hi there"), ("dir", "/"),
-                             ("tty", "false"), ("stdin", "false"))
+    assert upgrade.query == (
+        ("cmd", "bash"),
+        ("cmd", "-c"),
+        ("cmd", "echo $GREETING"),
+        ("path", "bash"),
+        ("env", "GREETING=hi there"),
+        ("dir", "/"),
+        ("tty", "false"),
+        ("stdin", "false"),
+    )
 
 
 # -- REST faults ----------------------------------------------------------------------
@@ -236,15 +258,17 @@ def test_429_with_retry_after(sprites: Sprites, emu: SpritesEmulator, box: Handl
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
-def test_5xx_is_unavailable(sprites: Sprites, emu: SpritesEmulator, box: Handle,
-                            status: int) -> None:
+def test_5xx_is_unavailable(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle, status: int
+) -> None:
     emu.fail(status, method="GET", path=r"/v1/sprites/")
     with pytest.raises(Unavailable):
         sprites.get(box)
 
 
-def test_endless_listing_is_truncated_at_the_page_cap(sprites: Sprites,
-                                                      emu: SpritesEmulator) -> None:
+def test_endless_listing_is_truncated_at_the_page_cap(
+    sprites: Sprites, emu: SpritesEmulator
+) -> None:
     emu.endless_listing()
     error = _within(10, lambda: Sprites(page_cap=5).list_all_names())
     assert isinstance(error, Truncated)
@@ -266,16 +290,16 @@ def test_a_stall_past_the_read_timeout_is_unavailable(
     assert error == Unavailable("timeout")
 
 
-def test_an_oversized_body_is_refused(sprites: Sprites, emu: SpritesEmulator,
-                                      box: Handle) -> None:
+def test_an_oversized_body_is_refused(sprites: Sprites, emu: SpritesEmulator, box: Handle) -> None:
     emu.oversize(200_000, method="GET", path=r"/v1/sprites/")
     with pytest.raises(Unavailable) as raised:
         sprites.get(box)
     assert raised.value.detail == (reasons.RESPONSE_TOO_LARGE, 64 * 1024)
 
 
-def test_a_dropped_connection_is_unavailable(sprites: Sprites, emu: SpritesEmulator,
-                                             box: Handle) -> None:
+def test_a_dropped_connection_is_unavailable(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle
+) -> None:
     emu.drop_connection(method="GET", path=r"/v1/sprites/")
     with pytest.raises(Unavailable):
         sprites.get(box)
@@ -295,8 +319,9 @@ def test_a_wrong_token_is_denied(sprites: Sprites) -> None:
 
 def test_terminate_graceful_and_force_on_real_sessions(sprites: Sprites, box: Handle) -> None:
     first = sprites.spawn(box, *STAY, stdin=True, detachable=True)
-    second = sprites.spawn(box, "bash", ["-c", "trap '' TERM; echo ready; sleep 30"],
-                           detachable=True)
+    second = sprites.spawn(
+        box, "bash", ["-c", "trap '' TERM; echo ready; sleep 30"], detachable=True
+    )
     for command in (first, second):
         assert command.frames is not None
         assert command.frames.get(timeout=10) == Stdout(command.ref, b"ready\n")
@@ -336,8 +361,9 @@ def test_terminate_an_ended_session_is_success_in_both_modes(
 
 
 @pytest.mark.parametrize("stream", ["kill", "checkpoint"])
-def test_malformed_ndjson_is_unconfirmed(sprites: Sprites, emu: SpritesEmulator, box: Handle,
-                                         stream: str) -> None:
+def test_malformed_ndjson_is_unconfirmed(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle, stream: str
+) -> None:
     config.configure("sprites", checkpoint_creation_enabled=True)
     command = sprites.spawn(box, *STAY, stdin=True, detachable=True)
     assert command.frames is not None and command.frames.get(timeout=10)
@@ -352,23 +378,33 @@ def test_malformed_ndjson_is_unconfirmed(sprites: Sprites, emu: SpritesEmulator,
     assert raised.value.detail in (reasons.TERMINATION_UNCONFIRMED, "checkpoint_unconfirmed")
 
 
-def test_an_oversized_kill_stream_is_unconfirmed(sprites: Sprites, emu: SpritesEmulator,
-                                                 box: Handle) -> None:
+def test_an_oversized_kill_stream_is_unconfirmed(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle
+) -> None:
     emu.oversize(20_000, method="POST", path=r"/kill$")
     with pytest.raises(Unavailable) as raised:
         sprites.terminate_session(box, "12")
     assert raised.value.detail == reasons.TERMINATION_UNCONFIRMED
 
 
-@pytest.mark.parametrize(("operation", "detail"), [
-    (lambda a, h: a.create_new("stalled-new", timeout=0.3), "create_timeout"),
-    (lambda a, h: a.destroy_once(h, timeout=0.3), "delete_timeout"),
-    (lambda a, h: a.create_checkpoint_once(h, operation_id="op", timeout=0.3),
-     "checkpoint_timeout"),
-], ids=["create_new", "destroy_once", "create_checkpoint_once"])
+@pytest.mark.parametrize(
+    ("operation", "detail"),
+    [
+        (lambda a, h: a.create_new("stalled-new", timeout=0.3), "create_timeout"),
+        (lambda a, h: a.destroy_once(h, timeout=0.3), "delete_timeout"),
+        (
+            lambda a, h: a.create_checkpoint_once(h, operation_id="op", timeout=0.3),
+            "checkpoint_timeout",
+        ),
+    ],
+    ids=["create_new", "destroy_once", "create_checkpoint_once"],
+)
 def test_a_stalled_once_operation_ends_at_its_deadline(
-    sprites: Sprites, emu: SpritesEmulator, box: Handle,
-    operation: Callable[[Sprites, Handle], Any], detail: str,
+    sprites: Sprites,
+    emu: SpritesEmulator,
+    box: Handle,
+    operation: Callable[[Sprites, Handle], Any],
+    detail: str,
 ) -> None:
     config.configure("sprites", checkpoint_creation_enabled=True)
     emu.stall(2, path=r"/v1/sprites")

@@ -63,8 +63,16 @@ class Untouchable(io.RawIOBase):
 
 
 def entry(name: str, **fields: Any) -> dict[str, Any]:
-    return {"name": name, "path": f"/app/{name}", "type": "file", "size": 3, "mode": "0644",
-            "modTime": "2026-07-20T10:00:00.123456789Z", "isDir": False, **fields}
+    return {
+        "name": name,
+        "path": f"/app/{name}",
+        "type": "file",
+        "size": 3,
+        "mode": "0644",
+        "modTime": "2026-07-20T10:00:00.123456789Z",
+        "isDir": False,
+        **fields,
+    }
 
 
 # -- read_file over the wire ----------------------------------------------------------
@@ -107,16 +115,22 @@ def test_a_file_of_exactly_max_bytes_is_read_whole(
     assert adapter.read_file(BOX, "/f", max_bytes=5) == b"12345"
 
 
-@pytest.mark.parametrize(("status", "body", "error"), [
-    (404, {"error": "open /x: no such file or directory", "path": "/x"}, NotFound),
-    (400, {"error": "is a directory", "code": "EISDIR"}, Invalid),
-    (500, {"error": "read /app: is a directory"}, Invalid),
-    (500, {"error": "stat /app/f/x: not a directory", "code": "ENOTDIR"}, Invalid),
-    (500, {"error": "input/output error", "code": "EIO"}, Unavailable),
-    (400, {"error": "not a regular file", "code": "EINVAL"}, Invalid),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "error"),
+    [
+        (404, {"error": "open /x: no such file or directory", "path": "/x"}, NotFound),
+        (400, {"error": "is a directory", "code": "EISDIR"}, Invalid),
+        (500, {"error": "read /app: is a directory"}, Invalid),
+        (500, {"error": "stat /app/f/x: not a directory", "code": "ENOTDIR"}, Invalid),
+        (500, {"error": "input/output error", "code": "EIO"}, Unavailable),
+        (400, {"error": "not a regular file", "code": "EINVAL"}, Invalid),
+    ],
+)
 def test_read_file_failures_map_to_the_taxonomy(
-    api: responses.RequestsMock, adapter: Sprites, status: int, body: Any,
+    api: responses.RequestsMock,
+    adapter: Sprites,
+    status: int,
+    body: Any,
     error: type[Exception],
 ) -> None:
     api.get(READ, json=body, status=status)
@@ -138,13 +152,20 @@ def test_a_huge_error_body_is_cut_not_read_whole(
 
 
 def test_list_files_maps_each_entry(api: responses.RequestsMock, adapter: Sprites) -> None:
-    api.get(LIST, json={"path": "/app", "count": 5, "entries": [
-        entry("a.txt", mode="0640"),
-        entry("sub", type="directory", isDir=True, size=4096, mode="0755"),
-        entry("ln", type="symlink", size=5, mode="0777"),
-        entry("pipe", type="other", size=0),
-        entry("..", type="directory", isDir=True),
-    ]})
+    api.get(
+        LIST,
+        json={
+            "path": "/app",
+            "count": 5,
+            "entries": [
+                entry("a.txt", mode="0640"),
+                entry("sub", type="directory", isDir=True, size=4096, mode="0755"),
+                entry("ln", type="symlink", size=5, mode="0777"),
+                entry("pipe", type="other", size=0),
+                entry("..", type="directory", isDir=True),
+            ],
+        },
+    )
     listed = adapter.list_files(BOX, "/app")
     assert query(api) == [("path", "/app"), ("workingDir", "/")]
     moment = datetime(2026, 7, 20, 10, 0, 0, 123456, tzinfo=timezone.utc)
@@ -159,29 +180,46 @@ def test_list_files_maps_each_entry(api: responses.RequestsMock, adapter: Sprite
 def test_list_files_of_the_root_joins_paths_once(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.get(LIST, json={"path": "/", "count": 1,
-                        "entries": [entry("etc", path="/etc", type="directory", isDir=True)]})
+    api.get(
+        LIST,
+        json={
+            "path": "/",
+            "count": 1,
+            "entries": [entry("etc", path="/etc", type="directory", isDir=True)],
+        },
+    )
     assert [(e.name, e.path, e.type) for e in adapter.list_files(BOX, "/")] == [
-        ("etc", "/etc", "dir")]
+        ("etc", "/etc", "dir")
+    ]
 
 
 def test_unreported_or_odd_mode_and_time_are_none(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.get(LIST, json={"entries": [
-        {"name": "a", "path": "/app/a", "size": 1},
-        entry("b", mode="rw-r--r--", modTime="yesterday"),
-        entry("c", mode=None, modTime="2026-07-20T10:00:00"),
-    ]})
+    api.get(
+        LIST,
+        json={
+            "entries": [
+                {"name": "a", "path": "/app/a", "size": 1},
+                entry("b", mode="rw-r--r--", modTime="yesterday"),
+                entry("c", mode=None, modTime="2026-07-20T10:00:00"),
+            ]
+        },
+    )
     assert [(e.name, e.type, e.mode, e.modified) for e in adapter.list_files(BOX, "/app")] == [
-        ("a", "file", None, None), ("b", "file", None, None), ("c", "file", None, None)]
+        ("a", "file", None, None),
+        ("b", "file", None, None),
+        ("c", "file", None, None),
+    ]
 
 
 def test_a_listing_describing_a_file_itself_is_invalid(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.get(LIST, json={"path": "/app/a.txt", "count": 1,
-                        "entries": [entry("a.txt", path="/app/a.txt")]})
+    api.get(
+        LIST,
+        json={"path": "/app/a.txt", "count": 1, "entries": [entry("a.txt", path="/app/a.txt")]},
+    )
     with pytest.raises(Invalid) as raised:
         adapter.list_files(BOX, "/app/a.txt")
     assert raised.value.detail == ("not_a_directory", "/app/a.txt")
@@ -190,19 +228,29 @@ def test_a_listing_describing_a_file_itself_is_invalid(
 def test_a_directory_describing_itself_is_left_out(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.get(LIST, json={"entries": [entry("app", path="/app/", type="directory", isDir=True),
-                                    entry("a.txt")]})
+    api.get(
+        LIST,
+        json={
+            "entries": [entry("app", path="/app/", type="directory", isDir=True), entry("a.txt")]
+        },
+    )
     assert [e.name for e in adapter.list_files(BOX, "/app")] == ["a.txt"]
 
 
-@pytest.mark.parametrize(("status", "body", "error"), [
-    (404, {"error": "stat /app/none: no such file or directory"}, NotFound),
-    (400, {"error": "not a directory", "code": "ENOTDIR"}, Invalid),
-    (500, {"error": "readdirent /app/f: not a directory"}, Invalid),
-    (500, {"error": "boom"}, Unavailable),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "error"),
+    [
+        (404, {"error": "stat /app/none: no such file or directory"}, NotFound),
+        (400, {"error": "not a directory", "code": "ENOTDIR"}, Invalid),
+        (500, {"error": "readdirent /app/f: not a directory"}, Invalid),
+        (500, {"error": "boom"}, Unavailable),
+    ],
+)
 def test_list_files_failures_map_to_the_taxonomy(
-    api: responses.RequestsMock, adapter: Sprites, status: int, body: Any,
+    api: responses.RequestsMock,
+    adapter: Sprites,
+    status: int,
+    body: Any,
     error: type[Exception],
 ) -> None:
     api.get(LIST, json=body, status=status)
@@ -210,11 +258,20 @@ def test_list_files_failures_map_to_the_taxonomy(
         adapter.list_files(BOX, "/app/none")
 
 
-@pytest.mark.parametrize("body", [
-    [], {"entries": {}}, {"entries": [3]}, {"entries": [{"path": "/app/x", "size": 1}]},
-    {"entries": [entry("a/b")]}, {"entries": [entry("")]}, {"entries": [entry("a", size=-1)]},
-    {"entries": [entry("a", size="3")]}, {"entries": [entry("a", size=True)]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        {"entries": {}},
+        {"entries": [3]},
+        {"entries": [{"path": "/app/x", "size": 1}]},
+        {"entries": [entry("a/b")]},
+        {"entries": [entry("")]},
+        {"entries": [entry("a", size=-1)]},
+        {"entries": [entry("a", size="3")]},
+        {"entries": [entry("a", size=True)]},
+    ],
+)
 def test_a_malformed_listing_is_a_provider_error(
     api: responses.RequestsMock, adapter: Sprites, body: Any
 ) -> None:

@@ -45,8 +45,11 @@ def test_create_new_is_one_post_with_the_full_body(
     handle = adapter.create_new("box")
     assert handle == BOX and handle.instance_id == "uuid-1" and handle.private is None
     assert calls(api) == [("POST", "/v1/sprites")]
-    assert body(api) == {"name": "box", "wait_for_capacity": False,
-                         "url_settings": {"auth": "public"}}
+    assert body(api) == {
+        "name": "box",
+        "wait_for_capacity": False,
+        "url_settings": {"auth": "public"},
+    }
 
 
 def test_create_new_follows_public_urls_and_wait_for_capacity(
@@ -55,8 +58,11 @@ def test_create_new_follows_public_urls_and_wait_for_capacity(
     config.configure("sprites", public_urls=False)
     api.post(url("/v1/sprites"), json={"id": "uuid-1", "name": "box"}, status=200)
     adapter.create_new("box", wait_for_capacity=True, timeout=5)
-    assert body(api) == {"name": "box", "wait_for_capacity": True,
-                         "url_settings": {"auth": "sprite"}}
+    assert body(api) == {
+        "name": "box",
+        "wait_for_capacity": True,
+        "url_settings": {"auth": "sprite"},
+    }
     assert len(api.calls) == 1
 
 
@@ -83,22 +89,38 @@ UNCONFIRMED_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("answer", UNCONFIRMED_BODIES,
-                         ids=["no-name", "wrong-name", "no-id", "empty-id", "int-id",
-                              "long-id", "not-json", "not-object", "oversize"])
+@pytest.mark.parametrize(
+    "answer",
+    UNCONFIRMED_BODIES,
+    ids=[
+        "no-name",
+        "wrong-name",
+        "no-id",
+        "empty-id",
+        "int-id",
+        "long-id",
+        "not-json",
+        "not-object",
+        "oversize",
+    ],
+)
 def test_create_new_success_status_with_a_malformed_body_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites, answer: Any
 ) -> None:
-    api.post(url("/v1/sprites"), status=201,
-             body=answer if isinstance(answer, str) else json.dumps(answer))
+    api.post(
+        url("/v1/sprites"),
+        status=201,
+        body=answer if isinstance(answer, str) else json.dumps(answer),
+    )
     with pytest.raises(Unavailable) as raised:
         adapter.create_new("box")
     assert raised.value.detail == "create_unconfirmed"
     assert len(api.calls) == 1
 
 
-def test_create_new_accepts_a_256_character_id(api: responses.RequestsMock,
-                                               adapter: Sprites) -> None:
+def test_create_new_accepts_a_256_character_id(
+    api: responses.RequestsMock, adapter: Sprites
+) -> None:
     api.post(url("/v1/sprites"), json={"name": "box", "id": "i" * 256}, status=201)
     assert adapter.create_new("box").instance_id == "i" * 256
 
@@ -116,8 +138,12 @@ SANITISED = [
 def test_create_new_other_statuses_are_sanitised_never_replayed_or_redirected(
     api: responses.RequestsMock, adapter: Sprites, status: int, expected: SandboxError
 ) -> None:
-    api.post(url("/v1/sprites"), json={**PROSE_BODY, "retry_after_seconds": 3}, status=status,
-             headers={"Location": url("/v1/elsewhere"), "Retry-After": "3"})
+    api.post(
+        url("/v1/sprites"),
+        json={**PROSE_BODY, "retry_after_seconds": 3},
+        status=status,
+        headers={"Location": url("/v1/elsewhere"), "Retry-After": "3"},
+    )
     with pytest.raises(SandboxError) as raised:
         adapter.create_new("box")
     assert raised.value == expected
@@ -137,8 +163,7 @@ def test_create_new_transport_failure(api: responses.RequestsMock, adapter: Spri
 def test_create_new_truncated_answer_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.post(url("/v1/sprites"),
-             body=requests.exceptions.ChunkedEncodingError("IncompleteRead"))
+    api.post(url("/v1/sprites"), body=requests.exceptions.ChunkedEncodingError("IncompleteRead"))
     with pytest.raises(Unavailable) as raised:
         adapter.create_new("box")
     assert raised.value.detail == "create_unconfirmed"
@@ -196,8 +221,9 @@ def test_destroy_once_without_a_404_probe_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites, deleted: int, probed: int
 ) -> None:
     api.delete(url("/v1/sprites/box"), status=deleted)
-    api.get(url("/v1/sprites/box"), json=PROSE_BODY, status=probed,
-            headers={"Location": url("/v1/x")})
+    api.get(
+        url("/v1/sprites/box"), json=PROSE_BODY, status=probed, headers={"Location": url("/v1/x")}
+    )
     with pytest.raises(Unavailable) as raised:
         adapter.destroy_once(BOX)
     assert raised.value.detail == "delete_unconfirmed"
@@ -208,8 +234,12 @@ def test_destroy_once_without_a_404_probe_is_unconfirmed(
 def test_destroy_once_other_delete_statuses_are_unconfirmed_with_no_get(
     api: responses.RequestsMock, adapter: Sprites, status: int
 ) -> None:
-    api.delete(url("/v1/sprites/box"), json=PROSE_BODY, status=status,
-               headers={"Location": url("/v1/x"), "Retry-After": "1"})
+    api.delete(
+        url("/v1/sprites/box"),
+        json=PROSE_BODY,
+        status=status,
+        headers={"Location": url("/v1/x"), "Retry-After": "1"},
+    )
     with pytest.raises(Unavailable) as raised:
         adapter.destroy_once(BOX)
     assert raised.value.detail == "delete_unconfirmed"
@@ -306,8 +336,9 @@ UNCONFIRMED_STREAMS = {
     "malformed": ndjson(SIGNAL_TERM, '{"type":"exited"', complete(0)),
     "non-object": ndjson(SIGNAL_TERM, EXITED, "[1]", complete(0)),
     "code-missing": ndjson(SIGNAL_TERM, EXITED, {"type": "complete"}),
-    "error-first": ndjson(SIGNAL_TERM, {"type": "error", "message": "may survive"}, EXITED,
-                          complete(0)),
+    "error-first": ndjson(
+        SIGNAL_TERM, {"type": "error", "message": "may survive"}, EXITED, complete(0)
+    ),
     "unknown-event": ndjson(SIGNAL_TERM, {"type": "mystery"}, EXITED, complete(0)),
     "after-complete": ndjson(SIGNAL_TERM, EXITED, complete(0), EXITED),
     "code--1": ndjson(SIGNAL_TERM, EXITED, complete(-1)),
@@ -320,8 +351,9 @@ UNCONFIRMED_STREAMS = {
 
 
 @pytest.mark.parametrize("mode", ["graceful", "force"])
-@pytest.mark.parametrize("stream", list(UNCONFIRMED_STREAMS.values()),
-                         ids=list(UNCONFIRMED_STREAMS))
+@pytest.mark.parametrize(
+    "stream", list(UNCONFIRMED_STREAMS.values()), ids=list(UNCONFIRMED_STREAMS)
+)
 def test_anything_else_with_200_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites, stream: str, mode: str
 ) -> None:
@@ -337,13 +369,16 @@ def test_oversize_case_is_really_over_16_kib() -> None:
     assert len(UNCONFIRMED_STREAMS["oversize"]) > 16 * 1024
 
 
-@pytest.mark.parametrize("signal_event", [
-    {"type": "signal", "signal": None, "pid": 19},
-    SIGNAL_TERM,
-    {"type": "signal", "signal": "SIGKILL"},
-    {"type": "signal", "signal": "SIGKILL", "pid": 0},
-    {"type": "signal", "signal": "SIGKILL", "pid": "19"},
-])
+@pytest.mark.parametrize(
+    "signal_event",
+    [
+        {"type": "signal", "signal": None, "pid": 19},
+        SIGNAL_TERM,
+        {"type": "signal", "signal": "SIGKILL"},
+        {"type": "signal", "signal": "SIGKILL", "pid": 0},
+        {"type": "signal", "signal": "SIGKILL", "pid": "19"},
+    ],
+)
 def test_force_without_a_sigkill_pid_event_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites, signal_event: dict[str, Any]
 ) -> None:
@@ -391,8 +426,12 @@ def test_a_410_is_an_ended_session(
 def test_termination_other_statuses_are_sanitised(
     api: responses.RequestsMock, adapter: Sprites, status: int, expected: SandboxError
 ) -> None:
-    api.post(url(KILL_PATH), json={**PROSE_BODY, "retry_after_seconds": 4}, status=status,
-             headers={"Location": url("/v1/elsewhere"), "Retry-After": "4"})
+    api.post(
+        url(KILL_PATH),
+        json={**PROSE_BODY, "retry_after_seconds": 4},
+        status=status,
+        headers={"Location": url("/v1/elsewhere"), "Retry-After": "4"},
+    )
     with pytest.raises(SandboxError) as raised:
         adapter.terminate_session(BOX, "19")
     assert raised.value == expected
@@ -420,12 +459,23 @@ def test_termination_transport_failure_leaks_nothing(
     _no_prose(raised.value)
 
 
-@pytest.mark.parametrize(("session", "timeout", "mode"), [
-    ("", 1, "graceful"), ("../other", 1, "graceful"), ("a/b", 1, "graceful"),
-    ("a?x=1", 1, "graceful"), ("x" * 257, 1, "graceful"), (None, 1, "graceful"),
-    ("19", 0, "graceful"), ("19", 30.001, "graceful"), ("19", True, "graceful"),
-    ("19", "1", "graceful"), ("19", 1, "unknown"), ("19", 1, None),
-])
+@pytest.mark.parametrize(
+    ("session", "timeout", "mode"),
+    [
+        ("", 1, "graceful"),
+        ("../other", 1, "graceful"),
+        ("a/b", 1, "graceful"),
+        ("a?x=1", 1, "graceful"),
+        ("x" * 257, 1, "graceful"),
+        (None, 1, "graceful"),
+        ("19", 0, "graceful"),
+        ("19", 30.001, "graceful"),
+        ("19", True, "graceful"),
+        ("19", "1", "graceful"),
+        ("19", 1, "unknown"),
+        ("19", 1, None),
+    ],
+)
 def test_invalid_termination_requests_are_refused_before_credentials(
     monkeypatch: pytest.MonkeyPatch, session: Any, timeout: Any, mode: Any
 ) -> None:
@@ -460,8 +510,10 @@ def test_create_checkpoint_once_posts_the_comment_then_reads_one_listing(
     api.post(url("/v1/sprites/box/checkpoint"), body=ndjson(INFO, INFO, DONE))
     api.get(url("/v1/sprites/box/checkpoints"), json=GOOD_LISTING)
     assert adapter.create_checkpoint_once(BOX, operation_id="op-1") == "v8"
-    assert calls(api) == [("POST", "/v1/sprites/box/checkpoint"),
-                          ("GET", "/v1/sprites/box/checkpoints")]
+    assert calls(api) == [
+        ("POST", "/v1/sprites/box/checkpoint"),
+        ("GET", "/v1/sprites/box/checkpoints"),
+    ]
     assert body(api) == {"comment": COMMENT}
 
 
@@ -479,8 +531,12 @@ def test_create_checkpoint_once_accepts_a_complete_without_info(
 def test_create_checkpoint_once_post_status_other_than_200_is_unconfirmed_with_no_get(
     api: responses.RequestsMock, adapter: Sprites, status: int
 ) -> None:
-    api.post(url("/v1/sprites/box/checkpoint"), body=ndjson(INFO, DONE), status=status,
-             headers={"Location": url("/v1/x")})
+    api.post(
+        url("/v1/sprites/box/checkpoint"),
+        body=ndjson(INFO, DONE),
+        status=status,
+        headers={"Location": url("/v1/x")},
+    )
     with pytest.raises(Unavailable) as raised:
         adapter.create_checkpoint_once(BOX, operation_id="op-1")
     assert raised.value.detail == "checkpoint_unconfirmed"
@@ -536,8 +592,10 @@ def test_create_checkpoint_once_ambiguous_or_malformed_listing_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites, listing: Any
 ) -> None:
     api.post(url("/v1/sprites/box/checkpoint"), body=ndjson(INFO, DONE))
-    api.get(url("/v1/sprites/box/checkpoints"),
-            body=listing if isinstance(listing, str) else json.dumps(listing))
+    api.get(
+        url("/v1/sprites/box/checkpoints"),
+        body=listing if isinstance(listing, str) else json.dumps(listing),
+    )
     with pytest.raises(Unavailable) as raised:
         adapter.create_checkpoint_once(BOX, operation_id="op-1")
     assert raised.value.detail == "checkpoint_unconfirmed"
@@ -576,8 +634,10 @@ def test_create_checkpoint_once_shares_one_64_kib_budget(
 def test_create_checkpoint_once_truncated_stream_is_unconfirmed(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.post(url("/v1/sprites/box/checkpoint"),
-             body=requests.exceptions.ChunkedEncodingError("IncompleteRead"))
+    api.post(
+        url("/v1/sprites/box/checkpoint"),
+        body=requests.exceptions.ChunkedEncodingError("IncompleteRead"),
+    )
     with pytest.raises(Unavailable) as raised:
         adapter.create_checkpoint_once(BOX, operation_id="op-1")
     assert raised.value.detail == "checkpoint_unconfirmed"
@@ -607,9 +667,7 @@ def test_create_checkpoint_once_bad_operation_id(
 
 @pytest.mark.usefixtures("enabled")
 @pytest.mark.parametrize("timeout", [0, -1, 120.001, "5", None])
-def test_create_checkpoint_once_bad_timeout(
-    monkeypatch: pytest.MonkeyPatch, timeout: Any
-) -> None:
+def test_create_checkpoint_once_bad_timeout(monkeypatch: pytest.MonkeyPatch, timeout: Any) -> None:
     monkeypatch.delenv("SPRITES_TOKEN", raising=False)
     with pytest.raises(Invalid) as raised:
         Sprites().create_checkpoint_once(BOX, operation_id="op-1", timeout=timeout)

@@ -23,8 +23,18 @@ from ..conftest import wait_until
 from .scripted import ABORT, CLOSE, ScriptedServer, Step, binary, silent, text
 
 BOX = Handle("sprites", "box")
-INFO = text(json.dumps({"type": "session_info", "session_id": 1847, "command": "x",
-                        "created": 1767225600, "is_owner": True, "tty": False}))
+INFO = text(
+    json.dumps(
+        {
+            "type": "session_info",
+            "session_id": 1847,
+            "command": "x",
+            "created": 1767225600,
+            "is_owner": True,
+            "tty": False,
+        }
+    )
+)
 TTY_INFO = text(json.dumps({"type": "session_info", "session_id": "7", "tty": True}))
 
 
@@ -41,8 +51,14 @@ def quiet_server() -> Iterator[ScriptedServer]:
         yield running
 
 
-def _frames(server: ScriptedServer, script: Sequence[Step], *, keepalive: float = 5.0,
-            stdin: bool = False, attach: bool = False) -> tuple[Command, list[Frame]]:
+def _frames(
+    server: ScriptedServer,
+    script: Sequence[Step],
+    *,
+    keepalive: float = 5.0,
+    stdin: bool = False,
+    attach: bool = False,
+) -> tuple[Command, list[Frame]]:
     server.scripts["box"] = script
     config.configure("sprites", base_url=server.base_url, token="t")
     adapter = Sprites(keepalive=keepalive)
@@ -63,10 +79,19 @@ def _frames(server: ScriptedServer, script: Sequence[Step], *, keepalive: float 
     return command, frames
 
 
-@pytest.mark.parametrize(("payload", "code"), [
-    (b"\x03", 0), (b"\x03\x00", 0), (b"\x03\x01", 1), (b"\x03\x2a\x00\x00\x00", 42),
-    (b"\x03\x7f", 127), (b"\x03\x80", 128), (b"\x03\x82", 130), (b"\x03\xff", 255),
-])
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        (b"\x03", 0),
+        (b"\x03\x00", 0),
+        (b"\x03\x01", 1),
+        (b"\x03\x2a\x00\x00\x00", 42),
+        (b"\x03\x7f", 127),
+        (b"\x03\x80", 128),
+        (b"\x03\x82", 130),
+        (b"\x03\xff", 255),
+    ],
+)
 @pytest.mark.usefixtures("no_leaked_threads")
 def test_the_exit_code_is_one_byte(server: ScriptedServer, payload: bytes, code: int) -> None:
     command, frames = _frames(server, [INFO, binary(payload)])
@@ -75,8 +100,9 @@ def test_the_exit_code_is_one_byte(server: ScriptedServer, payload: bytes, code:
 
 @pytest.mark.usefixtures("no_leaked_threads")
 def test_output_then_exit_then_abort_is_a_clean_exit(server: ScriptedServer) -> None:
-    command, frames = _frames(server, [INFO, binary(b"\x01out"), binary(b"\x02err"),
-                                       binary(b"\x03\x07"), ABORT])
+    command, frames = _frames(
+        server, [INFO, binary(b"\x01out"), binary(b"\x02err"), binary(b"\x03\x07"), ABORT]
+    )
     ref = command.ref
     assert frames == [Stdout(ref, b"out"), Stderr(ref, b"err"), Exit(ref, 7)]
 
@@ -93,42 +119,55 @@ def test_a_close_without_exit_is_closed_before_exit_never_exit_0(
     server: ScriptedServer, ending: Step
 ) -> None:
     command, frames = _frames(server, [INFO, binary(b"\x01partial"), ending])
-    assert frames == [Stdout(command.ref, b"partial"),
-                      Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))]
+    assert frames == [
+        Stdout(command.ref, b"partial"),
+        Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT)),
+    ]
 
 
 @pytest.mark.usefixtures("no_leaked_threads")
 def test_unknown_ids_empty_messages_and_notices_are_ignored(server: ScriptedServer) -> None:
-    command, frames = _frames(server, [
-        INFO, binary(b""), binary(b"\x09junk"), text("not json"), text("[1]"),
-        text(json.dumps({"type": "port_opened", "port": 8080, "pid": 3})),
-        binary(b"\x01ok"), binary(b"\x03\x00"),
-    ])
+    command, frames = _frames(
+        server,
+        [
+            INFO,
+            binary(b""),
+            binary(b"\x09junk"),
+            text("not json"),
+            text("[1]"),
+            text(json.dumps({"type": "port_opened", "port": 8080, "pid": 3})),
+            binary(b"\x01ok"),
+            binary(b"\x03\x00"),
+        ],
+    )
     assert frames == [Stdout(command.ref, b"ok"), Exit(command.ref, 0)]
 
 
-@pytest.mark.parametrize(("message", "code"), [
-    ({"type": "exit", "exit_code": 9}, 9), ({"type": "exit", "code": 4}, 4),
-    ({"type": "exit"}, 0),
-])
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ({"type": "exit", "exit_code": 9}, 9),
+        ({"type": "exit", "code": 4}, 4),
+        ({"type": "exit"}, 0),
+    ],
+)
 @pytest.mark.usefixtures("no_leaked_threads")
-def test_a_text_exit_message_is_honoured(server: ScriptedServer, message: dict[str, object],
-                                         code: int) -> None:
+def test_a_text_exit_message_is_honoured(
+    server: ScriptedServer, message: dict[str, object], code: int
+) -> None:
     command, frames = _frames(server, [INFO, text(json.dumps(message))])
     assert frames == [Exit(command.ref, code)]
 
 
 @pytest.mark.usefixtures("no_leaked_threads")
 def test_a_malformed_text_exit_is_an_error_not_an_exit(server: ScriptedServer) -> None:
-    _, frames = _frames(server, [INFO, text(json.dumps({"type": "exit",
-                                                        "exit_code": "1"}))])
+    _, frames = _frames(server, [INFO, text(json.dumps({"type": "exit", "exit_code": "1"}))])
     assert len(frames) == 1 and isinstance(frames[0], Error)
 
 
 @pytest.mark.usefixtures("no_leaked_threads")
 def test_session_info_tty_switches_to_raw_decoding_on_attach(server: ScriptedServer) -> None:
-    script = [TTY_INFO, binary(b"\x01raw\r\n"), text(json.dumps({"type": "exit",
-                                                                  "exit_code": 2}))]
+    script = [TTY_INFO, binary(b"\x01raw\r\n"), text(json.dumps({"type": "exit", "exit_code": 2}))]
     command, frames = _frames(server, script, attach=True)
     assert frames == [Stdout(command.ref, b"\x01raw\r\n"), Exit(command.ref, 2)]
 
@@ -151,8 +190,7 @@ def test_stdin_frames_are_prefixed_and_eof_is_0x04(server: ScriptedServer) -> No
 
 @pytest.mark.usefixtures("no_leaked_threads")
 def test_a_healthy_quiet_command_survives_keepalive(server: ScriptedServer) -> None:
-    command, frames = _frames(server, [INFO, silent(1.0), binary(b"\x03\x00")],
-                              keepalive=0.2)
+    command, frames = _frames(server, [INFO, silent(1.0), binary(b"\x03\x00")], keepalive=0.2)
     assert frames == [Exit(command.ref, 0)]
 
 

@@ -120,8 +120,17 @@ def test_dns_label_names_are_accepted(adapter: Sprites, name: str) -> None:
 # -- capabilities -----------------------------------------------------------------
 
 ALWAYS = {
-    "suspend", "network_policy", "attach", "tty", "public_url", "terminate_session",
-    "force_terminate_session", "create_new", "destroy_once", "read_file", "list_files",
+    "suspend",
+    "network_policy",
+    "attach",
+    "tty",
+    "public_url",
+    "terminate_session",
+    "force_terminate_session",
+    "create_new",
+    "destroy_once",
+    "read_file",
+    "list_files",
 }
 
 
@@ -185,14 +194,26 @@ def test_create_adopts_on_409_with_no_further_request(
 
 
 @pytest.mark.parametrize(
-    ("status", "error"), [(400, Invalid), (401, Denied), (403, Denied), (500, Unavailable),
-                          (503, Unavailable), (302, Invalid), (422, Invalid)]
+    ("status", "error"),
+    [
+        (400, Invalid),
+        (401, Denied),
+        (403, Denied),
+        (500, Unavailable),
+        (503, Unavailable),
+        (302, Invalid),
+        (422, Invalid),
+    ],
 )
 def test_create_maps_other_statuses_and_only_409_adopts(
     api: responses.RequestsMock, adapter: Sprites, status: int, error: type[Exception]
 ) -> None:
-    api.post(url("/v1/sprites"), json={"error": "nope"}, status=status,
-             headers={"Location": "https://elsewhere.test/"})
+    api.post(
+        url("/v1/sprites"),
+        json={"error": "nope"},
+        status=status,
+        headers={"Location": "https://elsewhere.test/"},
+    )
     with pytest.raises(error):
         adapter.create("box")
     assert calls(api) == [("POST", "/v1/sprites")]
@@ -218,7 +239,10 @@ def test_create_refuses_unknown_options(adapter: Sprites) -> None:
     ids=["body", "header", "body-first", "neither", "garbage"],
 )
 def test_rate_limits_read_the_body_then_the_header(
-    api: responses.RequestsMock, adapter: Sprites, payload: Any, headers: dict[str, str],
+    api: responses.RequestsMock,
+    adapter: Sprites,
+    payload: Any,
+    headers: dict[str, str],
     expected: float | None,
 ) -> None:
     api.get(url("/v1/sprites/box"), json=payload, status=429, headers=headers)
@@ -232,8 +256,14 @@ def test_rate_limits_read_the_body_then_the_header(
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [("running", "running"), ("warm", "suspended"), ("cold", "suspended"),
-     ("migrating", "unknown"), (None, "unknown"), (7, "unknown")],
+    [
+        ("running", "running"),
+        ("warm", "suspended"),
+        ("cold", "suspended"),
+        ("migrating", "unknown"),
+        (None, "unknown"),
+        (7, "unknown"),
+    ],
 )
 def test_get_maps_the_status_and_keeps_the_raw_answer(
     api: responses.RequestsMock, adapter: Sprites, status: Any, expected: str
@@ -244,10 +274,12 @@ def test_get_maps_the_status_and_keeps_the_raw_answer(
     assert (info.status, info.raw) == (expected, raw)
 
 
-@pytest.mark.parametrize(("status", "error"), [(404, NotFound), (503, Unavailable),
-                                               (401, Denied), (500, Unavailable)])
-def test_get_errors(api: responses.RequestsMock, adapter: Sprites, status: int,
-                    error: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("status", "error"), [(404, NotFound), (503, Unavailable), (401, Denied), (500, Unavailable)]
+)
+def test_get_errors(
+    api: responses.RequestsMock, adapter: Sprites, status: int, error: type[Exception]
+) -> None:
     api.get(url("/v1/sprites/box"), json={"error": "x"}, status=status)
     with pytest.raises(error):
         adapter.get(BOX)
@@ -268,8 +300,9 @@ def test_names_are_percent_encoded_path_segments(api: responses.RequestsMock) ->
 
 
 @pytest.mark.parametrize("status", [200, 202, 204, 404])
-def test_destroy_tolerates_absence(api: responses.RequestsMock, adapter: Sprites,
-                                   status: int) -> None:
+def test_destroy_tolerates_absence(
+    api: responses.RequestsMock, adapter: Sprites, status: int
+) -> None:
     api.delete(url("/v1/sprites/box"), status=status)
     adapter.destroy(BOX)
     assert calls(api) == [("DELETE", "/v1/sprites/box")]
@@ -303,8 +336,11 @@ def test_resume_passes_not_found_through(api: responses.RequestsMock, adapter: S
 
 
 def _page(names: list[str], token: str | None, more: bool) -> dict[str, Any]:
-    return {"sprites": [{"name": n} for n in names], "has_more": more,
-            "next_continuation_token": token}
+    return {
+        "sprites": [{"name": n} for n in names],
+        "has_more": more,
+        "next_continuation_token": token,
+    }
 
 
 def _pages(api: responses.RequestsMock, pages: dict[str | None, dict[str, Any]]) -> None:
@@ -320,8 +356,14 @@ def _pages(api: responses.RequestsMock, pages: dict[str | None, dict[str, Any]])
 def test_list_all_names_follows_tokens_across_pages(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    _pages(api, {None: _page(["a", "b"], "t1", True), "t1": _page(["c"], "t2", True),
-                 "t2": _page(["d"], None, False)})
+    _pages(
+        api,
+        {
+            None: _page(["a", "b"], "t1", True),
+            "t1": _page(["c"], "t2", True),
+            "t2": _page(["d"], None, False),
+        },
+    )
     assert adapter.list_all_names() == frozenset({"a", "b", "c", "d"})
     assert [query(api, i) for i in range(3)] == [
         [("max_results", "50")],
@@ -331,8 +373,11 @@ def test_list_all_names_follows_tokens_across_pages(
 
 
 def test_list_all_names_refuses_past_the_page_cap(api: responses.RequestsMock) -> None:
-    pages = {None: _page(["a"], "t1", True), "t1": _page(["b"], "t2", True),
-             "t2": _page(["c"], "t3", True)}
+    pages = {
+        None: _page(["a"], "t1", True),
+        "t1": _page(["b"], "t2", True),
+        "t2": _page(["c"], "t3", True),
+    }
     _pages(api, pages)
     with pytest.raises(Truncated):
         Sprites(page_cap=3).list_all_names()
@@ -372,8 +417,12 @@ def test_write_file_puts_raw_bytes_with_mode_and_parents(
     api.put(url("/v1/sprites/box/fs/write"), json={})
     adapter.write_file(BOX, "/app/dir/f.txt", b"hello", mode=0o600)
     assert calls(api) == [("PUT", "/v1/sprites/box/fs/write")]
-    assert query(api) == [("path", "/app/dir/f.txt"), ("workingDir", "/"), ("mode", "0600"),
-                          ("mkdirParents", "true")]
+    assert query(api) == [
+        ("path", "/app/dir/f.txt"),
+        ("workingDir", "/"),
+        ("mode", "0600"),
+        ("mkdirParents", "true"),
+    ]
     request = api.calls[0].request
     assert request.body == b"hello"
     assert request.headers["Content-Type"] == "application/octet-stream"
@@ -385,12 +434,20 @@ def test_write_file_default_mode_is_0644(api: responses.RequestsMock, adapter: S
     assert ("mode", "0644") in query(api)
 
 
-@pytest.mark.parametrize(("path", "mode", "error"), [
-    ("", None, Invalid), ("a\x00b", None, Invalid), (3, None, TypeError),
-    ("/f", "644", TypeError), ("/f", True, TypeError), ("/f", 0o10000, Invalid),
-])
-def test_write_file_bad_arguments(api: responses.RequestsMock, adapter: Sprites, path: Any,
-                                  mode: Any, error: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("path", "mode", "error"),
+    [
+        ("", None, Invalid),
+        ("a\x00b", None, Invalid),
+        (3, None, TypeError),
+        ("/f", "644", TypeError),
+        ("/f", True, TypeError),
+        ("/f", 0o10000, Invalid),
+    ],
+)
+def test_write_file_bad_arguments(
+    api: responses.RequestsMock, adapter: Sprites, path: Any, mode: Any, error: type[Exception]
+) -> None:
     """Refused by the facade's one check, before the adapter sends anything."""
     with pytest.raises(error):
         sandbox.write_file(BOX, path, b"x", mode=mode)
@@ -409,19 +466,31 @@ def test_write_file_failure_is_mapped(api: responses.RequestsMock, adapter: Spri
 def test_list_sessions_stringifies_ids_and_keeps_inactive_sessions(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
-    api.get(url("/v1/sprites/box/exec"), json={"sessions": [
-        {"id": 1847, "command": "bash -lc x", "created": "2026-01-02T03:04:05Z",
-         "last_activity": "2026-01-02T03:04:06.123456789Z", "is_active": False, "tty": True},
-        {"id": "19", "is_active": True},
-        {"command": "no id"},
-        "garbage",
-    ]})
+    api.get(
+        url("/v1/sprites/box/exec"),
+        json={
+            "sessions": [
+                {
+                    "id": 1847,
+                    "command": "bash -lc x",
+                    "created": "2026-01-02T03:04:05Z",
+                    "last_activity": "2026-01-02T03:04:06.123456789Z",
+                    "is_active": False,
+                    "tty": True,
+                },
+                {"id": "19", "is_active": True},
+                {"command": "no id"},
+                "garbage",
+            ]
+        },
+    )
     sessions = adapter.list_sessions(BOX)
     assert [s.id for s in sessions] == ["1847", "19"]
     first = sessions[0]
     assert first.command == "bash -lc x" and first.tty is True
     assert first.created_at is not None and first.created_at.isoformat() == (
-        "2026-01-02T03:04:05+00:00")
+        "2026-01-02T03:04:05+00:00"
+    )
     assert first.last_activity_at is not None and first.last_activity_at.microsecond == 123456
     assert sessions[1] == Session(id="19")
 
@@ -458,8 +527,12 @@ def test_an_allowlist_is_sent_as_ordered_allow_rules(
 ) -> None:
     api.post(url("/v1/sprites/box/policy/network"), json={"rules": []}, status=200)
     adapter.apply_network_policy(BOX, NetworkPolicy(["b.example.com", "*.a.example.com"]))
-    assert body(api) == {"rules": [{"domain": "b.example.com", "action": "allow"},
-                                   {"domain": "*.a.example.com", "action": "allow"}]}
+    assert body(api) == {
+        "rules": [
+            {"domain": "b.example.com", "action": "allow"},
+            {"domain": "*.a.example.com", "action": "allow"},
+        ]
+    }
 
 
 def test_the_policy_post_uses_its_own_longer_timeout(
@@ -472,16 +545,16 @@ def test_the_policy_post_uses_its_own_longer_timeout(
 
 
 @pytest.mark.parametrize("host", ["", "a b", "tab\there"])
-def test_unusable_hosts_are_invalid(api: responses.RequestsMock, adapter: Sprites,
-                                    host: str) -> None:
+def test_unusable_hosts_are_invalid(
+    api: responses.RequestsMock, adapter: Sprites, host: str
+) -> None:
     with pytest.raises(Invalid):
         adapter.apply_network_policy(BOX, NetworkPolicy([host]))
     assert not api.calls
 
 
 def test_policy_errors_are_mapped(api: responses.RequestsMock, adapter: Sprites) -> None:
-    api.post(url("/v1/sprites/box/policy/network"), json={"error": "invalid_policy"},
-             status=400)
+    api.post(url("/v1/sprites/box/policy/network"), json={"error": "invalid_policy"}, status=400)
     with pytest.raises(Invalid):
         adapter.apply_network_policy(BOX, NetworkPolicy(["x.test"]))
 
@@ -489,12 +562,19 @@ def test_policy_errors_are_mapped(api: responses.RequestsMock, adapter: Sprites)
 # -- public URL -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("payload", "expected"), [
-    ({"url": "https://box-org.sprites.app"}, "https://box-org.sprites.app"),
-    ({}, None), ({"url": ""}, None), ({"url": None}, None), ({"url": "ftp://x"}, None),
-])
-def test_public_url(api: responses.RequestsMock, adapter: Sprites, payload: Any,
-                    expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ({"url": "https://box-org.sprites.app"}, "https://box-org.sprites.app"),
+        ({}, None),
+        ({"url": ""}, None),
+        ({"url": None}, None),
+        ({"url": "ftp://x"}, None),
+    ],
+)
+def test_public_url(
+    api: responses.RequestsMock, adapter: Sprites, payload: Any, expected: str | None
+) -> None:
     api.get(url("/v1/sprites/box"), json=payload)
     assert adapter.public_url(BOX) == expected
 
@@ -508,11 +588,15 @@ def test_public_url_maps_errors(api: responses.RequestsMock, adapter: Sprites) -
 # -- checkpoints ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("operation", [
-    lambda a: a.create_checkpoint(BOX),
-    lambda a: a.restore_checkpoint(BOX, "v1"),
-    lambda a: a.create_checkpoint_once(BOX, operation_id="op-1"),
-], ids=["create", "restore", "create_once"])
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda a: a.create_checkpoint(BOX),
+        lambda a: a.restore_checkpoint(BOX, "v1"),
+        lambda a: a.create_checkpoint_once(BOX, operation_id="op-1"),
+    ],
+    ids=["create", "restore", "create_once"],
+)
 def test_disabled_checkpoints_are_not_supported_without_credential_or_request(
     monkeypatch: pytest.MonkeyPatch, operation: Callable[[Sprites], Any]
 ) -> None:
@@ -533,8 +617,10 @@ LISTING = [
     {"id": "v2", "comment": "nightly", "create_time": "2026-01-02T00:00:00Z"},
     {"id": "v1", "comment": "nightly", "create_time": "2026-01-01T00:00:00Z"},
 ]
-DONE = ndjson({"type": "info", "data": "Creating checkpoint..."},
-              {"type": "complete", "data": "Checkpoint v2 created"})
+DONE = ndjson(
+    {"type": "info", "data": "Creating checkpoint..."},
+    {"type": "complete", "data": "Checkpoint v2 created"},
+)
 
 
 def test_create_checkpoint_resolves_the_newest_matching_id_from_the_listing(
@@ -544,8 +630,10 @@ def test_create_checkpoint_resolves_the_newest_matching_id_from_the_listing(
     api.post(url("/v1/sprites/box/checkpoint"), body=DONE)
     api.get(url("/v1/sprites/box/checkpoints"), json=LISTING)
     assert adapter.create_checkpoint(BOX, comment="nightly") == "v2"
-    assert calls(api) == [("POST", "/v1/sprites/box/checkpoint"),
-                          ("GET", "/v1/sprites/box/checkpoints")]
+    assert calls(api) == [
+        ("POST", "/v1/sprites/box/checkpoint"),
+        ("GET", "/v1/sprites/box/checkpoints"),
+    ]
     assert body(api) == {"comment": "nightly"}
 
 
@@ -559,15 +647,26 @@ def test_create_checkpoint_without_comment_sends_an_empty_object(
     assert body(api) == {}
 
 
-@pytest.mark.parametrize(("stream", "listing", "error"), [
-    (ndjson({"type": "error", "error": "Checkpoint failed: disk full"}), LISTING, ProviderError),
-    (ndjson({"type": "info", "data": "x"}), LISTING, Unavailable),
-    (DONE, [{"id": "Current", "comment": "nightly"}], ProviderError),
-    (DONE, [{"id": "v1", "comment": "other"}], ProviderError),
-    ("not json\n", LISTING, ProviderError),
-], ids=["error-event", "no-complete", "only-current", "no-match", "malformed"])
+@pytest.mark.parametrize(
+    ("stream", "listing", "error"),
+    [
+        (
+            ndjson({"type": "error", "error": "Checkpoint failed: disk full"}),
+            LISTING,
+            ProviderError,
+        ),
+        (ndjson({"type": "info", "data": "x"}), LISTING, Unavailable),
+        (DONE, [{"id": "Current", "comment": "nightly"}], ProviderError),
+        (DONE, [{"id": "v1", "comment": "other"}], ProviderError),
+        ("not json\n", LISTING, ProviderError),
+    ],
+    ids=["error-event", "no-complete", "only-current", "no-match", "malformed"],
+)
 def test_create_checkpoint_never_returns_an_unrelated_id(
-    api: responses.RequestsMock, adapter: Sprites, stream: str, listing: Any,
+    api: responses.RequestsMock,
+    adapter: Sprites,
+    stream: str,
+    listing: Any,
     error: type[Exception],
 ) -> None:
     _checkpointing(api)
@@ -581,21 +680,35 @@ def test_restore_posts_to_the_checkpoint_and_accepts_a_complete_stream(
     api: responses.RequestsMock, adapter: Sprites
 ) -> None:
     _checkpointing(api)
-    api.post(re.compile(re.escape(BASE) + r"/v1/sprites/box/checkpoints/.*/restore"),
-             body=ndjson({"type": "info", "data": "Restoring"}, {"type": "complete"}))
+    api.post(
+        re.compile(re.escape(BASE) + r"/v1/sprites/box/checkpoints/.*/restore"),
+        body=ndjson({"type": "info", "data": "Restoring"}, {"type": "complete"}),
+    )
     adapter.restore_checkpoint(BOX, "v/1")
     assert api.calls[0].request.path_url == "/v1/sprites/box/checkpoints/v%2F1/restore"
 
 
-@pytest.mark.parametrize(("stream", "error", "detail"), [
-    (ndjson({"type": "info"}, {"type": "error", "error": "no such checkpoint"}), RestoreFailed,
-     "no such checkpoint"),
-    (ndjson({"type": "info", "error": "restore aborted"}, {"type": "complete"}), RestoreFailed,
-     "restore aborted"),
-    (ndjson({"type": "info", "data": "x"}), Unavailable, "restore_unconfirmed"),
-])
+@pytest.mark.parametrize(
+    ("stream", "error", "detail"),
+    [
+        (
+            ndjson({"type": "info"}, {"type": "error", "error": "no such checkpoint"}),
+            RestoreFailed,
+            "no such checkpoint",
+        ),
+        (
+            ndjson({"type": "info", "error": "restore aborted"}, {"type": "complete"}),
+            RestoreFailed,
+            "restore aborted",
+        ),
+        (ndjson({"type": "info", "data": "x"}), Unavailable, "restore_unconfirmed"),
+    ],
+)
 def test_restore_failure_inside_a_200_stream_is_never_success(
-    api: responses.RequestsMock, adapter: Sprites, stream: str, error: type[Exception],
+    api: responses.RequestsMock,
+    adapter: Sprites,
+    stream: str,
+    error: type[Exception],
     detail: str,
 ) -> None:
     _checkpointing(api)

@@ -42,8 +42,13 @@ def emu() -> Iterator[SpritesEmulator]:
 def test_the_token_never_leaks_across_a_failing_run(
     emu: SpritesEmulator, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config.configure("sprites", base_url=emu.base_url, token=CANARY,
-                     checkpoint_creation_enabled=True, timeout_ms=500)
+    config.configure(
+        "sprites",
+        base_url=emu.base_url,
+        token=CANARY,
+        checkpoint_creation_enabled=True,
+        timeout_ms=500,
+    )
     adapter = Sprites(keepalive=0.2)
     box = Handle("sprites", "secret-box")
     texts: list[str] = [repr(adapter), repr(load()), str(load())]

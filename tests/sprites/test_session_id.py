@@ -27,8 +27,9 @@ def box(sprites: Sprites) -> Iterator[Handle]:
 
 def test_attach_carries_the_listed_session_id(sprites: Sprites, box: Handle) -> None:
     spawned_box = Mailbox()
-    spawned = sprites.spawn(box, "bash", ["-c", "echo ready; exec cat"], owner=spawned_box,
-                            stdin=True, detachable=True)
+    spawned = sprites.spawn(
+        box, "bash", ["-c", "echo ready; exec cat"], owner=spawned_box, stdin=True, detachable=True
+    )
     try:
         # The id comes in the session_info frame, which a detachable spawn reads first.
         assert isinstance(spawned.session_id, str)

@@ -20,8 +20,9 @@ def url(path: str) -> str:
 
 def calls(mock: responses.RequestsMock) -> list[tuple[str, str]]:
     """(method, path) of every request made, in order."""
-    return [(call.request.method or "", urlsplit(call.request.url or "").path)
-            for call in mock.calls]
+    return [
+        (call.request.method or "", urlsplit(call.request.url or "").path) for call in mock.calls
+    ]
 
 
 def query(mock: responses.RequestsMock, index: int = 0) -> list[tuple[str, str]]:

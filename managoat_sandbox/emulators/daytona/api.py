@@ -62,6 +62,7 @@ class ApiHost(Protocol):
     async def after_list_page(self) -> None:
         """Apply the listing mutations due after one more page was served."""
 
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -181,7 +182,8 @@ class ApiRoutes:
     async def paginated(self, request: web.Request) -> web.StreamResponse:
         """The deprecated offset listing ``GET /sandbox/paginated``."""
         query = ListQuery.parse(
-            {"sort": "createdAt", **request.query}, lambda key: request.query.getall(key, []))
+            {"sort": "createdAt", **request.query}, lambda key: request.query.getall(key, [])
+        )
         try:
             page = int(request.query.get("page", "1"))
         except ValueError:
@@ -189,19 +191,20 @@ class ApiRoutes:
         if page < 1:
             raise ApiError(400, "page must not be less than 1")
         rows, total = self.store.offset_page(query, page)
-        return web.json_response({
-            "items": [r.to_json(self.emulator.toolbox_url) for r in rows],
-            "total": total,
-            "page": page,
-            "totalPages": max(1, -(-total // query.limit)),
-        })
+        return web.json_response(
+            {
+                "items": [r.to_json(self.emulator.toolbox_url) for r in rows],
+                "total": total,
+                "page": page,
+                "totalPages": max(1, -(-total // query.limit)),
+            }
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self, request: web.Request) -> web.StreamResponse:
         """``POST …/start`` (a no-op when started; 409 mid-transition)."""
-        return self._dto(self.store.start(request.match_info["idOrName"],
-                                          hold=self._held(request)))
+        return self._dto(self.store.start(request.match_info["idOrName"], hold=self._held(request)))
 
     async def stop(self, request: web.Request) -> web.StreamResponse:
         """``POST …/stop[?force=]``: every process of the sandbox ends at once (its files
@@ -213,8 +216,9 @@ class ApiRoutes:
 
     async def archive(self, request: web.Request) -> web.StreamResponse:
         """``POST …/archive`` (only from ``stopped``)."""
-        return self._dto(self.store.archive(request.match_info["idOrName"],
-                                            hold=self._held(request)))
+        return self._dto(
+            self.store.archive(request.match_info["idOrName"], hold=self._held(request))
+        )
 
     # -- settings --------------------------------------------------------------------
 
@@ -231,7 +235,8 @@ class ApiRoutes:
         """``PUT …/labels`` replaces all labels."""
         labels = (await _json_body(request)).get("labels")
         if not isinstance(labels, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
             raise ApiError(400, "labels must be an object of string values")
         sandbox = self.store.update(request.match_info["idOrName"], labels=dict(labels))
         return web.json_response({"labels": sandbox.labels})
@@ -253,8 +258,11 @@ class ApiRoutes:
         setting = request.match_info["setting"]
         if setting == "autostop" and minutes < 0:
             raise ApiError(400, "Auto-stop interval must be a non-negative integer")
-        field = {"autostop": "auto_stop", "autoarchive": "auto_archive",
-                 "autodelete": "auto_delete"}[setting]
+        field = {
+            "autostop": "auto_stop",
+            "autoarchive": "auto_archive",
+            "autodelete": "auto_delete",
+        }[setting]
         self.store.update(request.match_info["idOrName"], **{field: minutes})
         return web.Response(status=201)
 
@@ -262,11 +270,13 @@ class ApiRoutes:
         """``GET …/ports/{port}/preview-url`` → ``{sandboxId, url, token}``."""
         port = _port(request)
         sandbox = self.store.find(request.match_info["idOrName"])
-        return web.json_response({
-            "sandboxId": sandbox.id,
-            "url": f"http://{port}-{sandbox.id}.{self.emulator.proxy_domain}",
-            "token": sandbox.token,
-        })
+        return web.json_response(
+            {
+                "sandboxId": sandbox.id,
+                "url": f"http://{port}-{sandbox.id}.{self.emulator.proxy_domain}",
+                "token": sandbox.token,
+            }
+        )
 
     async def signed_preview_url(self, request: web.Request) -> web.StreamResponse:
         """``GET …/signed-preview-url?expiresInSeconds=N`` (1..86400, default 60)."""
@@ -279,12 +289,14 @@ class ApiRoutes:
             raise ApiError(400, "expiresInSeconds must be between 1 and 86400")
         sandbox = self.store.find(request.match_info["idOrName"])
         token = secrets.token_urlsafe(16)
-        return web.json_response({
-            "sandboxId": sandbox.id,
-            "port": port,
-            "token": token,
-            "url": f"http://{port}-{token}.{self.emulator.proxy_domain}",
-        })
+        return web.json_response(
+            {
+                "sandboxId": sandbox.id,
+                "port": port,
+                "token": token,
+                "url": f"http://{port}-{token}.{self.emulator.proxy_domain}",
+            }
+        )
 
     async def expire(self, request: web.Request) -> web.StreamResponse:
         """``POST …/signed-preview-url/{token}/expire`` → 201."""

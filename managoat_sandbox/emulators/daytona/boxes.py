@@ -39,8 +39,9 @@ def settings_for(sandbox: Sandbox) -> BoxSettings:
     for user in (sandbox.user, DEFAULT_USER):
         home = "/root" if user == "root" else f"/home/{user}"
         with contextlib.suppress(ValueError):
-            return BoxSettings(isolated=isolated, hostname=hostname_for(sandbox.id), user=user,
-                               uid=_UID, home=home)
+            return BoxSettings(
+                isolated=isolated, hostname=hostname_for(sandbox.id), user=user, uid=_UID, home=home
+            )
     raise AssertionError("the default user is always valid")
 
 

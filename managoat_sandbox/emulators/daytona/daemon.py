@@ -58,8 +58,7 @@ from managoat_sandbox._engine.subscription import Subscription
 from .files import SandboxFiles
 from .shapes import DaemonError
 
-__all__ = ["CONFIG_ROOT", "STDERR_MARK", "STDOUT_MARK", "Command", "Daemon", "OneShot",
-           "Session"]
+__all__ = ["CONFIG_ROOT", "STDERR_MARK", "STDOUT_MARK", "Command", "Daemon", "OneShot", "Session"]
 
 STDOUT_MARK = b"\x01\x01\x01"
 STDERR_MARK = b"\x02\x02\x02"
@@ -117,8 +116,7 @@ _SHELL_READER = (
     "printf '\\00{mark}\\00{mark}\\00{mark}%s\\n' \"$__dtn_l\"; done )"
 )
 #: A perl the sandbox's commands can run (the host's ``/usr`` is the box's), or None.
-PERL = next((path for path in ("/usr/bin/perl", "/bin/perl") if os.access(path, os.X_OK)),
-            None)
+PERL = next((path for path in ("/usr/bin/perl", "/bin/perl") if os.access(path, os.X_OK)), None)
 # An async command's stdin FIFO is held open by a writer until the command ends.
 _HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" & __dtn_h=$!'
 _NO_STDIN = "__dtn_h="
@@ -275,8 +273,15 @@ class Daemon:
     is the perl the line readers run with (None: the shell's slow ``read``).
     """
 
-    def __init__(self, box: Box, *, run: str, env: dict[str, str],
-                 exit_trap: bool = False, perl: str | None = PERL) -> None:
+    def __init__(
+        self,
+        box: Box,
+        *,
+        run: str,
+        env: dict[str, str],
+        exit_trap: bool = False,
+        perl: str | None = PERL,
+    ) -> None:
         self.box = box
         self.files = SandboxFiles(box)
         self.home = box.settings.home
@@ -287,9 +292,11 @@ class Daemon:
         self.exit_trap = exit_trap
         #: The line readers' program: ``perl`` at that path, else the shell's ``read``.
         self.readers = tuple(
-            _SHELL_READER.format(mark=mark) if perl is None
+            _SHELL_READER.format(mark=mark)
+            if perl is None
             else f"{shlex.quote(perl)} -e {shlex.quote(_PERL_READER)} {mark}"
-            for mark in (1, 2))
+            for mark in (1, 2)
+        )
         self._sessions: dict[str, Session] = {}
         self._execs: set[OneShot] = set()
         self._lock = threading.Lock()
@@ -308,8 +315,9 @@ class Daemon:
         if session_id == RESERVED_SESSION:
             raise DaemonError(400, f"session ID {RESERVED_SESSION!r} is reserved")
         key = uuid.uuid4().hex
-        session = Session(session_id, f"session-{key}", f"{self.config_dir}/sessions/{key}",
-                          self.box)
+        session = Session(
+            session_id, f"session-{key}", f"{self.config_dir}/sessions/{key}", self.box
+        )
         with self._lock:
             if self._closed:
                 raise DaemonError(400, _NOT_STARTED)
@@ -318,8 +326,14 @@ class Daemon:
             self._sessions[session_id] = session
         try:
             self.files.make_dirs(session.dir)
-            self.box.spawn(session.shell, [SHELL], env=self.env,
-                           cwd=self.box.agent_path(self.home), stdin=True, follow=False)
+            self.box.spawn(
+                session.shell,
+                [SHELL],
+                env=self.env,
+                cwd=self.box.agent_path(self.home),
+                stdin=True,
+                follow=False,
+            )
         except (EngineError, OSError, safefs.PathRefused) as error:
             with self._lock:
                 self._sessions.pop(session_id, None)
@@ -347,8 +361,9 @@ class Daemon:
             raise DaemonError(404, "command not found")
         return session, command
 
-    def execute(self, session_id: str, script: str, *, run_async: bool,
-                suppress_input_echo: bool) -> Command:
+    def execute(
+        self, session_id: str, script: str, *, run_async: bool, suppress_input_echo: bool
+    ) -> Command:
         """Hand ``script`` to the session shell; the command's record.
 
         A sync command (not ``run_async``) is waited for: 400 "session shell
@@ -363,8 +378,14 @@ class Daemon:
         if session is None:
             raise DaemonError(500, "failed to execute command: not found: session not found")
         command_id = str(uuid.uuid4())
-        command = Command(command_id, script, f"{session.dir}/{command_id}", run_async,
-                          suppress_input_echo, self.files)
+        command = Command(
+            command_id,
+            script,
+            f"{session.dir}/{command_id}",
+            run_async,
+            suppress_input_echo,
+            self.files,
+        )
         try:
             self.files.make_dirs(command.dir)
             self.files.write(command.log_path, b"")
@@ -383,8 +404,9 @@ class Daemon:
             trap=shlex.quote(_TRAP_RECORD if self.exit_trap else _TRAP_CLEANUP),
         )
         try:
-            status = self.box.write_stdin(session.shell, wrapper.encode(),
-                                          timeout=_SHELL_WRITE_WAIT)
+            status = self.box.write_stdin(
+                session.shell, wrapper.encode(), timeout=_SHELL_WRITE_WAIT
+            )
         except (EngineError, TimeoutError):
             status = "unknown"
         if status != "ok":
@@ -469,10 +491,12 @@ class Daemon:
                 raise DaemonError(500, f"failed to open input pipe: {refused}") from None
             except OSError as error:
                 retry = error.errno in (errno.ENOENT, errno.ENXIO)
-                if not retry or command.read_exit_code() is not None or (
-                        time.monotonic() >= deadline):
-                    raise DaemonError(
-                        500, f"failed to open input pipe: {error.strerror}") from None
+                if (
+                    not retry
+                    or command.read_exit_code() is not None
+                    or (time.monotonic() >= deadline)
+                ):
+                    raise DaemonError(500, f"failed to open input pipe: {error.strerror}") from None
             time.sleep(0.01)
 
     def delete_session(self, session_id: str) -> None:
@@ -486,10 +510,14 @@ class Daemon:
             follower = self.box.attach(session.shell, from_end=True)
             if follower is not None:
                 try:
-                    for signum, wait in ((signal.SIGTERM, _DELETE_GRACE),
-                                         (signal.SIGKILL, _KILL_WAIT)):
-                        if (not self.box.signal(session.shell, signum)
-                                or follower.wait_end(wait) is not None):
+                    for signum, wait in (
+                        (signal.SIGTERM, _DELETE_GRACE),
+                        (signal.SIGKILL, _KILL_WAIT),
+                    ):
+                        if (
+                            not self.box.signal(session.shell, signum)
+                            or follower.wait_end(wait) is not None
+                        ):
                             break
                 finally:
                     follower.close()
@@ -521,12 +549,12 @@ class Daemon:
             if self._closed:
                 raise DaemonError(400, _NOT_STARTED)
         try:
-            _, _, subscription = self.box.run([SHELL, "-c", script], env={**self.env, **envs},
-                                              cwd=self.box.agent_path(workdir))
+            _, _, subscription = self.box.run(
+                [SHELL, "-c", script], env={**self.env, **envs}, cwd=self.box.agent_path(workdir)
+            )
         except Refused as refusal:
             if refusal.code == "bad_cwd":
-                raise OSError(errno.ENOENT,
-                              f"chdir {workdir}: no such file or directory") from None
+                raise OSError(errno.ENOENT, f"chdir {workdir}: no such file or directory") from None
             raise DaemonError(500, f"failed to execute command: {refusal}") from None
         except (EngineError, TimeoutError) as error:
             raise DaemonError(500, f"failed to execute command: {error}") from None
@@ -572,7 +600,7 @@ def _write_all(fd: int, data: bytes, wait: float) -> None:
     poller.register(fd, select.POLLOUT)
     while view:
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
             continue
         except BlockingIOError:
             pass

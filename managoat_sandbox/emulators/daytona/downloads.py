@@ -86,15 +86,26 @@ class _Parts:
         self.started = True
         await self.response.write(
             f"{head}--{BOUNDARY}\r\nContent-Disposition: {_disposition(field, path)}\r\n"
-            f"Content-Type: {content_type}\r\n\r\n".encode())
+            f"Content-Type: {content_type}\r\n\r\n".encode()
+        )
 
-    async def error(self, request: web.Request, path: str, status: int, code: str,
-                    message: str) -> None:
+    async def error(
+        self, request: web.Request, path: str, status: int, code: str, message: str
+    ) -> None:
         await self.open("error", path, "application/json")
-        await self.response.write(json.dumps({
-            "statusCode": status, "message": message, "code": code,
-            "source": "DAYTONA_DAEMON", "timestamp": iso(datetime.now(timezone.utc)),
-            "path": path, "method": request.method}).encode())
+        await self.response.write(
+            json.dumps(
+                {
+                    "statusCode": status,
+                    "message": message,
+                    "code": code,
+                    "source": "DAYTONA_DAEMON",
+                    "timestamp": iso(datetime.now(timezone.utc)),
+                    "path": path,
+                    "method": request.method,
+                }
+            ).encode()
+        )
 
     async def close(self) -> None:
         head = "" if not self.started else "\r\n"
@@ -151,8 +162,9 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
             try:
                 piece = await run_blocking(reader.read)
             except OSError as error:
-                await parts.error(request, path, 500, "FILE_READ_FAILED",
-                                  f"error streaming file: {error}")
+                await parts.error(
+                    request, path, 500, "FILE_READ_FAILED", f"error streaming file: {error}"
+                )
                 return
             if not piece:
                 return
@@ -171,7 +183,8 @@ async def bulk_download(request: web.Request, daemon: Daemon) -> web.StreamRespo
     if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
         raise DaemonError(400, 'request body must be {"paths": [ ... ]} and non-empty')
     response = web.StreamResponse(
-        status=200, headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
+        status=200, headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+    )
     await response.prepare(request)
     parts = _Parts(response)
     for path in paths:
@@ -192,8 +205,9 @@ def go_mode(mode: int) -> str:
     letters += ["g"] if mode & stat.S_ISGID else []
     letters += ["c"] if stat.S_ISCHR(mode) else []
     letters += ["t"] if mode & stat.S_ISVTX else []
-    rwx = "".join(char if mode & (1 << (8 - index)) else "-"
-                  for index, char in enumerate("rwxrwxrwx"))
+    rwx = "".join(
+        char if mode & (1 << (8 - index)) else "-" for index, char in enumerate("rwxrwxrwx")
+    )
     return ("".join(letters) or "-") + rwx
 
 

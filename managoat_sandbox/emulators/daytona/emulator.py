@@ -181,14 +181,22 @@ class DaytonaEmulator(Emulator):
                 with self._daemons_lock:
                     self._boxes[sandbox.id] = box
             box.set_policy(boxes.policy_for(sandbox))
-            env = {"DAYTONA_SANDBOX_ID": sandbox.id, "DAYTONA_SANDBOX_USER": box.settings.user,
-                   **sandbox.env, **self.marker_env()}
+            env = {
+                "DAYTONA_SANDBOX_ID": sandbox.id,
+                "DAYTONA_SANDBOX_USER": box.settings.user,
+                **sandbox.env,
+                **self.marker_env(),
+            }
             if not box.settings.isolated:
                 # Unisolated commands see the host's /tmp: point them at the sandbox's.
                 env["TMPDIR"] = box.agent_path("/tmp")
-            daemon = Daemon(box, run=f"run-{sandbox.generation}-{uuid.uuid4().hex[:8]}",
-                            env=box.environment(env), exit_trap=self.daemon_exit_trap,
-                            perl=self.perl)
+            daemon = Daemon(
+                box,
+                run=f"run-{sandbox.generation}-{uuid.uuid4().hex[:8]}",
+                env=box.environment(env),
+                exit_trap=self.daemon_exit_trap,
+                perl=self.perl,
+            )
             with self._daemons_lock:
                 self._daemons[sandbox.id] = (sandbox.generation, daemon)
             return daemon
@@ -256,8 +264,7 @@ class DaytonaEmulator(Emulator):
                 self.store.delete(target, hold=True)
             else:
                 sandbox = self.store.delete(target)
-                await run_blocking(
-                    lambda s=sandbox.id: self.retire(s, destroy=True))  # type: ignore[misc]
+                await run_blocking(lambda s=sandbox.id: self.retire(s, destroy=True))  # type: ignore[misc]
 
     # -- fault API ----------------------------------------------------------------------
 
@@ -284,16 +291,24 @@ class DaytonaEmulator(Emulator):
 
     def fail_next_create(self, reason: str = "emulated start failure", *, times: int = 1) -> None:
         """Create answers 400 "Sandbox failed to start: <reason>"; the sandbox exists (error)."""
-        self.faults.add("create_error", method="POST", path=r"^/api/sandbox$", body=reason,
-                        times=times)
+        self.faults.add(
+            "create_error", method="POST", path=r"^/api/sandbox$", body=reason, times=times
+        )
 
     def drop_next_create_response(self, *, times: int = 1) -> None:
         """Create succeeds but the connection drops before the answer (the client must adopt)."""
         self.faults.add("create_drop", method="POST", path=r"^/api/sandbox$", times=times)
 
-    def rate_limit(self, *, path: str | None = None, method: str | None = None,
-                   throttler: str = "authenticated", retry_after: int = 1,
-                   plain: bool = False, times: int = 1) -> None:
+    def rate_limit(
+        self,
+        *,
+        path: str | None = None,
+        method: str | None = None,
+        throttler: str = "authenticated",
+        retry_after: int = 1,
+        plain: bool = False,
+        times: int = 1,
+    ) -> None:
         """429 with Nest's body and ``Retry-After-<throttler>`` + ``X-RateLimit-*-<throttler>``.
 
         ``plain`` sends the failed-auth tracker's plain ``Retry-After`` instead.
@@ -307,28 +322,45 @@ class DaytonaEmulator(Emulator):
                 f"X-RateLimit-Remaining-{throttler}": "0",
                 f"X-RateLimit-Reset-{throttler}": str(retry_after),
             }
-        body = {"path": path or "/api", "timestamp": iso(datetime.now(timezone.utc)),
-                "statusCode": 429, "error": "Too Many Requests",
-                "message": "ThrottlerException: Too Many Requests"}
-        self.faults.add("status", status=429, headers=headers, body=body, path=path,
-                        method=method, times=times)
+        body = {
+            "path": path or "/api",
+            "timestamp": iso(datetime.now(timezone.utc)),
+            "statusCode": 429,
+            "error": "Too Many Requests",
+            "message": "ThrottlerException: Too Many Requests",
+        }
+        self.faults.add(
+            "status", status=429, headers=headers, body=body, path=path, method=method, times=times
+        )
 
-    def unavailable(self, *, as_json: bool = True, path: str | None = None,
-                    method: str | None = None, times: int = 1) -> None:
+    def unavailable(
+        self,
+        *,
+        as_json: bool = True,
+        path: str | None = None,
+        method: str | None = None,
+        times: int = 1,
+    ) -> None:
         """503: the API's JSON, or (``as_json=False``) a load balancer's non-JSON text."""
         if as_json:
-            body: Any = {"path": path or "/api", "timestamp": iso(datetime.now(timezone.utc)),
-                         "statusCode": 503, "error": "Service Unavailable",
-                         "message": "Service Unavailable"}
+            body: Any = {
+                "path": path or "/api",
+                "timestamp": iso(datetime.now(timezone.utc)),
+                "statusCode": 503,
+                "error": "Service Unavailable",
+                "message": "Service Unavailable",
+            }
             headers: dict[str, str] = {}
         else:
             body = "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
             headers = {"Content-Type": "text/html"}
-        self.faults.add("status", status=503, body=body, headers=headers, path=path,
-                        method=method, times=times)
+        self.faults.add(
+            "status", status=503, body=body, headers=headers, path=path, method=method, times=times
+        )
 
-    def drop_connections(self, *, path: str | None = None, method: str | None = None,
-                         times: int = 1) -> None:
+    def drop_connections(
+        self, *, path: str | None = None, method: str | None = None, times: int = 1
+    ) -> None:
         """Close the connection without answering."""
         self.faults.add("drop", path=path, method=method, times=times)
 
@@ -353,13 +385,18 @@ class DaytonaEmulator(Emulator):
         """The next log snapshot (plain GET) holds only the journal's first ``size`` bytes."""
         self.faults.add("log_stale_prefix", path=r"/logs$", size=size, times=times)
 
-    def cut_log_reads(self, after_bytes: int = 0, *, reset: bool = False,
-                      times: int = 1) -> None:
+    def cut_log_reads(self, after_bytes: int = 0, *, reset: bool = False, times: int = 1) -> None:
         """The next log snapshots (plain GET) promise the whole journal in
         ``Content-Length`` but stop after ``after_bytes`` bytes (always at least one
         short): the connection is closed (FIN), or with ``reset`` reset (RST)."""
-        self.faults.add("log_cut", method="GET", path=r"/logs$", size=after_bytes,
-                        body="reset" if reset else "close", times=times)
+        self.faults.add(
+            "log_cut",
+            method="GET",
+            path=r"/logs$",
+            size=after_bytes,
+            body="reset" if reset else "close",
+            times=times,
+        )
 
     def endless_listing(self, *, times: int = 1000) -> None:
         """The next ``times`` ``GET /sandbox`` pages each carry a fresh ``nextCursor``
@@ -389,5 +426,8 @@ class DaytonaEmulator(Emulator):
         """Move a sandbox's ``createdAt`` and ``lastActivityAt`` back (for order tests)."""
         row = self.store.find(id_or_name)
         delta = timedelta(seconds=seconds)
-        self.store.update(id_or_name, created_at=row.created_at - delta,
-                          last_activity_at=row.last_activity_at - delta)
+        self.store.update(
+            id_or_name,
+            created_at=row.created_at - delta,
+            last_activity_at=row.last_activity_at - delta,
+        )

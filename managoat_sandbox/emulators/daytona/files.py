@@ -78,8 +78,7 @@ class SandboxFiles:
             for name, own in safefs.list_dir(root, target):
                 linked = stat.S_ISLNK(own.st_mode)
                 try:
-                    info = safefs.stat_path(root, f"{target.rstrip('/')}/{name}") \
-                        if linked else own
+                    info = safefs.stat_path(root, f"{target.rstrip('/')}/{name}") if linked else own
                 except (OSError, safefs.PathRefused):
                     continue
                 entries.append((name, info, linked))
@@ -117,8 +116,7 @@ class SandboxFiles:
                 fd = os.open(where.name, flags, dir_fd=where.parent)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    raise safefs.PathRefused("not_a_file", f"{path!r} is a symbolic link") \
-                        from None
+                    raise safefs.PathRefused("not_a_file", f"{path!r} is a symbolic link") from None
                 raise
             finally:
                 where.close()
@@ -154,7 +152,7 @@ class SandboxFiles:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
 
@@ -173,8 +171,11 @@ class SandboxFiles:
         with self._box.root() as root:
             where = safefs.resolve(root, self.absolute(directory), follow=False)
             try:
-                folder = os.open(where.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                                 | os.O_CLOEXEC, dir_fd=where.parent)
+                folder = os.open(
+                    where.name,
+                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    dir_fd=where.parent,
+                )
             finally:
                 where.close()
         try:

@@ -82,7 +82,7 @@ class MarkerStripper:
             if len(data) >= size and tail in (STDOUT_MARK[:size], STDERR_MARK[:size]):
                 keep = size
                 break
-        self._held = data[len(data) - keep:] if keep else b""
+        self._held = data[len(data) - keep :] if keep else b""
         return data[: len(data) - keep]
 
     def flush(self) -> bytes:

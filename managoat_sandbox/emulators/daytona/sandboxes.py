@@ -293,7 +293,9 @@ class ListQuery:
         if self.states and sandbox.state not in self.states:
             return False
         errored_deleted = sandbox.desired_state == "destroyed" and sandbox.state in (
-            "error", "build_failed")
+            "error",
+            "build_failed",
+        )
         return self.include_errored_deleted or not errored_deleted
 
 
@@ -346,12 +348,14 @@ class SandboxStore:
         """Validate and insert a sandbox; it is ``started`` unless ``hold``."""
         name = body.get("name")
         if name is not None and (not isinstance(name, str) or _NAME_FORBIDDEN.search(name)):
-            raise ApiError(400, "Sandbox name must not contain HTML tags, URLs or control "
-                                "characters")
+            raise ApiError(
+                400, "Sandbox name must not contain HTML tags, URLs or control characters"
+            )
         snapshot = body.get("snapshot")
         if snapshot is not None and snapshot not in self.snapshots:
-            raise ApiError(400, f"Snapshot {snapshot} not found. Did you add it through the "
-                                "Daytona Dashboard?")
+            raise ApiError(
+                400, f"Snapshot {snapshot} not found. Did you add it through the Daytona Dashboard?"
+            )
         if any(body.get(f) is not None for f in RESOURCE_FIELDS) and body.get("buildInfo") is None:
             raise ApiError(400, "Cannot specify Sandbox resources when using a snapshot")
         auto_stop = _interval(body, "autoStopInterval", 15)
@@ -502,8 +506,11 @@ class SandboxStore:
             row = self.find(id_or_name)
             fields = self._network_fields(body, create=False)
             if not fields:
-                raise ApiError(400, "At least one of networkBlockAll, networkAllowList or "
-                                    "domainAllowList must be provided")
+                raise ApiError(
+                    400,
+                    "At least one of networkBlockAll, networkAllowList or "
+                    "domainAllowList must be provided",
+                )
             if "domainAllowList" in fields:
                 row.domain_allow_list = fields["domainAllowList"] or None
             if fields.get("networkBlockAll") is True:
@@ -530,10 +537,16 @@ class SandboxStore:
             if not isinstance(value, str):
                 raise ApiError(400, f"{key} must be a string")
             fields[key] = check(value)
-        if fields and self.network_restricted and not (create and not body.get("networkBlockAll")
-                                                       and len(fields) == 1):
-            raise ApiError(400, "Network access is restricted and cannot be overridden at the "
-                                "sandbox level. See https://www.daytona.io/docs/network-limits")
+        if (
+            fields
+            and self.network_restricted
+            and not (create and not body.get("networkBlockAll") and len(fields) == 1)
+        ):
+            raise ApiError(
+                400,
+                "Network access is restricted and cannot be overridden at the "
+                "sandbox level. See https://www.daytona.io/docs/network-limits",
+            )
         return fields
 
     # -- listing -------------------------------------------------------------------
@@ -552,7 +565,8 @@ class SandboxStore:
         if after is not None:
             try:
                 keyed = [
-                    entry for entry in keyed
+                    entry
+                    for entry in keyed
                     if ((entry[0], entry[1]) < after) == descending
                     and (entry[0], entry[1]) != after
                 ]

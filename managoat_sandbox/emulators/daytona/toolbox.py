@@ -27,6 +27,7 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from email.parser import BytesParser
 from email.policy import HTTP
+from functools import partial
 from typing import Any, Protocol
 
 import attrs
@@ -80,6 +81,7 @@ class ToolboxHost(Protocol):
 
     def daemon_for(self, sandbox: Sandbox) -> Daemon:
         """The daemon of the sandbox's current run, started if need be; blocking."""
+
 
 Handler = Callable[[web.Request, Daemon], Awaitable[web.StreamResponse]]
 
@@ -197,7 +199,8 @@ class ToolboxRoutes:
         cwd = body.get("cwd") if isinstance(body.get("cwd"), str) else None
         try:
             shot = await run_blocking(
-                lambda: daemon.start_execute(script, cwd=cwd, envs=dict(envs)))
+                lambda: daemon.start_execute(script, cwd=cwd, envs=dict(envs))
+            )
         except OSError as error:
             return web.json_response({"exitCode": -1, "result": str(error)})
         limit = timeout if isinstance(timeout, int) and timeout > 0 else None
@@ -241,17 +244,31 @@ class ToolboxRoutes:
             raise DaemonError(400, "", bare=True)
         run_async = bool(body.get("runAsync") or body.get("async"))
         session_id = request.match_info["sessionId"]
-        command = await run_blocking(lambda: daemon.execute(
-            session_id, script, run_async=run_async,
-            suppress_input_echo=bool(body.get("suppressInputEcho"))))
+        command = await run_blocking(
+            lambda: daemon.execute(
+                session_id,
+                script,
+                run_async=run_async,
+                suppress_input_echo=bool(body.get("suppressInputEcho")),
+            )
+        )
         if run_async:
-            return web.json_response({"cmdId": command.id, "output": None, "stdout": None,
-                                      "stderr": None, "exitCode": None}, status=202)
+            return web.json_response(
+                {
+                    "cmdId": command.id,
+                    "output": None,
+                    "stdout": None,
+                    "stderr": None,
+                    "exitCode": None,
+                },
+                status=202,
+            )
         journal = command.journal()
         answer: dict[str, Any] = {"cmdId": command.id, "exitCode": command.exit_code}
         mode = render_mode(request.headers)
         answer["output"] = (strip(journal) if mode == "combined" else journal).decode(
-            "utf-8", "replace")
+            "utf-8", "replace"
+        )
         if mode == "json":
             stdout, stderr = demux(journal)
             answer["stdout"] = stdout.decode("utf-8", "replace")
@@ -260,8 +277,9 @@ class ToolboxRoutes:
 
     async def get_command(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``GET …/command/{id}`` → ``{id, command, exitCode?}``."""
-        _, command = daemon.command(request.match_info["sessionId"],
-                                    request.match_info["commandId"])
+        _, command = daemon.command(
+            request.match_info["sessionId"], request.match_info["commandId"]
+        )
         return web.json_response(command.to_json())
 
     async def send_input(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
@@ -277,8 +295,9 @@ class ToolboxRoutes:
 
     async def logs(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``GET …/logs``: the snapshot, the WebSocket follow, or the chunked follow."""
-        session, command = daemon.command(request.match_info["sessionId"],
-                                          request.match_info["commandId"])
+        session, command = daemon.command(
+            request.match_info["sessionId"], request.match_info["commandId"]
+        )
         if not command.files.exists_own(command.log_path):
             raise DaemonError(404, "log file not found")
         follow = request.query.get("follow") == "true"
@@ -299,19 +318,25 @@ class ToolboxRoutes:
         mode = render_mode(request.headers)
         if mode == "json":
             stdout, stderr = demux(journal)
-            return web.json_response({"output": journal.decode("utf-8", "replace"),
-                                      "stdout": stdout.decode("utf-8", "replace"),
-                                      "stderr": stderr.decode("utf-8", "replace")})
+            return web.json_response(
+                {
+                    "output": journal.decode("utf-8", "replace"),
+                    "stdout": stdout.decode("utf-8", "replace"),
+                    "stderr": stderr.decode("utf-8", "replace"),
+                }
+            )
         body = journal if mode == "raw" else strip(journal)
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
-    async def _cut_snapshot(self, request: web.Request, command: Command,
-                            fault: Fault) -> web.StreamResponse:
+    async def _cut_snapshot(
+        self, request: web.Request, command: Command, fault: Fault
+    ) -> web.StreamResponse:
         """A raw snapshot whose ``Content-Length`` is the whole journal, cut after
         ``fault.size`` bytes (at least one byte short) by a reset or a close."""
         journal = command.journal()
-        response = web.StreamResponse(status=200,
-                                      headers={"Content-Type": "text/plain; charset=utf-8"})
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/plain; charset=utf-8"}
+        )
         response.content_length = len(journal) + 1
         await response.prepare(request)
         await response.write(journal[: fault.size])
@@ -319,14 +344,18 @@ class ToolboxRoutes:
         cut(request.transport)
         return response
 
-    def _follow(self, request: web.Request, session: Session, command: Command, *,
-                follow: bool) -> _Follow:
+    def _follow(
+        self, request: web.Request, session: Session, command: Command, *, follow: bool
+    ) -> _Follow:
         """The journal follow for this request, with the faults that end it early."""
         generation = self.emulator.follow_cuts
         faults = self.emulator.faults
         reset = faults.take("log_reset", request.method, request.path)
-        early = None if reset is not None else faults.take("log_close_early", request.method,
-                                                           request.path)
+        early = (
+            None
+            if reset is not None
+            else faults.take("log_close_early", request.method, request.path)
+        )
         fault = reset or early
         chunks = follow_chunks(
             command.open_journal,
@@ -345,12 +374,13 @@ class ToolboxRoutes:
             return self.emulator.follow_cut_mode == "reset"
         return follow.reset and follow.fault is not None and follow.sent >= follow.fault.size
 
-    async def _websocket(self, request: web.Request, session: Session, command: Command, *,
-                         follow: bool) -> web.StreamResponse:
+    async def _websocket(
+        self, request: web.Request, session: Session, command: Command, *, follow: bool
+    ) -> web.StreamResponse:
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
         ws = web.WebSocketResponse(
-            protocols=[p for p in offered if p.startswith("X-Daytona-SDK-Version~")],
-            autoping=True)
+            protocols=[p for p in offered if p.startswith("X-Daytona-SDK-Version~")], autoping=True
+        )
         await ws.prepare(request)
         mode = render_mode(request.headers)
         stripper = MarkerStripper() if mode == "combined" else None
@@ -386,12 +416,17 @@ class ToolboxRoutes:
         """Read client frames (answering pings) until the client closes."""
         while True:
             message = await ws.receive()
-            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED,
-                                WSMsgType.ERROR):
+            if message.type in (
+                WSMsgType.CLOSE,
+                WSMsgType.CLOSING,
+                WSMsgType.CLOSED,
+                WSMsgType.ERROR,
+            ):
                 return
 
-    async def _chunked(self, request: web.Request, session: Session,
-                       command: Command) -> web.StreamResponse:
+    async def _chunked(
+        self, request: web.Request, session: Session, command: Command
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -447,8 +482,9 @@ class ToolboxRoutes:
         """``POST /files/upload-v2?path=`` (field ``file``) → ``{name, path, type}``
         (docs/protocols/daytona.md#files)."""
         target = await self._single_upload(request, daemon)
-        return web.json_response({"name": target.rsplit("/", 1)[-1], "path": target,
-                                  "type": "file"})
+        return web.json_response(
+            {"name": target.rsplit("/", 1)[-1], "path": target, "type": "file"}
+        )
 
     async def bulk_upload(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``POST /files/bulk-upload``: ``files[i].path`` before ``files[i].file`` parts."""
@@ -464,8 +500,7 @@ class ToolboxRoutes:
                     errors.append(f"{name}: no path given before the file")
                     continue
                 try:
-                    target = await run_blocking(
-                        lambda p=paths[index], d=data: self._save(daemon, p, d))  # type: ignore[misc]
+                    target = await run_blocking(partial(self._save, daemon, paths[index], data))
                 except DaemonError as error:
                     errors.append(f"{name}: {error.message}")
                     continue

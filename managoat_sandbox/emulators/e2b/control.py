@@ -110,8 +110,9 @@ class ControlPlane:
 
     async def _create(self, request: web.Request, default_timeout: int) -> web.Response:
         body = await _json_body(request, required=True)
-        record = await run_blocking(lambda: self.world.create(body,
-                                                              default_timeout=default_timeout))
+        record = await run_blocking(
+            lambda: self.world.create(body, default_timeout=default_timeout)
+        )
         return web.json_response(record.created(self.domain), status=201)
 
     async def _create_v2(self, request: web.Request, _: str) -> web.StreamResponse:
@@ -129,7 +130,7 @@ class ControlPlane:
         try:
             await run_blocking(lambda: self.world.kill(sandbox_id))
         except KeyError:
-            raise ApiError(404, f"sandbox \"{sandbox_id}\" not found") from None
+            raise ApiError(404, f'sandbox "{sandbox_id}" not found') from None
         return web.Response(status=204)
 
     async def _timeout(self, request: web.Request, sandbox_id: str) -> web.StreamResponse:
@@ -143,8 +144,10 @@ class ControlPlane:
     async def _refresh(self, request: web.Request, sandbox_id: str) -> web.StreamResponse:
         body = await _json_body(request, required=False)
         duration = body.get("duration", 0) if isinstance(body, dict) else None
-        if isinstance(duration, bool) or not isinstance(duration, int) or not (
-            0 <= duration <= 3600
+        if (
+            isinstance(duration, bool)
+            or not isinstance(duration, int)
+            or not (0 <= duration <= 3600)
         ):
             raise ApiError(400, "duration must be an integer between 0 and 3600")
         record = self._running(sandbox_id)
@@ -202,7 +205,7 @@ class ControlPlane:
     def _running(self, sandbox_id: str) -> SandboxRecord:
         record = self.world.registry.find(sandbox_id)
         if record is None or record.state != "running":
-            raise ApiError(404, f"sandbox \"{sandbox_id}\" not found")
+            raise ApiError(404, f'sandbox "{sandbox_id}" not found')
         return record
 
     # -- listings ----------------------------------------------------------------------
@@ -233,4 +236,3 @@ class ControlPlane:
 
     async def _list_v1(self, request: web.Request, _: str) -> web.StreamResponse:
         return web.json_response(self.world.registry.list_v1(dict(request.query)))
-

@@ -19,8 +19,11 @@ __all__ = ["E2BEmulator"]
 
 RATE_LIMIT_MESSAGE = "Rate limit exceeded"
 CONTROL_PREFIX = "/_emulator/e2b/"
-STREAM_RPCS = {"Start": r"/process\.Process/Start$", "Connect": r"/process\.Process/Connect$",
-               None: r"/process\.Process/(Start|Connect)$"}
+STREAM_RPCS = {
+    "Start": r"/process\.Process/Start$",
+    "Connect": r"/process\.Process/Connect$",
+    None: r"/process\.Process/(Start|Connect)$",
+}
 
 
 class E2BEmulator(Emulator):
@@ -65,8 +68,9 @@ class E2BEmulator(Emulator):
         log_bodies: bool = False,
     ) -> None:
         check_users(users)
-        super().__init__(host=host, port=port, credential=credential, workdir=workdir,
-                         log_bodies=log_bodies)
+        super().__init__(
+            host=host, port=port, credential=credential, workdir=workdir, log_bodies=log_bodies
+        )
         self.domain = domain
         self.world = World(self.workdir / "sandboxes", users=users, seed=seed)
         self.control = ControlPlane(self.world, self.faults, domain)
@@ -126,7 +130,7 @@ class E2BEmulator(Emulator):
         clock (a finite number from 0 to :data:`~.state.MAX_ADVANCE`, else 400);
         ``POST /_emulator/e2b/expire/{sandbox id}`` runs out a TTL now.
         """
-        path = request.path[len(CONTROL_PREFIX):]
+        path = request.path[len(CONTROL_PREFIX) :]
         if request.method != "POST":
             return api_error(405, "Method Not Allowed")
         if path == "clock":
@@ -135,15 +139,16 @@ class E2BEmulator(Emulator):
                 self.advance(seconds)
             except (ValueError, KeyError, TypeError) as error:
                 detail = str(error) if isinstance(error, ValueError) else ""
-                return api_error(400, 'body must be {"advance": seconds}' +
-                                 (f": {detail}" if detail else ""))
+                return api_error(
+                    400, 'body must be {"advance": seconds}' + (f": {detail}" if detail else "")
+                )
             return web.Response(status=204)
         if path.startswith("expire/"):
-            sandbox_id = path[len("expire/"):]
+            sandbox_id = path[len("expire/") :]
             try:
                 await run_blocking(lambda: self.expire(sandbox_id))
             except (ApiError, KeyError):
-                return api_error(404, f"sandbox \"{sandbox_id}\" not found")
+                return api_error(404, f'sandbox "{sandbox_id}" not found')
             return web.Response(status=204)
         return api_error(404, "Not Found")
 
@@ -200,8 +205,9 @@ class E2BEmulator(Emulator):
 
     # -- faults --------------------------------------------------------------------------
 
-    def stream_fault(self, kind: str, *, rpc: str | None = None, times: int = 1,
-                     after: int = 0, body: Any = None) -> Fault:
+    def stream_fault(
+        self, kind: str, *, rpc: str | None = None, times: int = 1, after: int = 0, body: Any = None
+    ) -> Fault:
         """Queue a stream fault for the next ``times`` Start/Connect streams.
 
         ``kind`` is one of ``no_start``, ``no_end``, ``error_end``, ``split``,
@@ -211,12 +217,24 @@ class E2BEmulator(Emulator):
         ``split``) and ``body`` the error value for ``error_end`` or the
         garbage flavour.
         """
-        return self.faults.add(f"stream_{kind}", method="POST", path=STREAM_RPCS[rpc],
-                               times=times, size=after, body=body)
+        return self.faults.add(
+            f"stream_{kind}",
+            method="POST",
+            path=STREAM_RPCS[rpc],
+            times=times,
+            size=after,
+            body=body,
+        )
 
-    def rate_limit(self, *, path: str | None = None, method: str | None = None,
-                   times: int = 1, retry_after: int = 7,
-                   retry_after_seconds: Any = None) -> Fault:
+    def rate_limit(
+        self,
+        *,
+        path: str | None = None,
+        method: str | None = None,
+        times: int = 1,
+        retry_after: int = 7,
+        retry_after_seconds: Any = None,
+    ) -> Fault:
         """Answer 429 ``{"code":429,"message":"Rate limit exceeded"}`` with ``Retry-After``.
 
         ``retry_after_seconds`` adds the ``retryAfterSeconds`` body field the
@@ -225,29 +243,41 @@ class E2BEmulator(Emulator):
         body: dict[str, Any] = {"code": 429, "message": RATE_LIMIT_MESSAGE}
         if retry_after_seconds is not None:
             body["retryAfterSeconds"] = retry_after_seconds
-        headers = {"Retry-After": str(retry_after), "RateLimit-Limit": "20",
-                   "RateLimit-Remaining": "0", "RateLimit-Reset": str(retry_after)}
-        return self.faults.add("status", path=path, method=method, times=times, status=429,
-                               headers=headers, body=body)
+        headers = {
+            "Retry-After": str(retry_after),
+            "RateLimit-Limit": "20",
+            "RateLimit-Remaining": "0",
+            "RateLimit-Reset": str(retry_after),
+        }
+        return self.faults.add(
+            "status", path=path, method=method, times=times, status=429, headers=headers, body=body
+        )
 
-    def server_error(self, status: int = 500, *, path: str | None = None,
-                     method: str | None = None, times: int = 1) -> Fault:
+    def server_error(
+        self,
+        status: int = 500,
+        *,
+        path: str | None = None,
+        method: str | None = None,
+        times: int = 1,
+    ) -> Fault:
         """Answer a 5xx: the API's error JSON, or the proxy's JSON for a 502."""
         body: dict[str, Any] = {"code": status, "message": "internal server error"}
         if status == 502:
             body = {"message": "The sandbox was not found", "code": 502}
-        return self.faults.add("status", path=path, method=method, times=times, status=status,
-                               body=body)
+        return self.faults.add(
+            "status", path=path, method=method, times=times, status=status, body=body
+        )
 
     def page_size(self, size: int, *, times: int = 1000) -> Fault:
         """Serve ``GET /v2/sandboxes`` pages of ``size`` items (the next ``times`` pages)."""
-        return self.faults.add("list_page_size", method="GET", path=r"^/v2/sandboxes$",
-                               times=times, size=size)
+        return self.faults.add(
+            "list_page_size", method="GET", path=r"^/v2/sandboxes$", times=times, size=size
+        )
 
     def endless_listing(self, *, times: int = 1000) -> Fault:
         """The next ``times`` listing pages each carry a fresh ``X-Next-Token``."""
-        return self.faults.add("list_endless", method="GET", path=r"^/v2/sandboxes$",
-                               times=times)
+        return self.faults.add("list_endless", method="GET", path=r"^/v2/sandboxes$", times=times)
 
     def break_tag_selectors(self, *, times: int = 1) -> Fault:
         """The next ``times`` tag selectors answer ``not_found`` (pids still work)."""

@@ -74,8 +74,17 @@ METADATA_HEADER = "x-metadata-"
 XATTR_PREFIX = "user.e2b."
 DEFAULT_KEEPALIVE = 90.0
 _HOST = re.compile(r"^(?P<port>\d+)-(?P<id>[a-z0-9]+)\.")
-_STREAM_FAULTS = ("stream_no_start", "stream_no_end", "stream_error_end", "stream_split",
-                  "stream_merge", "stream_hang", "stream_reset", "stream_rst", "stream_garbage")
+_STREAM_FAULTS = (
+    "stream_no_start",
+    "stream_no_end",
+    "stream_error_end",
+    "stream_split",
+    "stream_merge",
+    "stream_hang",
+    "stream_reset",
+    "stream_rst",
+    "stream_garbage",
+)
 
 
 def sandbox_target(request: web.Request) -> tuple[str | None, str | None]:
@@ -96,8 +105,10 @@ def is_envd_request(request: web.Request) -> bool:
 
 
 def _rpc_error(error: RpcError) -> web.Response:
-    return web.json_response(connect.error_body(error.code, error.message),
-                             status=connect.HTTP_STATUS.get(error.code, 500))
+    return web.json_response(
+        connect.error_body(error.code, error.message),
+        status=connect.HTTP_STATUS.get(error.code, 500),
+    )
 
 
 def _http_error(status: int, message: str) -> web.Response:
@@ -136,11 +147,18 @@ class Envd:
         if record is None or record.state != "running":
             return web.json_response(
                 {"sandboxId": sandbox_id, "message": "The sandbox was not found", "code": 502},
-                status=502)
+                status=502,
+            )
         if port != str(ENVD_PORT):
             return web.json_response(
-                {"sandboxId": sandbox_id, "message": "The sandbox is running but port is not open",
-                 "port": port, "code": 502}, status=502)
+                {
+                    "sandboxId": sandbox_id,
+                    "message": "The sandbox is running but port is not open",
+                    "port": port,
+                    "code": 502,
+                },
+                status=502,
+            )
         path, method = request.path, request.method
         if path == "/health" and method == "GET":
             return web.Response(status=204)
@@ -151,8 +169,11 @@ class Envd:
                 return await self._write_file(request, record)
             return _http_error(405, "method not allowed")
         if not self._token_ok(request, record):
-            return _http_error(401, "unauthorized access, please provide a valid access token "
-                                    "or method signing if supported")
+            return _http_error(
+                401,
+                "unauthorized access, please provide a valid access token "
+                "or method signing if supported",
+            )
         if method == "POST" and path.startswith("/process.Process/"):
             return await self._process_rpc(request, record, path.rsplit("/", 1)[1])
         if method == "POST" and path.startswith("/filesystem.Filesystem/"):
@@ -183,17 +204,23 @@ class Envd:
 
     # -- process.Process --------------------------------------------------------------------
 
-    async def _process_rpc(self, request: web.Request, record: SandboxRecord,
-                           method: str) -> web.StreamResponse:
+    async def _process_rpc(
+        self, request: web.Request, record: SandboxRecord, method: str
+    ) -> web.StreamResponse:
         if method in ("Start", "Connect"):
             return await self._stream(request, record, method)
-        unary = {"List": self._list, "SendInput": self._send_input,
-                 "CloseStdin": self._close_stdin, "SendSignal": self._send_signal,
-                 "Update": self._update}
+        unary = {
+            "List": self._list,
+            "SendInput": self._send_input,
+            "CloseStdin": self._close_stdin,
+            "SendSignal": self._send_signal,
+            "Update": self._update,
+        }
         handler = unary.get(method)
         if handler is None:
-            return _rpc_error(RpcError("unimplemented", f"process.Process/{method} is not "
-                                                        "emulated"))
+            return _rpc_error(
+                RpcError("unimplemented", f"process.Process/{method} is not emulated")
+            )
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return web.Response(status=415, text="unsupported content type\n")
@@ -211,21 +238,23 @@ class Envd:
         except RpcError as error:
             return _rpc_error(error)
 
-    def _select(self, request: web.Request, table: ProcessTable, selector: Any, *,
-                ended: bool = False) -> Process:
+    def _select(
+        self, request: web.Request, table: ProcessTable, selector: Any, *, ended: bool = False
+    ) -> Process:
         tags_work = True
         if isinstance(selector, dict) and "tag" in selector:
-            tags_work = self.faults.take("tag_selector_404", request.method,
-                                         request.path) is None
+            tags_work = self.faults.take("tag_selector_404", request.method, request.path) is None
         return table.select(selector, ended=ended, tags_work=tags_work)
 
-    async def _list(self, request: web.Request, table: ProcessTable,
-                    body: dict[str, Any]) -> dict[str, Any]:
+    async def _list(
+        self, request: web.Request, table: ProcessTable, body: dict[str, Any]
+    ) -> dict[str, Any]:
         processes = [p.listed() for p in table.live()]
         return {"processes": processes} if processes else {}
 
-    async def _send_input(self, request: web.Request, table: ProcessTable,
-                          body: dict[str, Any]) -> dict[str, Any]:
+    async def _send_input(
+        self, request: web.Request, table: ProcessTable, body: dict[str, Any]
+    ) -> dict[str, Any]:
         process = self._select(request, table, body.get("process"))
         given = body.get("input")
         if not isinstance(given, dict) or not ({"stdin", "pty"} & given.keys()):
@@ -234,34 +263,39 @@ class Envd:
         await run_blocking(lambda: table.write(process, data))
         return {}
 
-    async def _close_stdin(self, request: web.Request, table: ProcessTable,
-                           body: dict[str, Any]) -> dict[str, Any]:
+    async def _close_stdin(
+        self, request: web.Request, table: ProcessTable, body: dict[str, Any]
+    ) -> dict[str, Any]:
         process = self._select(request, table, body.get("process"))
         await run_blocking(lambda: table.close_stdin(process))
         return {}
 
-    async def _send_signal(self, request: web.Request, table: ProcessTable,
-                           body: dict[str, Any]) -> dict[str, Any]:
+    async def _send_signal(
+        self, request: web.Request, table: ProcessTable, body: dict[str, Any]
+    ) -> dict[str, Any]:
         process = self._select(request, table, body.get("process"))
         await run_blocking(lambda: table.signal(process, body.get("signal")))
         return {}
 
-    async def _update(self, request: web.Request, table: ProcessTable,
-                      body: dict[str, Any]) -> dict[str, Any]:
+    async def _update(
+        self, request: web.Request, table: ProcessTable, body: dict[str, Any]
+    ) -> dict[str, Any]:
         process = self._select(request, table, body.get("process"))
         await run_blocking(lambda: table.resize(process, body.get("pty")))
         return {}
 
     # -- filesystem.Filesystem ---------------------------------------------------------------
 
-    async def _filesystem_rpc(self, request: web.Request, record: SandboxRecord,
-                              method: str) -> web.StreamResponse:
+    async def _filesystem_rpc(
+        self, request: web.Request, record: SandboxRecord, method: str
+    ) -> web.StreamResponse:
         """A unary ``filesystem.Filesystem`` call (:mod:`.filesystem`); the rest of the
         service answers ``unimplemented``."""
         handler = filesystem.METHODS.get(method)
         if handler is None:
-            return _rpc_error(RpcError("unimplemented", f"filesystem.Filesystem/{method} is "
-                                                        "not emulated"))
+            return _rpc_error(
+                RpcError("unimplemented", f"filesystem.Filesystem/{method} is not emulated")
+            )
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return web.Response(status=415, text="unsupported content type\n")
@@ -279,8 +313,9 @@ class Envd:
         except RpcError as error:
             return _rpc_error(error)
         except OSError as error:
-            return _rpc_error(RpcError("internal", f"error reading the filesystem: "
-                                                   f"{error.strerror or error}"))
+            return _rpc_error(
+                RpcError("internal", f"error reading the filesystem: {error.strerror or error}")
+            )
 
     # -- streams ----------------------------------------------------------------------------
 
@@ -325,8 +360,9 @@ class Envd:
                 plan.garbage = fault.body if isinstance(fault.body, str) else "json"
         return plan
 
-    async def _stream(self, request: web.Request, record: SandboxRecord,
-                      method: str) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, record: SandboxRecord, method: str
+    ) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type != STREAM_CONTENT_TYPE:
             return web.Response(status=415, text="unsupported content type\n")
@@ -348,37 +384,51 @@ class Envd:
             pass
         return response
 
-    async def _run_stream(self, request: web.Request, body: bytes, record: SandboxRecord,
-                          method: str, writer: EnvelopeWriter) -> None:
+    async def _run_stream(
+        self,
+        request: web.Request,
+        body: bytes,
+        record: SandboxRecord,
+        method: str,
+        writer: EnvelopeWriter,
+    ) -> None:
         try:
             user = self._user(request)
             message = connect.decode_one(body)
             table = self.world.table(record.sandbox_id)
             subscription: Subscription | None
             if method == "Start":
-                process, subscription = await run_blocking(lambda: table.start(
-                    message, user=user, sandbox_env=record.env_vars))
+                process, subscription = await run_blocking(
+                    lambda: table.start(message, user=user, sandbox_env=record.env_vars)
+                )
                 self._arm_deadline(request, table, process)
             else:
                 selector = message.get("process") if isinstance(message, dict) else None
                 process = self._select(request, table, selector, ended=True)
                 ended = process.end() is not None
-                subscription = None if ended else await run_blocking(
-                    lambda: table.follow(process))
+                subscription = None if ended else await run_blocking(lambda: table.follow(process))
             deadline = self._stream_deadline(request)
         except connect.EnvelopeError as error:
-            await writer.send(connect.end_stream(connect.error_body("invalid_argument",
-                                                                    str(error))))
+            await writer.send(
+                connect.end_stream(connect.error_body("invalid_argument", str(error)))
+            )
             return
         except KeyError:
-            await writer.send(connect.end_stream(connect.error_body("unavailable",
-                                                                    "sandbox is gone")))
+            await writer.send(
+                connect.end_stream(connect.error_body("unavailable", "sandbox is gone"))
+            )
             return
         except RpcError as error:
             await writer.send(connect.end_stream(connect.error_body(error.code, error.message)))
             return
-        await pump(writer, process, subscription, record,
-                   keepalive=self._keepalive(request), deadline=deadline)
+        await pump(
+            writer,
+            process,
+            subscription,
+            record,
+            keepalive=self._keepalive(request),
+            deadline=deadline,
+        )
 
     def _keepalive(self, request: web.Request) -> float | None:
         raw = request.headers.get("Keepalive-Ping-Interval")
@@ -410,8 +460,12 @@ class Envd:
 
         def fire() -> None:
             self._timers.discard(handle)
-            threading.Thread(target=table.kill_on_deadline, args=(process,),
-                             name="e2b-emulator-deadline", daemon=True).start()
+            threading.Thread(
+                target=table.kill_on_deadline,
+                args=(process,),
+                name="e2b-emulator-deadline",
+                daemon=True,
+            ).start()
 
         handle = loop.call_later(seconds, fire)
         self._timers.add(handle)
@@ -430,8 +484,7 @@ class Envd:
             raise RpcError("unauthenticated", f"invalid user: '{user}'")
         return user
 
-    def _file_authorised(self, request: web.Request, record: SandboxRecord,
-                         operation: str) -> bool:
+    def _file_authorised(self, request: web.Request, record: SandboxRecord, operation: str) -> bool:
         if "X-Access-Token" in request.headers:
             return self._token_ok(request, record)
         given = request.query.get("signature")
@@ -441,16 +494,25 @@ class Envd:
         expiration = int(raw_expiration) if raw_expiration and raw_expiration.isdigit() else None
         if expiration is not None and expiration < self.world.clock.now():
             return False
-        expected = signature(request.query.get("path", ""), operation,
-                             request.query.get("username", ""), record.access_token, expiration)
+        expected = signature(
+            request.query.get("path", ""),
+            operation,
+            request.query.get("username", ""),
+            record.access_token,
+            expiration,
+        )
         return hmac.compare_digest(given.encode(), expected.encode())
 
-    def _file_caller(self, request: web.Request, record: SandboxRecord,
-                     operation: str) -> str | web.StreamResponse:
+    def _file_caller(
+        self, request: web.Request, record: SandboxRecord, operation: str
+    ) -> str | web.StreamResponse:
         """The user a ``/files`` request acts as, or the 401 that refuses it."""
         if not self._file_authorised(request, record, operation):
-            return _http_error(401, "unauthorized access, please provide a valid access token "
-                                    "or method signing if supported")
+            return _http_error(
+                401,
+                "unauthorized access, please provide a valid access token "
+                "or method signing if supported",
+            )
         try:
             return self._file_user(request)
         except RpcError as error:
@@ -483,6 +545,7 @@ class Envd:
             return await _stream_file(request, fd)
         finally:
             os.close(fd)
+
     async def _write_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
         user = self._file_caller(request, record, "write")
         if isinstance(user, web.StreamResponse):
@@ -492,8 +555,9 @@ class Envd:
         query_path = request.query.get("path")
         if content_type.startswith("multipart/form-data"):
             try:
-                uploads = [(query_path or name, data)
-                           for name, data in _file_parts(content_type, body)]
+                uploads = [
+                    (query_path or name, data) for name, data in _file_parts(content_type, body)
+                ]
             except ValueError as error:
                 return _http_error(400, str(error))
         elif query_path:
@@ -517,8 +581,7 @@ class Envd:
         written = []
         for absolute, data in targets:
             try:
-                await run_blocking(functools.partial(sandbox.write_file, absolute, data,
-                                                     xattrs))
+                await run_blocking(functools.partial(sandbox.write_file, absolute, data, xattrs))
             except safefs.PathRefused as refusal:
                 if refusal.reason == "is_directory":
                     return _http_error(400, f"path '{absolute}' is a directory")
@@ -527,8 +590,11 @@ class Envd:
                 return _http_error(400, f"cannot write path '{absolute}': {refusal}")
             except OSError as error:
                 return _file_os_error(absolute, "writing", error)
-            entry: dict[str, Any] = {"path": absolute, "name": posixpath.basename(absolute),
-                                     "type": "file"}
+            entry: dict[str, Any] = {
+                "path": absolute,
+                "name": posixpath.basename(absolute),
+                "type": "file",
+            }
             if metadata:
                 entry["metadata"] = dict(metadata)
             written.append(entry)
@@ -542,16 +608,16 @@ async def _stream_file(request: web.Request, fd: int) -> web.StreamResponse:
     meanwhile has its connection cut short rather than a short body passed off as whole.
     """
     size = os.fstat(fd).st_size
-    response = web.StreamResponse(status=200,
-                                  headers={"Content-Type": "application/octet-stream"})
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/octet-stream"})
     response.content_length = size
     await response.prepare(request)
     remaining = size
     try:
         while remaining > 0:
             want = min(filesystem.READ_CHUNK, remaining)
-            chunk = await run_blocking(functools.partial(os.read, fd, want),
-                                       name="e2b-emulator-read")
+            chunk = await run_blocking(
+                functools.partial(os.read, fd, want), name="e2b-emulator-read"
+            )
             if not chunk:
                 if request.transport is not None:
                     request.transport.abort()
@@ -571,7 +637,7 @@ def _upload_metadata(request: web.Request) -> dict[str, str]:
     for name, value in request.headers.items():
         if not name.lower().startswith(METADATA_HEADER):
             continue
-        key = name[len(METADATA_HEADER):].lower()
+        key = name[len(METADATA_HEADER) :].lower()
         if not key:
             raise ValueError("invalid metadata header: empty key")
         if not all(" " <= char <= "~" for char in value):

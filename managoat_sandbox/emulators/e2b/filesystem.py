@@ -224,8 +224,7 @@ def _path(body: Mapping[str, Any], sandbox: SandboxBox, user: str) -> str:
 def _depth(body: Mapping[str, Any]) -> int:
     given = body.get("depth", 0)
     try:
-        depth = int(given) if isinstance(given, (int, str)) and not isinstance(given,
-                                                                                bool) else -1
+        depth = int(given) if isinstance(given, (int, str)) and not isinstance(given, bool) else -1
     except ValueError:
         depth = -1
     if depth < 0 or depth > 0xFFFFFFFF:

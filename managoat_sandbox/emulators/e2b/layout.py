@@ -77,9 +77,13 @@ class SandboxBox:
         is left behind."""
         check_users(users)
         name = box_user(users)
-        settings = BoxSettings(isolated=isolation.support().available,
-                               hostname=hostname_for(sandbox_id), user=name, uid=BOX_UID,
-                               home=f"/home/{name}")
+        settings = BoxSettings(
+            isolated=isolation.support().available,
+            hostname=hostname_for(sandbox_id),
+            user=name,
+            uid=BOX_UID,
+            home=f"/home/{name}",
+        )
         directory.mkdir(mode=0o755)
         try:
             box = Box.create(directory, settings)
@@ -115,8 +119,11 @@ class SandboxBox:
     def environment(self, user: str, extra: Mapping[str, str], *, tty: bool) -> dict[str, str]:
         """A command's environment for ``user``: the box's base, that user's ``HOME``,
         ``USER`` and ``LOGNAME``, then ``extra``."""
-        identity = {"HOME": self.command_path(self.home_path(user), user), "USER": user,
-                    "LOGNAME": user}
+        identity = {
+            "HOME": self.command_path(self.home_path(user), user),
+            "USER": user,
+            "LOGNAME": user,
+        }
         return self.box.environment({**identity, **extra}, tty=tty)
 
     # -- files (sandbox paths, absolute) -------------------------------------------------
@@ -131,8 +138,7 @@ class SandboxBox:
         with self.root() as root_fd:
             return safefs.read_file(root_fd, path)
 
-    def write_file(self, path: str, data: bytes,
-                   xattrs: Mapping[str, bytes] | None = None) -> None:
+    def write_file(self, path: str, data: bytes, xattrs: Mapping[str, bytes] | None = None) -> None:
         """Replace the file at ``path`` with ``data`` (and the extended attributes
         ``xattrs``), creating its parents (PathRefused ``is_directory``,
         ``read_only``... as safefs says)."""

@@ -187,8 +187,9 @@ class ProcessTable:
         self._processes: dict[int, Process] = {}
         self._sessions = 0
 
-    def start(self, request: Any, *, user: str,
-              sandbox_env: dict[str, str]) -> tuple[Process, Subscription]:
+    def start(
+        self, request: Any, *, user: str, sandbox_env: dict[str, str]
+    ) -> tuple[Process, Subscription]:
         """Validate a StartRequest and run its process: the process and its output
         from byte zero (the caller closes the subscription)."""
         if not isinstance(request, dict) or not isinstance(request.get("process"), dict):
@@ -218,8 +219,16 @@ class ProcessTable:
             sid = f"p{self._sessions}"
         box = sandbox.box
         try:
-            pid, subscription = box.spawn(sid, [*SHELL_PREFIX, cmd, *args], env=env, cwd=cwd,
-                                          stdin=stdin, tty=pty, rows=rows, cols=cols)
+            pid, subscription = box.spawn(
+                sid,
+                [*SHELL_PREFIX, cmd, *args],
+                env=env,
+                cwd=cwd,
+                stdin=stdin,
+                tty=pty,
+                rows=rows,
+                cols=cols,
+            )
         except Refused as refusal:
             if refusal.code == "bad_cwd":
                 raise RpcError("invalid_argument", f"cwd '{cwd_arg}' does not exist") from None
@@ -249,8 +258,7 @@ class ProcessTable:
         try:
             subscription = self.sandbox.box.attach(process.sid, from_end=True)
         except (OSError, EngineError) as error:
-            raise RpcError("unavailable", f"cannot follow process {process.pid}: {error}") \
-                from None
+            raise RpcError("unavailable", f"cannot follow process {process.pid}: {error}") from None
         if subscription is not None and process.end() is not None:
             subscription.close()
             return None

@@ -76,8 +76,11 @@ class Clock:
         """Move the emulator's time forward by ``seconds``: ValueError unless it is a
         finite number from 0 to :data:`MAX_ADVANCE` that keeps the offset within
         :data:`MAX_OFFSET` (the clock is unchanged then)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
-                math.isfinite(seconds) and 0 <= seconds <= MAX_ADVANCE):
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not (math.isfinite(seconds) and 0 <= seconds <= MAX_ADVANCE)
+        ):
             raise ValueError(f"advance: a finite number of seconds from 0 to {MAX_ADVANCE:g}")
         with self._lock:
             if self._offset + seconds > MAX_OFFSET:
@@ -369,8 +372,9 @@ class Registry:
         with self._lock:
             record = self._records.get(sandbox_id)
             if record is None:
-                raise ApiError(404, f"sandbox \"{sandbox_id}\" doesn't exist or you don't "
-                                    "have access to it")
+                raise ApiError(
+                    404, f"sandbox \"{sandbox_id}\" doesn't exist or you don't have access to it"
+                )
             return record
 
     def find(self, sandbox_id: str) -> SandboxRecord | None:
@@ -418,7 +422,8 @@ class Registry:
         template = query.get("template")
         with self._lock:
             records = [
-                r for r in self._records.values()
+                r
+                for r in self._records.values()
                 if r.state in states
                 and _matches(r.metadata, wanted)
                 and (started_after is None or r.started_at >= started_after)
@@ -442,7 +447,8 @@ class Registry:
         wanted = parse_metadata_filter(query["metadata"]) if query.get("metadata") else {}
         with self._lock:
             records = [
-                r for r in self._records.values()
+                r
+                for r in self._records.values()
                 if r.state == "running" and _matches(r.metadata, wanted)
             ]
         records.sort(key=lambda r: (-r.started_at, r.sandbox_id))

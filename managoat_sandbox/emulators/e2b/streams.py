@@ -81,8 +81,9 @@ class StreamPlan:
 class EnvelopeWriter:
     """Writes envelopes to a prepared chunked response, applying a plan's framing faults."""
 
-    def __init__(self, request: web.Request, response: web.StreamResponse,
-                 plan: StreamPlan) -> None:
+    def __init__(
+        self, request: web.Request, response: web.StreamResponse, plan: StreamPlan
+    ) -> None:
         self._request = request
         self._response = response
         self.plan = plan
@@ -222,10 +223,15 @@ async def pump(
         size = MAX_PTY_CHUNK if process.pty else MAX_CHUNK
         while True:
             if record.gone or record.generation != generation:
-                await writer.send(connect.end_stream(connect.error_body(
-                    "unavailable",
-                    f"the connection to sandbox {record.sandbox_id} ended before the stream "
-                    "completed")))
+                await writer.send(
+                    connect.end_stream(
+                        connect.error_body(
+                            "unavailable",
+                            f"the connection to sandbox {record.sandbox_id} ended before "
+                            "the stream completed",
+                        )
+                    )
+                )
                 return
             if plan.cut_after is not None and data_events >= plan.cut_after:
                 await writer.send(connect.end_stream(plan.cut_trailer))
@@ -237,8 +243,11 @@ async def pump(
             if pending:
                 item = pending.popleft()
                 if isinstance(item, events.Output):
-                    key = "pty" if process.pty else (
-                        "stdout" if item.stream == wire.OUT else "stderr")
+                    key = (
+                        "pty"
+                        if process.pty
+                        else ("stdout" if item.stream == wire.OUT else "stderr")
+                    )
                     for piece in _pieces(item.data, size):
                         if plan.cut_after is not None and data_events >= plan.cut_after:
                             break
@@ -269,8 +278,9 @@ async def pump(
             if not batch:
                 pending.append(dict(LOST))
             for event in batch:
-                pending.append(event if isinstance(event, events.Output)
-                               else process.keep_end(event))
+                pending.append(
+                    event if isinstance(event, events.Output) else process.keep_end(event)
+                )
     finally:
         if feed is not None:
             feed.close()

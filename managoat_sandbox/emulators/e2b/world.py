@@ -42,8 +42,9 @@ class World:
         sandbox: SandboxBox | None = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            sandbox = SandboxBox.create(self.root / record.sandbox_id, record.sandbox_id,
-                                        self.users)
+            sandbox = SandboxBox.create(
+                self.root / record.sandbox_id, record.sandbox_id, self.users
+            )
             policy = egress_policy(record.network)
             if policy.allow is not None:
                 sandbox.box.set_policy(policy)
@@ -61,8 +62,9 @@ class World:
         with self._lock:
             return self._tables[sandbox_id]
 
-    def network(self, record: SandboxRecord, network: dict[str, Any],
-                allow_internet_access: bool) -> None:
+    def network(
+        self, record: SandboxRecord, network: dict[str, Any], allow_internet_access: bool
+    ) -> None:
         """Replace the sandbox's egress rules and put them in force (:func:`egress_policy`)."""
         with self.registry.lock:
             record.network = network

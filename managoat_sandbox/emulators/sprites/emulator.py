@@ -24,8 +24,10 @@ RESTORE_PATH = r"/restore$"
 EXEC_PATH = r"/exec(/[^/]+)?$"
 LIST_PATH = r"^/v1/sprites$"
 MALFORMED = ('{"type":"signal","signal":"SIGTERM"', "not json at all")
-TORN = ('{"type":"signal","message":"Signaling SIGTERM to process group 1",'
-        '"signal":"SIGTERM","pid":1}', '{"type":"exited","mess')
+TORN = (
+    '{"type":"signal","message":"Signaling SIGTERM to process group 1","signal":"SIGTERM","pid":1}',
+    '{"type":"exited","mess',
+)
 STREAM_PATHS = {"kill": KILL_PATH, "checkpoint": CHECKPOINT_PATH, "restore": RESTORE_PATH}
 
 
@@ -79,10 +81,18 @@ class SpritesEmulator(Emulator):
     provider: ClassVar[str] = "sprites"
     credential_env: ClassVar[str] = "SPRITES_TOKEN"
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, credential: str | None = None,
-                 workdir: str | Path | None = None, log_bodies: bool = False) -> None:
-        super().__init__(host=host, port=port, credential=credential, workdir=workdir,
-                         log_bodies=log_bodies)
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        credential: str | None = None,
+        workdir: str | Path | None = None,
+        log_bodies: bool = False,
+    ) -> None:
+        super().__init__(
+            host=host, port=port, credential=credential, workdir=workdir, log_bodies=log_bodies
+        )
         self.behaviour = Behaviour()
         self.state = State(self.workdir)
         self._rest = Rest(self.state, self.faults, self.behaviour)
@@ -144,30 +154,62 @@ class SpritesEmulator(Emulator):
 
     # -- faults ---------------------------------------------------------------------------------
 
-    def rate_limit(self, *, retry_after: int = 17, header: bool = True, in_body: bool = True,
-                   method: str | None = None, path: str | None = None, times: int = 1) -> Fault:
+    def rate_limit(
+        self,
+        *,
+        retry_after: int = 17,
+        header: bool = True,
+        in_body: bool = True,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+    ) -> Fault:
         """429 ``{"error":"sprite_creation_rate_limited",…}``, the delay in the
         ``Retry-After`` header and/or the body's ``retry_after_seconds``."""
-        body: dict[str, Any] = {"error": "sprite_creation_rate_limited",
-                                "message": "rate limit exceeded", "limit": 10,
-                                "window_seconds": 60}
-        headers = {"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0",
-                   "X-RateLimit-Reset": str(int(time.time()) + retry_after)}
+        body: dict[str, Any] = {
+            "error": "sprite_creation_rate_limited",
+            "message": "rate limit exceeded",
+            "limit": 10,
+            "window_seconds": 60,
+        }
+        headers = {
+            "X-RateLimit-Limit": "10",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(int(time.time()) + retry_after),
+        }
         if in_body:
             body["retry_after_seconds"] = retry_after
         if header:
             headers["Retry-After"] = str(retry_after)
-        return self.faults.add("status", method=method, path=path, times=times, status=429,
-                               headers=headers, body=body)
+        return self.faults.add(
+            "status", method=method, path=path, times=times, status=429, headers=headers, body=body
+        )
 
-    def fail(self, status: int = 500, *, body: Any = None, headers: Mapping[str, str] | None = None,
-             method: str | None = None, path: str | None = None, times: int = 1) -> Fault:
+    def fail(
+        self,
+        status: int = 500,
+        *,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+    ) -> Fault:
         """Answer ``status`` (default body ``{"error": "internal_error", …}``)."""
         if body is None:
-            body = {"error": "internal_error" if status >= 500 else "error",
-                    "message": f"injected {status}"}
-        return self.faults.add("status", method=method, path=path, times=times, status=status,
-                               headers=dict(headers or {}), body=body)
+            body = {
+                "error": "internal_error" if status >= 500 else "error",
+                "message": f"injected {status}",
+            }
+        return self.faults.add(
+            "status",
+            method=method,
+            path=path,
+            times=times,
+            status=status,
+            headers=dict(headers or {}),
+            body=body,
+        )
 
     def refuse_fresh_execs(self, count: int, *, sprite: str | None = None) -> None:
         """Sprites created from now on (or the named one) refuse their first ``count``
@@ -180,22 +222,43 @@ class SpritesEmulator(Emulator):
             raise KeyError(sprite)
         found.boot_refusals = count
 
-    def refuse_upgrade(self, status: int = 503, *, body: Any = None,
-                       headers: Mapping[str, str] | None = None, path: str = EXEC_PATH,
-                       times: int = 1) -> Fault:
+    def refuse_upgrade(
+        self,
+        status: int = 503,
+        *,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        path: str = EXEC_PATH,
+        times: int = 1,
+    ) -> Fault:
         """Refuse matching exec/attach WebSocket upgrades with ``status``."""
-        return self.faults.add("ws_reject", method="GET", path=path, times=times, status=status,
-                               headers=dict(headers or {}), body=body)
+        return self.faults.add(
+            "ws_reject",
+            method="GET",
+            path=path,
+            times=times,
+            status=status,
+            headers=dict(headers or {}),
+            body=body,
+        )
 
-    def drop_exec(self, after_frames: int = 1, *, close_frame: bool = False, reset: bool = False,
-                  path: str = EXEC_PATH, times: int = 1) -> Fault:
+    def drop_exec(
+        self,
+        after_frames: int = 1,
+        *,
+        close_frame: bool = False,
+        reset: bool = False,
+        path: str = EXEC_PATH,
+        times: int = 1,
+    ) -> Fault:
         """End matching exec/attach sockets after ``after_frames`` output frames, before
         the exit frame: a TCP abort, a TCP reset (``reset``: RST, the client's read
         fails with ECONNRESET) or (``close_frame``) a normal 1000 close. The process
         keeps running."""
         kind = "close" if close_frame else "reset" if reset else "abort"
-        return self.faults.add("ws_drop", method="GET", path=path, times=times,
-                               size=after_frames, body=kind)
+        return self.faults.add(
+            "ws_drop", method="GET", path=path, times=times, size=after_frames, body=kind
+        )
 
     def exit_frame(self, payload: bytes | str, *, path: str = EXEC_PATH, times: int = 1) -> Fault:
         """Send ``payload`` instead of the exit frame of matching sockets: bytes as a binary
@@ -206,48 +269,58 @@ class SpritesEmulator(Emulator):
         """``GET /v1/sprites`` always answers ``has_more`` with a fresh token."""
         return self.faults.add("listing", method="GET", path=LIST_PATH, times=times)
 
-    def truncate(self, *, method: str | None = None, path: str | None = LIST_PATH,
-                 times: int = 1) -> Fault:
+    def truncate(
+        self, *, method: str | None = None, path: str | None = LIST_PATH, times: int = 1
+    ) -> Fault:
         """A 200 whose Content-Length promises more than is sent before the close."""
         return self.faults.add("truncate", method=method, path=path, times=times, status=200)
 
-    def stall(self, seconds: float, *, method: str | None = None, path: str | None = None,
-              times: int = 1) -> Fault:
+    def stall(
+        self, seconds: float, *, method: str | None = None, path: str | None = None, times: int = 1
+    ) -> Fault:
         """Hold matching requests for ``seconds`` before handling them."""
         return self.faults.add("stall", method=method, path=path, times=times, seconds=seconds)
 
-    def oversize(self, size: int, *, method: str | None = None, path: str | None = None,
-                 times: int = 1) -> Fault:
+    def oversize(
+        self, size: int, *, method: str | None = None, path: str | None = None, times: int = 1
+    ) -> Fault:
         """Answer matching requests with ``size`` bytes instead."""
         return self.faults.add("oversize", method=method, path=path, times=times, size=size)
 
-    def drop_connection(self, *, method: str | None = None, path: str | None = None,
-                        times: int = 1) -> Fault:
+    def drop_connection(
+        self, *, method: str | None = None, path: str | None = None, times: int = 1
+    ) -> Fault:
         """Close the TCP connection without answering."""
         return self.faults.add("drop", method=method, path=path, times=times)
 
-    def script_ndjson(self, lines: Sequence[Any], *, path: str, times: int = 1,
-                      cut: bool = False) -> Fault:
+    def script_ndjson(
+        self, lines: Sequence[Any], *, path: str, times: int = 1, cut: bool = False
+    ) -> Fault:
         """Answer a matching kill/checkpoint/restore POST with exactly ``lines`` (objects,
         or raw strings sent as they are) instead of doing anything. ``cut``: the last
         line loses its newline and the connection closes before the chunked body
         ends (a stream truncated inside a line)."""
-        return self.faults.add("ndjson", method="POST", path=path, times=times, body=list(lines),
-                               size=1 if cut else 0)
+        return self.faults.add(
+            "ndjson", method="POST", path=path, times=times, body=list(lines), size=1 if cut else 0
+        )
 
-    def truncate_ndjson(self, stream: str = "kill", lines: Sequence[Any] | None = None,
-                        *, times: int = 1) -> Fault:
+    def truncate_ndjson(
+        self, stream: str = "kill", lines: Sequence[Any] | None = None, *, times: int = 1
+    ) -> Fault:
         """A ``kill``, ``checkpoint`` or ``restore`` stream cut inside a line (default: the
         ``signal`` event, then half of an ``exited`` event, then the connection closes)."""
-        return self.script_ndjson(TORN if lines is None else lines, path=STREAM_PATHS[stream],
-                                  times=times, cut=True)
+        return self.script_ndjson(
+            TORN if lines is None else lines, path=STREAM_PATHS[stream], times=times, cut=True
+        )
 
-    def malformed_ndjson(self, stream: str = "kill", lines: Sequence[Any] | None = None,
-                         *, times: int = 1) -> Fault:
+    def malformed_ndjson(
+        self, stream: str = "kill", lines: Sequence[Any] | None = None, *, times: int = 1
+    ) -> Fault:
         """A malformed ``kill``, ``checkpoint`` or ``restore`` stream (default: a torn
         JSON line and a non-JSON line, no ``complete``)."""
-        return self.script_ndjson(MALFORMED if lines is None else lines,
-                                  path=STREAM_PATHS[stream], times=times)
+        return self.script_ndjson(
+            MALFORMED if lines is None else lines, path=STREAM_PATHS[stream], times=times
+        )
 
 
 async def _version_header(request: web.Request, response: web.StreamResponse) -> None:

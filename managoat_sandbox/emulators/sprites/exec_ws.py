@@ -49,9 +49,20 @@ from .state import ExecSession, Sprite, State, now, wake
 DEFAULT_DETACHED_RUN = 10.0
 KILL_SETTLE = 5.0
 STDIN_TIMEOUT = 30.0
-_SIGNALS = {name: getattr(signal, name) for name in (
-    "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT",
-    "SIGSTOP")}
+_SIGNALS = {
+    name: getattr(signal, name)
+    for name in (
+        "SIGTERM",
+        "SIGKILL",
+        "SIGINT",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGCONT",
+        "SIGSTOP",
+    )
+}
 _TERMINAL = range(1, 65536)
 
 
@@ -128,8 +139,15 @@ class Exec:
         if isinstance(started, web.StreamResponse):
             return started
         session, subscription = started
-        return await Connection(request, sprite, session, self.behaviour, owner=True,
-                                faults=self.faults, subscription=subscription).serve()
+        return await Connection(
+            request,
+            sprite,
+            session,
+            self.behaviour,
+            owner=True,
+            faults=self.faults,
+            subscription=subscription,
+        ).serve()
 
     async def http_exec(self, request: web.Request) -> web.StreamResponse:
         """``POST /exec?cmd=…`` (no upgrade): the body is stdin; the answer streams the
@@ -146,8 +164,9 @@ class Exec:
             if session.stdin:
                 await _feed(session, body)
                 await _feed(session, None)
-            response = web.StreamResponse(status=200,
-                                          headers={"Content-Type": "application/octet-stream"})
+            response = web.StreamResponse(
+                status=200, headers={"Content-Type": "application/octet-stream"}
+            )
             await response.prepare(request)
             async for event in events:
                 if isinstance(event, Output):
@@ -157,8 +176,9 @@ class Exec:
         await response.write_eof()
         return response
 
-    async def _start(self, request: web.Request, sprite: Sprite, stdin_default: bool | None
-                     ) -> tuple[ExecSession, Subscription] | web.StreamResponse:
+    async def _start(
+        self, request: web.Request, sprite: Sprite, stdin_default: bool | None
+    ) -> tuple[ExecSession, Subscription] | web.StreamResponse:
         """Validate a new command's query and start it in the sprite's box: its session
         and a subscription to it from byte zero."""
         query = request.query
@@ -173,8 +193,9 @@ class Exec:
         if not await run_blocking(lambda: _is_directory(sprite, cwd)):
             return wire.invalid("dir does not exist in the sprite")
         try:
-            run_after = _run_after_disconnect(query.get("max_run_after_disconnect"), tty,
-                                              detachable)
+            run_after = _run_after_disconnect(
+                query.get("max_run_after_disconnect"), tty, detachable
+            )
         except ValueError:
             return wire.invalid("bad max_run_after_disconnect")
         refusal = self._refusal(request, sprite)
@@ -192,35 +213,48 @@ class Exec:
         box = sprite.box
         async with sprite.machine:
             try:
-                pid, subscription = await run_blocking(lambda: _spawn(
-                    sprite, str(session_id), argv, env=box.environment(extra, tty=tty),
-                    cwd=box.agent_path(cwd), stdin=wants_stdin, tty=tty, rows=rows, cols=cols))
+                pid, subscription = await run_blocking(
+                    lambda: _spawn(
+                        sprite,
+                        str(session_id),
+                        argv,
+                        env=box.environment(extra, tty=tty),
+                        cwd=box.agent_path(cwd),
+                        stdin=wants_stdin,
+                        tty=tty,
+                        rows=rows,
+                        cols=cols,
+                    )
+                )
             except Refused as failure:
                 if failure.code == "bad_cwd":
                     return wire.invalid("dir does not exist in the sprite")
                 return wire.error(500, "internal_error", "the command could not be started")
             except (OSError, EngineError):
                 return wire.error(500, "internal_error", "the command could not be started")
-        session = ExecSession(session_id, box, pid, tuple(argv), workdir, tty, wants_stdin, now(),
-                              run_after)
+        session = ExecSession(
+            session_id, box, pid, tuple(argv), workdir, tty, wants_stdin, now(), run_after
+        )
         sprite.sessions[session_id] = session
         return session, subscription
 
-    async def _attach(self, request: web.Request, sprite: Sprite,
-                      raw_id: str) -> web.StreamResponse:
+    async def _attach(
+        self, request: web.Request, sprite: Sprite, raw_id: str
+    ) -> web.StreamResponse:
         session = sprite.sessions.get(int(raw_id)) if raw_id.isdigit() else None
         if session is None:
             return wire.not_found("session")
-        if (self.behaviour.attach_finished_status is not None
-                and await run_blocking(session.ended)):
-            return wire.error(self.behaviour.attach_finished_status, "not_found",
-                              "session has exited")
+        if self.behaviour.attach_finished_status is not None and await run_blocking(session.ended):
+            return wire.error(
+                self.behaviour.attach_finished_status, "not_found", "session has exited"
+            )
         rejected = self.faults.take("ws_reject", "GET", request.path)
         if rejected is not None:
             return _rejection(rejected)
         await run_blocking(lambda: wake(sprite))
-        return await Connection(request, sprite, session, self.behaviour, owner=False,
-                                faults=self.faults).serve()
+        return await Connection(
+            request, sprite, session, self.behaviour, owner=False, faults=self.faults
+        ).serve()
 
     def _refusal(self, request: web.Request, sprite: Sprite) -> web.StreamResponse | None:
         rejected = self.faults.take("ws_reject", "GET", request.path)
@@ -264,12 +298,23 @@ def _is_directory(sprite: Sprite, path: str) -> bool:
         return False
 
 
-def _spawn(sprite: Sprite, sid: str, argv: list[str], *, env: dict[str, str], cwd: str,
-           stdin: bool, tty: bool, rows: int, cols: int) -> tuple[int | None, Subscription]:
+def _spawn(
+    sprite: Sprite,
+    sid: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str,
+    stdin: bool,
+    tty: bool,
+    rows: int,
+    cols: int,
+) -> tuple[int | None, Subscription]:
     """Wake the sprite and start a journaled session followed from byte zero (blocking)."""
     wake(sprite)
-    pid, subscription = sprite.box.spawn(sid, argv, env=env, cwd=cwd, stdin=stdin, tty=tty,
-                                         rows=rows, cols=cols, follow=True)
+    pid, subscription = sprite.box.spawn(
+        sid, argv, env=env, cwd=cwd, stdin=stdin, tty=tty, rows=rows, cols=cols, follow=True
+    )
     assert subscription is not None  # always given with follow=True
     return pid, subscription
 
@@ -281,9 +326,17 @@ class Connection:
     attacher's attaches from byte zero. Either way the connection owns it.
     """
 
-    def __init__(self, request: web.Request, sprite: Sprite, session: ExecSession,
-                 behaviour: Behaviour, *, owner: bool, faults: Faults,
-                 subscription: Subscription | None = None) -> None:
+    def __init__(
+        self,
+        request: web.Request,
+        sprite: Sprite,
+        session: ExecSession,
+        behaviour: Behaviour,
+        *,
+        owner: bool,
+        faults: Faults,
+        subscription: Subscription | None = None,
+    ) -> None:
         self.request = request
         self.sprite = sprite
         self.session = session
@@ -315,8 +368,7 @@ class Connection:
                 self.subscription = await self._attach()
             pump = asyncio.ensure_future(self._pump())
             reader = asyncio.ensure_future(self._read())
-            _, pending = await asyncio.wait({pump, reader},
-                                               return_when=asyncio.FIRST_COMPLETED)
+            _, pending = await asyncio.wait({pump, reader}, return_when=asyncio.FIRST_COMPLETED)
             for task in pending:
                 task.cancel()
             for task in (pump, reader):
@@ -343,8 +395,9 @@ class Connection:
     def _session_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "type": "session_info",
-            "session_id": (str(self.session.id) if self.behaviour.string_session_ids
-                           else self.session.id),
+            "session_id": (
+                str(self.session.id) if self.behaviour.string_session_ids else self.session.id
+            ),
             "command": self.session.command,
             "created": int(self.session.created.timestamp()),
             "is_owner": self.owner,
@@ -367,7 +420,7 @@ class Connection:
             async for event in events:
                 if isinstance(event, Output):
                     for start in range(0, len(event.data), limit):
-                        payload = event.data[start:start + limit]
+                        payload = event.data[start : start + limit]
                         prefix = b"" if self.session.tty else bytes([event.stream])
                         await self.ws.send_bytes(prefix + payload)
                         sent += 1
@@ -436,8 +489,12 @@ class Connection:
                 await run_blocking(lambda: session.signal(signum))
         elif message.get("type") == "resize" and session.tty:
             cols, rows = message.get("cols"), message.get("rows")
-            if isinstance(cols, int) and isinstance(rows, int) and cols in _TERMINAL \
-                    and rows in _TERMINAL:
+            if (
+                isinstance(cols, int)
+                and isinstance(rows, int)
+                and cols in _TERMINAL
+                and rows in _TERMINAL
+            ):
                 await run_blocking(lambda: _resize(session, rows, cols))
 
     def _abort(self) -> None:
@@ -458,8 +515,9 @@ def _expire(session: ExecSession) -> None:
     """Kill a session that outlived its last socket by ``max_run_after_disconnect`` (a
     session that ended meanwhile is not signalled: the box knows it no longer)."""
     session.timer = None
-    threading.Thread(target=session.signal, args=(signal.SIGKILL,),
-                     name="sprites-emulator-expire", daemon=True).start()
+    threading.Thread(
+        target=session.signal, args=(signal.SIGKILL,), name="sprites-emulator-expire", daemon=True
+    ).start()
 
 
 def _resize(session: ExecSession, rows: int, cols: int) -> None:
@@ -481,8 +539,11 @@ async def _feed(session: ExecSession, data: bytes | None) -> None:
 
 
 def _rejection(fault: Fault) -> web.Response:
-    body = fault.body if fault.body is not None else {"error": "unavailable",
-                                                     "message": "service unavailable"}
+    body = (
+        fault.body
+        if fault.body is not None
+        else {"error": "unavailable", "message": "service unavailable"}
+    )
     if isinstance(body, (dict, list)):
         return web.json_response(body, status=fault.status, headers=dict(fault.headers))
     return web.Response(text=str(body), status=fault.status, headers=dict(fault.headers))
@@ -533,8 +594,9 @@ def _signal_awake(session: ExecSession, signum: int) -> None:
         session.signal(signal.SIGCONT)
 
 
-async def _kill_stream(request: web.Request, session: ExecSession, signame: str, signum: int,
-                       grace: float) -> web.StreamResponse:
+async def _kill_stream(
+    request: web.Request, session: ExecSession, signame: str, signum: int, grace: float
+) -> web.StreamResponse:
     """Signal the session's group and report how it ended, watching its end (no polling)."""
     box, sid = session.box, session.sid
     try:
@@ -545,25 +607,36 @@ async def _kill_stream(request: web.Request, session: ExecSession, signame: str,
         stream = await wire.NdjsonStream(request).open()
         pgid = session.pid or 0
         await run_blocking(lambda: _signal_awake(session, signum))
-        await stream.line({"type": "signal",
-                           "message": f"Signaling {signame} to process group {pgid}",
-                           "signal": signame, "pid": pgid})
+        await stream.line(
+            {
+                "type": "signal",
+                "message": f"Signaling {signame} to process group {pgid}",
+                "signal": signame,
+                "pid": pgid,
+            }
+        )
         forced = signum == signal.SIGKILL
         end = None if watcher is None else await end_of(watcher, KILL_SETTLE if forced else grace)
         if end is None and not forced and watcher is not None:
-            await stream.line({"type": "timeout",
-                               "message": f"Timeout after {_format(grace)}, sending SIGKILL"})
+            await stream.line(
+                {"type": "timeout", "message": f"Timeout after {_format(grace)}, sending SIGKILL"}
+            )
             await run_blocking(lambda: session.signal(signal.SIGKILL))
             forced = True
             end = await end_of(watcher, KILL_SETTLE)
         if end is None:
-            await stream.line({"type": "error",
-                               "message": "Warning: process may not have terminated"})
+            await stream.line(
+                {"type": "error", "message": "Warning: process may not have terminated"}
+            )
             return await stream.finish()
-        await stream.line({"type": "killed", "message": "Process killed"} if forced
-                          else {"type": "exited", "message": "Process exited"})
-        await stream.line({"type": "complete",
-                           "exit_code": end.code if isinstance(end, Exited) else 137})
+        await stream.line(
+            {"type": "killed", "message": "Process killed"}
+            if forced
+            else {"type": "exited", "message": "Process exited"}
+        )
+        await stream.line(
+            {"type": "complete", "exit_code": end.code if isinstance(end, Exited) else 137}
+        )
         return await stream.finish()
     finally:
         if watcher is not None:

@@ -136,8 +136,7 @@ class Files:
 def _target(sprite: Sprite, request: web.Request) -> str:
     """The absolute sprite path a read or list names, ``..`` taken lexically (stopping
     at ``/``), as the answer's ``path`` fields show it."""
-    joined = sprite.resolve(request.query.get("path", ""),
-                            request.query.get("workingDir") or "/")
+    joined = sprite.resolve(request.query.get("path", ""), request.query.get("workingDir") or "/")
     return "/" + posixpath.normpath(joined).lstrip("/")
 
 
@@ -215,8 +214,10 @@ def _listing(sprite: Sprite, target: str) -> list[dict[str, Any]]:
         info = safefs.stat_path(root_fd, target)
         if not stat.S_ISDIR(info.st_mode):
             return [_entry(posixpath.basename(target), target, info)]
-        return [_entry(name, posixpath.join(target, name), status)
-                for name, status in safefs.list_dir(root_fd, target)]
+        return [
+            _entry(name, posixpath.join(target, name), status)
+            for name, status in safefs.list_dir(root_fd, target)
+        ]
 
 
 def _entry(name: str, path: str, info: os.stat_result) -> dict[str, Any]:

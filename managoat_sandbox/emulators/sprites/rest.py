@@ -92,8 +92,11 @@ class Rest:
         if sprite is None:
             if self.behaviour.conflict_status == 409:
                 return wire.error(409, "already_exists", f"sprite {name!r} already exists")
-            return wire.error(self.behaviour.conflict_status, "invalid_request",
-                              "invalid request body or name already exists")
+            return wire.error(
+                self.behaviour.conflict_status,
+                "invalid_request",
+                "invalid request body or name already exists",
+            )
         _apply_settings(sprite, settings, body.get("labels"), clear=False)
         sprite.boot_refusals = self.behaviour.boot_refusals
         return web.json_response(sprite.to_json(), status=201)
@@ -154,12 +157,14 @@ class Rest:
             next_token = _encode_token(f"\0{ENDLESS}{self._endless}")
         sprites = [s for s in (self.state.get(n) for n in page) if s is not None]
         counts = await run_blocking(self._counts)
-        return web.json_response({
-            "sprites": await run_blocking(lambda: [s.to_json() for s in sprites]),
-            "has_more": next_token is not None,
-            "next_continuation_token": next_token,
-            **counts,
-        })
+        return web.json_response(
+            {
+                "sprites": await run_blocking(lambda: [s.to_json() for s in sprites]),
+                "has_more": next_token is not None,
+                "next_continuation_token": next_token,
+                **counts,
+            }
+        )
 
     def _counts(self) -> dict[str, int]:
         counts = {status: 0 for status in ("running", "warm", "cold")}
@@ -255,8 +260,9 @@ class Rest:
         wanted = request.match_info["checkpoint"]
         found = _find(sprite, wanted)
         if found is None and self.behaviour.restore_unknown_status is not None:
-            return wire.error(self.behaviour.restore_unknown_status, "not_found",
-                              "checkpoint not found")
+            return wire.error(
+                self.behaviour.restore_unknown_status, "not_found", "checkpoint not found"
+            )
         script = self.faults.take("ndjson", request.method, request.path)
         if script is not None:
             return await wire.scripted(request, script.body or [], cut=script.size > 0)

@@ -62,9 +62,7 @@ HOME = "/home/sprite"
 
 def rfc3339(moment: datetime) -> str:
     """``2026-01-02T03:04:05.678Z``."""
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def now() -> datetime:
@@ -155,8 +153,7 @@ class Checkpoint:
 
     def listing(self) -> dict[str, Any]:
         """The checkpoint as the API shows it."""
-        return {"id": self.id, "create_time": rfc3339(self.create_time),
-                "comment": self.comment}
+        return {"id": self.id, "create_time": rfc3339(self.create_time), "comment": self.comment}
 
 
 @attrs.define(eq=False)
@@ -268,8 +265,13 @@ class State:
         """A new sprite, its box laid out (blocking); None if the name is taken."""
         sprite_id = str(uuid.uuid4())
         directory = self.workdir / "sprites" / sprite_id
-        settings = BoxSettings(isolated=isolation.support().available,
-                               hostname=hostname_for(name), user=USER, uid=UID, home=HOME)
+        settings = BoxSettings(
+            isolated=isolation.support().available,
+            hostname=hostname_for(name),
+            user=USER,
+            uid=UID,
+            home=HOME,
+        )
         with self.lock:
             if name in self.sprites:
                 return None

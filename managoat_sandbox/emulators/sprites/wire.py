@@ -22,11 +22,19 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def error(status: int, error_code: str, message: str,
-          headers: Mapping[str, str] | None = None, **extra: Any) -> web.Response:
+def error(
+    status: int,
+    error_code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> web.Response:
     """A JSON error answer (``extra`` adds fields, e.g. the filesystem's ``code``)."""
-    return web.json_response({"error": error_code, "message": message, **extra}, status=status,
-                             headers=dict(headers or {}))
+    return web.json_response(
+        {"error": error_code, "message": message, **extra},
+        status=status,
+        headers=dict(headers or {}),
+    )
 
 
 def not_found(what: str = "resource") -> web.Response:
@@ -92,8 +100,9 @@ class NdjsonStream:
         return self.response
 
 
-async def scripted(request: web.Request, lines: Sequence[Any], *,
-                   cut: bool = False) -> web.StreamResponse:
+async def scripted(
+    request: web.Request, lines: Sequence[Any], *, cut: bool = False
+) -> web.StreamResponse:
     """Answer with exactly ``lines`` (objects or raw strings) as an NDJSON stream.
 
     ``cut``: the last line goes out without its newline and the connection is

@@ -95,17 +95,22 @@ __all__ = ["Daytona"]
 log = logging.getLogger("managoat_sandbox.daytona")
 
 RUNNING_STATES = frozenset({"started", "starting", "resuming"})
-SUSPENDED_STATES = frozenset(
-    {"stopped", "stopping", "archived", "archiving", "paused", "pausing"}
-)
+SUSPENDED_STATES = frozenset({"stopped", "stopping", "archived", "archiving", "paused", "pausing"})
 #: States ``suspend`` leaves alone: already stopped or on the way.
 _PARKED = frozenset({"stopped", "stopping", "archived", "archiving"})
 #: States a toolbox call must start the sandbox from.
 _WAKE_FROM = frozenset({"stopped", "stopping", "archived", "archiving", "paused", "pausing"})
 #: States that become ``started`` on their own.
 _BOOTING = frozenset(
-    {"creating", "starting", "restoring", "resuming", "pulling_snapshot", "pending_build",
-     "building_snapshot"}
+    {
+        "creating",
+        "starting",
+        "restoring",
+        "resuming",
+        "pulling_snapshot",
+        "pending_build",
+        "building_snapshot",
+    }
 )
 _BROKEN = frozenset({"error", "build_failed"})
 _GONE = frozenset({"destroying", "destroyed"})
@@ -246,8 +251,10 @@ class Daytona(StreamingAdapter):
 
     def list_all_names(self) -> frozenset[str]:
         return frozenset(
-            item["name"] for item in self.api.list_items(self.page_size, self.max_pages)
-            if isinstance(item, Mapping) and isinstance(item.get("name"), str)
+            item["name"]
+            for item in self.api.list_items(self.page_size, self.max_pages)
+            if isinstance(item, Mapping)
+            and isinstance(item.get("name"), str)
             and not _deleted(item)
         )
 
@@ -269,8 +276,7 @@ class Daytona(StreamingAdapter):
 
     # -- the toolbox --------------------------------------------------------------
 
-    def _toolbox(self, handle: Handle, *, wake: bool = True, limit: float | None = None
-                 ) -> Toolbox:
+    def _toolbox(self, handle: Handle, *, wake: bool = True, limit: float | None = None) -> Toolbox:
         """The sandbox's toolbox once it is started (starting it if it is parked).
 
         With ``wake=False`` a parked sandbox is ``NotFound`` instead (its
@@ -316,8 +322,9 @@ class Daytona(StreamingAdapter):
 
     # -- files --------------------------------------------------------------------
 
-    def write_file(self, handle: Handle, path: str, data: bytes, *,
-                   mode: int | None = None) -> None:
+    def write_file(
+        self, handle: Handle, path: str, data: bytes, *, mode: int | None = None
+    ) -> None:
         """Upload ``data`` to ``path`` (parent directories created), then apply ``mode``."""
         toolbox = self._toolbox(handle)
         toolbox.upload(path, data)
@@ -423,8 +430,9 @@ class Daytona(StreamingAdapter):
             raise NotSupported("tty")
         stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
         session_id = SPAWN_PREFIX + secrets.token_hex(12)
-        text = shim.script(session_id, shim.program(cmd, args, env=env, cwd=dir),
-                           stdin=stream.stdin)
+        text = shim.script(
+            session_id, shim.program(cmd, args, env=env, cwd=dir), stdin=stream.stdin
+        )
         toolbox = self._toolbox(handle)
         try:
             toolbox.create_session(session_id)
@@ -437,11 +445,18 @@ class Daytona(StreamingAdapter):
             self._drop_session(toolbox, session_id)
             raise
         name = handle.name
-        follower = LogFollower(toolbox, session_id, command_id, self.follow,
-                               sandbox_gone=lambda: self._sandbox_gone(name))
+        follower = LogFollower(
+            toolbox,
+            session_id,
+            command_id,
+            self.follow,
+            sandbox_gone=lambda: self._sandbox_gone(name),
+        )
         stream.start(follower, on_stop=follower.abort)
         return Command(
-            self.provider, stream.ref, frames=stream.frames,
+            self.provider,
+            stream.ref,
+            frames=stream.frames,
             private=DaytonaCommandEnd(stream, toolbox, session_id, command_id),
             session_id=session_id,
         )
@@ -464,8 +479,12 @@ class Daytona(StreamingAdapter):
             if not isinstance(session_id, str) or not session_id.startswith(SPAWN_PREFIX):
                 continue
             last = _last_command(entry)
-            found.append(Session(id=session_id, command=shim.command_line_of(
-                last.get("command") if last is not None else None)))
+            found.append(
+                Session(
+                    id=session_id,
+                    command=shim.command_line_of(last.get("command") if last is not None else None),
+                )
+            )
         return sorted(found, key=lambda session: session.id)
 
     def attach(
@@ -482,15 +501,21 @@ class Daytona(StreamingAdapter):
         live = isinstance(code, bool) or not isinstance(code, int)
         name = handle.name
         follower = LogFollower(
-            toolbox, session_id, command_id, self.follow,
+            toolbox,
+            session_id,
+            command_id,
+            self.follow,
             sandbox_gone=lambda: self._sandbox_gone(name),
             framed=session_id.startswith((SPAWN_PREFIX, EXEC_PREFIX)),
         )
         stream.start(follower, on_stop=follower.abort)
         return Command(
-            self.provider, stream.ref, frames=stream.frames,
-            private=DaytonaCommandEnd(stream, toolbox, session_id, command_id, live=live,
-                                      attached=True),
+            self.provider,
+            stream.ref,
+            frames=stream.frames,
+            private=DaytonaCommandEnd(
+                stream, toolbox, session_id, command_id, live=live, attached=True
+            ),
             session_id=session_id,
         )
 

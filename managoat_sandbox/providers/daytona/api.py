@@ -114,8 +114,13 @@ class Api:
     ) -> Response:
         """One authenticated request; a non-2xx answer is raised as its taxonomy error."""
         return self.http.send(
-            method, url, policy=POLICY, headers=self.headers(headers),
-            timeout=(self.timeouts.connect, read_timeout), limit=limit, **kwargs,
+            method,
+            url,
+            policy=POLICY,
+            headers=self.headers(headers),
+            timeout=(self.timeouts.connect, read_timeout),
+            limit=limit,
+            **kwargs,
         )
 
     @contextmanager
@@ -130,14 +135,20 @@ class Api:
     ) -> Iterator[requests.Response]:
         """One authenticated request whose 2xx body the caller reads (closed on exit);
         a non-2xx answer is raised as its taxonomy error."""
-        with self.http.open(method, url, policy=POLICY, headers=self.headers(headers),
-                            timeout=(self.timeouts.connect, read_timeout),
-                            **kwargs) as response:
+        with self.http.open(
+            method,
+            url,
+            policy=POLICY,
+            headers=self.headers(headers),
+            timeout=(self.timeouts.connect, read_timeout),
+            **kwargs,
+        ) as response:
             yield response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.call(method, self.base_url() + path, read_timeout=self.timeouts.api,
-                             **kwargs)
+        response = self.call(
+            method, self.base_url() + path, read_timeout=self.timeouts.api, **kwargs
+        )
         if not response.body.strip():
             return {}
         return response.json()
@@ -230,4 +241,3 @@ def _sandbox(answer: Any) -> Mapping[str, Any]:
     if not isinstance(answer, Mapping):
         raise unexpected(PROVIDER, "not_a_sandbox", answer)
     return answer
-

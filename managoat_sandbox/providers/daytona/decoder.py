@@ -109,8 +109,10 @@ class JournalDecoder:
 
     def __init__(self, *, framed: bool) -> None:
         self.framed = framed
-        self.channels = (_Channel(framed=framed, stdout=True),
-                         _Channel(framed=framed, stdout=False))
+        self.channels = (
+            _Channel(framed=framed, stdout=True),
+            _Channel(framed=framed, stdout=False),
+        )
 
     @property
     def consumed(self) -> int:

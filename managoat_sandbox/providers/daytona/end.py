@@ -85,8 +85,11 @@ class DaytonaCommandEnd:
         except SandboxError as error:
             if _exited(error):
                 return
-            log.debug("daytona: end-of-input for %s not sent (%r); killing the relay",
-                      self.session_id, error)
+            log.debug(
+                "daytona: end-of-input for %s not sent (%r); killing the relay",
+                self.session_id,
+                error,
+            )
         try:
             self.toolbox.execute(shim.kill_relay(self.session_id))
         except SandboxError as error:

@@ -29,8 +29,15 @@ from typing import Any
 from ..._http import Response, error_for, parse_body, retry_after_from
 from ...errors import Invalid, NotFound, RateLimited, SandboxError, Unavailable
 
-__all__ = ["conflict_is_transient", "error_from", "exec_refused", "is_status", "not_started",
-           "rate_limit_delay", "session_ended"]
+__all__ = [
+    "conflict_is_transient",
+    "error_from",
+    "exec_refused",
+    "is_status",
+    "not_started",
+    "rate_limit_delay",
+    "session_ended",
+]
 
 _RETRY_AFTER_PREFIX = "retry-after-"
 
@@ -78,8 +85,7 @@ def error_from(response: Response) -> SandboxError:
         parsed = parse_body(response.body, response.headers.get("Content-Type"))
         return RateLimited(rate_limit_delay(response.headers, parsed))
     if response.status == 500 and _session_not_found(error.body):
-        return NotFound(error.detail).with_context(status=error.status,
-                                                   request_id=error.request_id)
+        return NotFound(error.detail).with_context(status=error.status, request_id=error.request_id)
     return error
 
 
@@ -119,6 +125,7 @@ def is_status(error: SandboxError, status: int) -> bool:
 def conflict_is_transient(error: SandboxError) -> SandboxError:
     """A 409 (a state transition in progress) as ``Unavailable``; anything else unchanged."""
     if isinstance(error, Invalid) and is_status(error, 409):
-        return Unavailable(error.detail).with_context(status=error.status,
-                                                      request_id=error.request_id)
+        return Unavailable(error.detail).with_context(
+            status=error.status, request_id=error.request_id
+        )
     return error

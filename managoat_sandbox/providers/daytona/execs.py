@@ -199,8 +199,10 @@ def run_exec(
 
 def _lost_answer(error: SandboxError) -> bool:
     """A transport failure or timeout: the command may run on, its answer lost."""
-    return isinstance(error, Unavailable) and reasons.reason_of(error) in (reasons.TIMEOUT,
-                                                                           reasons.TRANSPORT)
+    return isinstance(error, Unavailable) and reasons.reason_of(error) in (
+        reasons.TIMEOUT,
+        reasons.TRANSPORT,
+    )
 
 
 def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:
@@ -242,14 +244,14 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
     return ExecResult(output, code, errors)
 
 
-def _follow(pool: ExecPool, session: ExecSession, command_id: str | None,
-            job: _Job) -> ExecResult:
+def _follow(pool: ExecPool, session: ExecSession, command_id: str | None, job: _Job) -> ExecResult:
     """Follow the exec's command over its log (found in its session if not known)."""
     toolbox = pool.toolbox
     try:
         found = command_id or _find(toolbox, session, job)
-        follower = LogFollower(toolbox, session.id, found, job.policy,
-                               sandbox_gone=job.sandbox_gone)
+        follower = LogFollower(
+            toolbox, session.id, found, job.policy, sandbox_gone=job.sandbox_gone
+        )
 
         def start(owner: queue.SimpleQueue[Any]) -> Command:
             stream = Stream(new_ref("daytona"), owner, label="daytona")
@@ -261,8 +263,9 @@ def _follow(pool: ExecPool, session: ExecSession, command_id: str | None,
             stream.stop()
             stream.join(_STOP_JOIN)
 
-        result = collect_exec(start, stop, deadline=job.deadline,
-                              stderr_to_stdout=job.stderr_to_stdout)
+        result = collect_exec(
+            start, stop, deadline=job.deadline, stderr_to_stdout=job.stderr_to_stdout
+        )
     except BaseException:
         pool.drop(session, wait=_ABANDON_WAIT)
         raise
@@ -289,4 +292,3 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
             raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
         pause = _LOOKUP_PAUSE if remaining is None else min(_LOOKUP_PAUSE, remaining)
         threading.Event().wait(pause)
-

@@ -52,10 +52,12 @@ _OTHER_LETTERS = frozenset("DpSc?")
 _SPECIAL_BITS = {"u": 0o4000, "g": 0o2000, "t": 0o1000}
 _OCTAL = re.compile(r"[0-7]{1,4}")
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))")
+    r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))"
+)
 _GO_TIME = re.compile(
     r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? ()([+-])(\d\d)(\d\d)"
-    r"(?: [^ ]+)?(?: m=[+-][0-9.]+)?")
+    r"(?: [^ ]+)?(?: m=[+-][0-9.]+)?"
+)
 
 
 # -- read_file --------------------------------------------------------------------------
@@ -131,9 +133,16 @@ def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
 def _datetime(match: re.Match[str]) -> datetime:
     year, month, day, hour, minute, second, fraction, utc, sign, hours, minutes = match.groups()
     offset = timedelta(0) if utc else timedelta(hours=int(hours), minutes=int(minutes))
-    moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                      int((fraction or "0")[:6].ljust(6, "0")),
-                      tzinfo=timezone(-offset if sign == "-" else offset))
+    moment = datetime(
+        int(year),
+        int(month),
+        int(day),
+        int(hour),
+        int(minute),
+        int(second),
+        int((fraction or "0")[:6].ljust(6, "0")),
+        tzinfo=timezone(-offset if sign == "-" else offset),
+    )
     return moment
 
 
@@ -181,9 +190,15 @@ def file_info(entry: object, directory: str) -> FileInfo:
     if not isinstance(entry, Mapping):
         raise ProviderError(PROVIDER, ("not_a_file_info", entry))
     name, size, is_dir = entry.get("name"), entry.get("size"), entry.get("isDir", False)
-    if not isinstance(name, str) or not name or "/" in name \
-            or isinstance(size, bool) or not isinstance(size, int) or size < 0 \
-            or not isinstance(is_dir, bool):
+    if (
+        not isinstance(name, str)
+        or not name
+        or "/" in name
+        or isinstance(size, bool)
+        or not isinstance(size, int)
+        or size < 0
+        or not isinstance(is_dir, bool)
+    ):
         raise ProviderError(PROVIDER, ("not_a_file_info", dict(entry)))
     letters = _type_letters(entry.get("mode"))
     return FileInfo(
@@ -203,10 +218,14 @@ def listing(toolbox: Toolbox, directory: str) -> list[FileInfo]:
         answer = toolbox.list_files(directory)
     except Unavailable as error:
         if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
-            raise Truncated(("listing", f"the listing of {directory} is larger than "
-                                        f"{LISTING_LIMIT} bytes")) from None
+            raise Truncated(
+                ("listing", f"the listing of {directory} is larger than {LISTING_LIMIT} bytes")
+            ) from None
         raise
     if not isinstance(answer, list):
         raise ProviderError(PROVIDER, ("not_a_listing", answer))
-    return [file_info(entry, directory) for entry in answer
-            if not (isinstance(entry, Mapping) and entry.get("name") in (".", ".."))]
+    return [
+        file_info(entry, directory)
+        for entry in answer
+        if not (isinstance(entry, Mapping) and entry.get("name") in (".", ".."))
+    ]

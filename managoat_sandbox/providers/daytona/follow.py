@@ -75,9 +75,14 @@ class LogSocket:
         taxonomy error, any other failure as ``Unavailable``."""
         ws: Any = websocket.WebSocket(enable_multithread=True, skip_utf8_validation=True)
         try:
-            ws.connect(url, header=[f"{key}: {value}" for key, value in headers.items()],
-                       timeout=timeout, suppress_origin=True, redirect_limit=0,
-                       http_no_proxy=["*"])
+            ws.connect(
+                url,
+                header=[f"{key}: {value}" for key, value in headers.items()],
+                timeout=timeout,
+                suppress_origin=True,
+                redirect_limit=0,
+                http_no_proxy=["*"],
+            )
         except websocket.WebSocketBadStatusException as error:
             ws.shutdown()
             raise _upgrade_error(error, url) from None

@@ -261,8 +261,9 @@ class LogFollower:
 
     def _read_log(self, stream: Stream, read: JournalRead) -> None:
         """Feed ``read`` a snapshot of the whole log, delivering what is new."""
-        with self.toolbox.log(self.session_id, self.command_id,
-                              read_timeout=self.policy.read_timeout) as body:
+        with self.toolbox.log(
+            self.session_id, self.command_id, read_timeout=self.policy.read_timeout
+        ) as body:
             if body.split is not None:
                 self._deliver(stream, self.decoder.split_read(*body.split))
             for chunk in body.chunks or ():

@@ -52,8 +52,12 @@ def boundary_of(content_type: str | None) -> bytes:
     message = Message()
     message["Content-Type"] = content_type or ""
     boundary = message.get_param("boundary")
-    if message.get_content_maintype() != "multipart" or not isinstance(boundary, str) \
-            or not boundary or len(boundary) > 200:
+    if (
+        message.get_content_maintype() != "multipart"
+        or not isinstance(boundary, str)
+        or not boundary
+        or len(boundary) > 200
+    ):
         raise MalformedMultipart("not_multipart")
     try:
         return boundary.encode("ascii")
@@ -149,7 +153,7 @@ def parts(pieces: Iterable[bytes], boundary: bytes) -> Iterator[Part]:
     delimiter = _CRLF + dash
     # The first delimiter may open the body, without the CRLF before it.
     start = buffer.find(dash, limit=HEADER_LIMIT)
-    if start < 0 or (start and buffer.data[start - 2:start] != _CRLF):
+    if start < 0 or (start and buffer.data[start - 2 : start] != _CRLF):
         raise MalformedMultipart("no_first_boundary")
     buffer.take(start + len(dash))
     while True:

@@ -112,8 +112,9 @@ class Program:
 COMMAND_LIMIT = 256 * 1024
 
 
-def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
-            cwd: str | None) -> Program:
+def program(
+    cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None
+) -> Program:
     """The command ``cmd args`` in ``cwd`` with ``env`` added. Raised here, before
     anything is sent: an env name the shell cannot export is ``Invalid``, and so is a
     command whose text is over :data:`COMMAND_LIMIT` (``"command_too_large"``)."""
@@ -126,9 +127,13 @@ def program(cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None,
     run = Program((cmd, *args), cwd, " && ".join(steps))
     size = echoed_size(run.text)
     if size > COMMAND_LIMIT:
-        raise Invalid((reasons.COMMAND_TOO_LARGE,
-                       f"the command's argv, env and dir come to {size} bytes as the daemon "
-                       f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes"))
+        raise Invalid(
+            (
+                reasons.COMMAND_TOO_LARGE,
+                f"the command's argv, env and dir come to {size} bytes as the daemon "
+                f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes",
+            )
+        )
     return run
 
 
@@ -165,15 +170,17 @@ def _encoder(status: str) -> str:
     portable = (
         "while :; do printf ':'; "
         f"LC_ALL=C dd bs=65536 count=1 2>\"$d/{status}\" | base64 | tr -d '\\n'; echo; "
-        f"read -r s <\"$d/{status}\" || break; "
+        f'read -r s <"$d/{status}" || break; '
         "case $s in 0+0*) break;; [0-9]*) ;; *) break;; esac; done"
     )
-    return (f"if command -v {PERL} >/dev/null 2>&1; then {PERL} -e "
-            f"{shlex.quote(_PERL_ENCODER)}; else {portable}; fi")
+    return (
+        f"if command -v {PERL} >/dev/null 2>&1; then {PERL} -e "
+        f"{shlex.quote(_PERL_ENCODER)}; else {portable}; fi"
+    )
 
 
 _RELAY = (
-    "( while IFS= read -r l; do [ -n \"$l\" ] || break; "
+    '( while IFS= read -r l; do [ -n "$l" ] || break; '
     "printf '%s' \"$l\" | base64 -d || break; done )"
 )
 
@@ -217,8 +224,10 @@ def script(session_id: str, run: Program, *, stdin: bool) -> str:
 def _whole_frame(path: str) -> str:
     """Shell text printing the file at ``path`` as one frame line (none if it is empty),
     then the end frame."""
-    return (f'{{ if [ -s "{path}" ]; then printf \':\'; base64 "{path}" | tr -d \'\\n\'; '
-            "echo; fi; echo ':'; }")
+    return (
+        f"{{ if [ -s \"{path}\" ]; then printf ':'; base64 \"{path}\" | tr -d '\\n'; "
+        "echo; fi; echo ':'; }"
+    )
 
 
 def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
@@ -242,22 +251,24 @@ def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
     the answer does not wait for ``rm`` to start.
     """
     nonce = secrets.token_hex(6)
-    err = '2>&1' if merge else '2>"$e"'
+    err = "2>&1" if merge else '2>"$e"'
     lines = [
         "( d=" + state_dir(session_id),
         '{ [ -d "$d" ] || mkdir -p "$d"; } && : >"$d/code" && echo "$$" >"$d/pid" || exit 125',
         f'o="$d/o.{nonce}"; e="$d/e.{nonce}"',
     ]
     if run.cwd is not None:
-        lines.append(f"cd {shlex.quote(run.cwd)} 2>/dev/null || "
-                     f"{{ printf '%s\\n' '{NO_DIR.decode()}'; exit 125; }}")
+        lines.append(
+            f"cd {shlex.quote(run.cwd)} 2>/dev/null || "
+            f"{{ printf '%s\\n' '{NO_DIR.decode()}'; exit 125; }}"
+        )
     lines += [
         f'( {run.body} ) </dev/null >"$o" {err}',
         "c=$?",
         _whole_frame("$o"),
         _whole_frame("$e") + " >&2",
         'rm -f "$o" "$e" </dev/null >/dev/null 2>&1 &',
-        "printf '!%s\\n' \"$c\"; printf '%s\\n' \"$c\" >\"$d/code\"",
+        'printf \'!%s\\n\' "$c"; printf \'%s\\n\' "$c" >"$d/code"',
         'exit "$c" )',
     ]
     return "\n".join(lines)

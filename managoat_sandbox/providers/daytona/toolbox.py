@@ -61,8 +61,10 @@ def _journal_of(answer: Mapping[str, Any]) -> tuple[bytes | None, tuple[bytes, b
     """A log or sync-exec JSON answer as ``(journal, None)`` — ``output``, the journal
     with its markers — or, without a usable ``output``, ``(None, (stdout, stderr))``."""
     if isinstance(answer.get("output"), str) and (
-            "\x01" in answer["output"] or "\x02" in answer["output"]
-            or not isinstance(answer.get("stdout"), str)):
+        "\x01" in answer["output"]
+        or "\x02" in answer["output"]
+        or not isinstance(answer.get("stdout"), str)
+    ):
         return _text(answer["output"]), None
     return None, (_text(answer.get("stdout")), _text(answer.get("stderr")))
 
@@ -147,8 +149,9 @@ class Toolbox:
             answer = self._call("GET", "/process/session", limit=LISTING_LIMIT).json()
         except Unavailable as error:
             if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
-                raise Truncated(("sessions", f"the session listing is larger than "
-                                             f"{LISTING_LIMIT} bytes")) from None
+                raise Truncated(
+                    ("sessions", f"the session listing is larger than {LISTING_LIMIT} bytes")
+                ) from None
             raise
         if isinstance(answer, Mapping):
             answer = answer.get("sessions")
@@ -172,8 +175,9 @@ class Toolbox:
         )
         return command_id_of(response.json())
 
-    def exec_sync(self, session_id: str, command: str, *, wait: float,
-                  check: Callable[[], float]) -> ExecAnswer:
+    def exec_sync(
+        self, session_id: str, command: str, *, wait: float, check: Callable[[], float]
+    ) -> ExecAnswer:
         """Run ``command`` in the session and wait for its end (200).
 
         The answer must start within ``wait`` seconds (else ``Unavailable("timeout")``);
@@ -187,9 +191,11 @@ class Toolbox:
             headers=SPLIT_OUTPUT,
             json={"command": command, "runAsync": False},
         ) as response:
-            body = b"".join(body_chunks(
-                response, size=_CHUNK,
-                before_read=lambda: set_read_timeout(response, check())))
+            body = b"".join(
+                body_chunks(
+                    response, size=_CHUNK, before_read=lambda: set_read_timeout(response, check())
+                )
+            )
         try:
             answer = json.loads(body)
         except ValueError:
@@ -202,12 +208,13 @@ class Toolbox:
         return ExecAnswer(
             command_id if isinstance(command_id, str) else None,
             code if isinstance(code, int) and not isinstance(code, bool) else None,
-            raw, split)
+            raw,
+            split,
+        )
 
     def command(self, session_id: str, command_id: str) -> Mapping[str, Any]:
         """The command record; ``exitCode`` is absent (or null) while it runs."""
-        answer = self._call("GET", self._command(session_id, command_id),
-                            limit=RECORD_LIMIT).json()
+        answer = self._call("GET", self._command(session_id, command_id), limit=RECORD_LIMIT).json()
         if not isinstance(answer, Mapping):
             raise ProviderError(PROVIDER, ("not_a_command", answer))
         return answer
@@ -218,11 +225,12 @@ class Toolbox:
         url = ("wss" if scheme == "https" else "ws") + "://" + rest
         return LogSocket.open(
             url + self._command(session_id, command_id) + "/logs?follow=true",
-            self.api.headers(SPLIT_OUTPUT), timeout=self.api.timeouts.connect)
+            self.api.headers(SPLIT_OUTPUT),
+            timeout=self.api.timeouts.connect,
+        )
 
     @contextmanager
-    def log(self, session_id: str, command_id: str, *, read_timeout: float
-            ) -> Iterator[LogBody]:
+    def log(self, session_id: str, command_id: str, *, read_timeout: float) -> Iterator[LogBody]:
         """A snapshot of the command's whole log, from byte zero, streamed as it is read."""
         with self.api.stream(
             "GET",

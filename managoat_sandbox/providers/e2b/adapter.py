@@ -115,8 +115,15 @@ class E2B(StreamingAdapter):
     provider = "e2b"
     command_type = E2BCommandEnd
 
-    _CAPABILITIES = frozenset({Capability.SUSPEND, Capability.NETWORK_POLICY, Capability.ATTACH,
-                               Capability.READ_FILE, Capability.LIST_FILES})
+    _CAPABILITIES = frozenset(
+        {
+            Capability.SUSPEND,
+            Capability.NETWORK_POLICY,
+            Capability.ATTACH,
+            Capability.READ_FILE,
+            Capability.LIST_FILES,
+        }
+    )
 
     def __init__(
         self,
@@ -241,22 +248,31 @@ class E2B(StreamingAdapter):
 
     # -- files --------------------------------------------------------------
 
-    def write_file(self, handle: Handle, path: str, data: bytes, *,
-                   mode: int | None = None) -> None:
+    def write_file(
+        self, handle: Handle, path: str, data: bytes, *, mode: int | None = None
+    ) -> None:
         """Upload through envd's ``/files`` (parents created); ``mode`` is applied with chmod."""
         payload = data
         s = Settings.load()
         self._check_handle(handle)
         envd, _ = self._remembered.first_call(
-            s, handle.name, lambda envd, _: envd.upload(self._http, path, payload))
+            s, handle.name, lambda envd, _: envd.upload(self._http, path, payload)
+        )
         if mode is not None:
             self._chmod(s, handle.name, envd, path, mode)
 
     def _chmod(self, s: Settings, name: str, envd: Envd, path: str, mode: int) -> None:
         """Give the uploaded ``path`` its ``mode``; a failed chmod is ``Invalid``."""
         cwd, target = _chmod_target(path)
-        chmod = partial(self._run, s, "chmod", [format(mode, "o"), "--", target], envd,
-                        cwd=cwd, stderr_to_stdout=True)
+        chmod = partial(
+            self._run,
+            s,
+            "chmod",
+            [format(mode, "o"), "--", target],
+            envd,
+            cwd=cwd,
+            stderr_to_stdout=True,
+        )
         result = self._remembered.later_call(s, name, envd, chmod)
         if result.exit_code != 0:
             raise Invalid(("chmod_failed", result.exit_code, result.text.strip()[:200]))
@@ -266,23 +282,30 @@ class E2B(StreamingAdapter):
         s = Settings.load()
         self._check_handle(handle)
         _, data = self._remembered.first_call(
-            s, handle.name, lambda envd, _: envd.read(self._http, path, max_bytes))
+            s, handle.name, lambda envd, _: envd.read(self._http, path, max_bytes)
+        )
         return data
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """envd's ``filesystem.Filesystem/ListDir`` at depth 1 (see :mod:`.files`)."""
         s = Settings.load()
         self._check_handle(handle)
-        _, answer = self._remembered.first_call(s, handle.name, lambda envd, _: envd.call(
-            self._http, "ListDir", files.list_request(path), service="filesystem.Filesystem"))
+        _, answer = self._remembered.first_call(
+            s,
+            handle.name,
+            lambda envd, _: envd.call(
+                self._http, "ListDir", files.list_request(path), service="filesystem.Filesystem"
+            ),
+        )
         return files.listing(path, answer)
 
     # -- commands -----------------------------------------------------------
 
     def _keepalive(self, s: Settings, sandbox_id: str) -> Keepalive:
         """What a command's reader holds while it streams: the sandbox's TTL heartbeat."""
-        return partial(self._heartbeats.hold, sandbox_id,
-                       partial(self._api.set_timeout, s, sandbox_id))
+        return partial(
+            self._heartbeats.hold, sandbox_id, partial(self._api.set_timeout, s, sandbox_id)
+        )
 
     def _start(
         self,
@@ -300,13 +323,24 @@ class E2B(StreamingAdapter):
     ) -> Command:
         """Start ``request`` on ``envd`` for ``owner`` (see :func:`.process.open_process`)."""
         stream, pid = open_process(
-            self._http, envd, request, owner=owner, stdin=stdin,
-            keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
-            deadline=deadline, extra_headers=extra_headers, accepted=accepted,
+            self._http,
+            envd,
+            request,
+            owner=owner,
+            stdin=stdin,
+            keepalive=self._keepalive(s, envd.sandbox_id),
+            idle_timeout=self._idle_timeout,
+            deadline=deadline,
+            extra_headers=extra_headers,
+            accepted=accepted,
         )
-        return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=E2BCommandEnd(stream, envd, self._http, tag, pid),
-                       session_id=tag if detachable else None)
+        return Command(
+            self.provider,
+            stream.ref,
+            frames=stream.frames,
+            private=E2BCommandEnd(stream, envd, self._http, tag, pid),
+            session_id=tag if detachable else None,
+        )
 
     def _collect(
         self,
@@ -321,10 +355,20 @@ class E2B(StreamingAdapter):
         extra_headers: Mapping[str, str] | None = None,
     ) -> ExecResult:
         """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first)."""
-        start = partial(self._start, s, envd, request, stdin=False, tag=tag, deadline=deadline,
-                        extra_headers=extra_headers, accepted=accepted)
-        return collect_exec(start, self.stop_command, deadline=deadline,
-                            stderr_to_stdout=stderr_to_stdout)
+        start = partial(
+            self._start,
+            s,
+            envd,
+            request,
+            stdin=False,
+            tag=tag,
+            deadline=deadline,
+            extra_headers=extra_headers,
+            accepted=accepted,
+        )
+        return collect_exec(
+            start, self.stop_command, deadline=deadline, stderr_to_stdout=stderr_to_stdout
+        )
 
     def _run(
         self,
@@ -342,8 +386,15 @@ class E2B(StreamingAdapter):
         tag = shim.new_tag()
         request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
         deadline = Deadline(s.timeout, reason=reasons.TIMEOUT)
-        return self._collect(envd, accepted, s=s, request=request, tag=tag, deadline=deadline,
-                             stderr_to_stdout=stderr_to_stdout)
+        return self._collect(
+            envd,
+            accepted,
+            s=s,
+            request=request,
+            tag=tag,
+            deadline=deadline,
+            stderr_to_stdout=stderr_to_stdout,
+        )
 
     def exec(
         self,
@@ -366,8 +417,15 @@ class E2B(StreamingAdapter):
         headers = None
         if timeout is not None and math.isfinite(timeout):
             headers = {"Connect-Timeout-Ms": str(math.ceil(timeout * 1000))}
-        run = partial(self._collect, s=s, request=request, tag=tag, deadline=deadline,
-                      stderr_to_stdout=stderr_to_stdout, extra_headers=headers)
+        run = partial(
+            self._collect,
+            s=s,
+            request=request,
+            tag=tag,
+            deadline=deadline,
+            stderr_to_stdout=stderr_to_stdout,
+            extra_headers=headers,
+        )
         _, result = self._remembered.first_call(s, handle.name, run)
         return result
 
@@ -394,9 +452,20 @@ class E2B(StreamingAdapter):
         if detachable:
             cmd, argv, env = "bash", ("-c", shim.script(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
-        _, command = self._remembered.first_call(s, handle.name, lambda envd, accepted: (
-            self._start(s, envd, request, owner, stdin=stdin, tag=tag, detachable=detachable,
-                        accepted=accepted)))
+        _, command = self._remembered.first_call(
+            s,
+            handle.name,
+            lambda envd, accepted: self._start(
+                s,
+                envd,
+                request,
+                owner,
+                stdin=stdin,
+                tag=tag,
+                detachable=detachable,
+                accepted=accepted,
+            ),
+        )
         return command
 
     # -- sessions -----------------------------------------------------------
@@ -421,19 +490,21 @@ class E2B(StreamingAdapter):
         envd, spec = self._remembered.first_call(s, name, partial(self._command_line, session_id))
         if spec is None and not (
             shim.is_tag(session_id)
-            and self._remembered.later_call(s, name, envd,
-                                            partial(self._starting, envd, session_id))
+            and self._remembered.later_call(
+                s, name, envd, partial(self._starting, envd, session_id)
+            )
         ):
             raise NotFound(("session", session_id))
-        exit_code = self._remembered.later_call(s, name, envd,
-                                                partial(self._exit_code, envd, session_id))
-        stream, _ = self._remembered.later_call(s, name, envd,
-                                                partial(self._replay, s, envd, session_id,
-                                                        owner=owner, stdin=stdin))
-        process = E2BCommandEnd(stream, envd, self._http, session_id, None,
-                             live=exit_code is None)
-        return Command(self.provider, stream.ref, frames=stream.frames, private=process,
-                       session_id=session_id)
+        exit_code = self._remembered.later_call(
+            s, name, envd, partial(self._exit_code, envd, session_id)
+        )
+        stream, _ = self._remembered.later_call(
+            s, name, envd, partial(self._replay, s, envd, session_id, owner=owner, stdin=stdin)
+        )
+        process = E2BCommandEnd(stream, envd, self._http, session_id, None, live=exit_code is None)
+        return Command(
+            self.provider, stream.ref, frames=stream.frames, private=process, session_id=session_id
+        )
 
     def _command_line(self, session_id: str, envd: Envd, _: threading.Event) -> bytes | None:
         """The session's journaled ``.cmd`` (``None`` when there is none, or the id is no
@@ -447,11 +518,22 @@ class E2B(StreamingAdapter):
     ) -> tuple[Stream, int | None]:
         """Start the session's replayer: its journal from byte zero, then its tail; the
         code at its end is the journaled exit (see :func:`.process.open_process`)."""
-        request = start_request("bash", ["-c", shim.replayer(session_id)], env=None,
-                                cwd=None, tag=shim.new_tag(), stdin=False)
+        request = start_request(
+            "bash",
+            ["-c", shim.replayer(session_id)],
+            env=None,
+            cwd=None,
+            tag=shim.new_tag(),
+            stdin=False,
+        )
         return open_process(
-            self._http, envd, request, owner=owner, stdin=stdin,
-            keepalive=self._keepalive(s, envd.sandbox_id), idle_timeout=self._idle_timeout,
+            self._http,
+            envd,
+            request,
+            owner=owner,
+            stdin=stdin,
+            keepalive=self._keepalive(s, envd.sandbox_id),
+            idle_timeout=self._idle_timeout,
             recover=partial(self._exit_code, envd, session_id),
             on_stopped=partial(self._kill_quietly, envd),
         )
@@ -467,23 +549,25 @@ class E2B(StreamingAdapter):
         listing = envd.call(self._http, "List", {})
         processes = listing.get("processes") if isinstance(listing, Mapping) else None
         for entry in processes if isinstance(processes, list) else []:
-            if (isinstance(entry, Mapping) and entry.get("tag") == session_id
-                    and shim.is_shim(session_id, entry.get("config"))):
+            if (
+                isinstance(entry, Mapping)
+                and entry.get("tag") == session_id
+                and shim.is_shim(session_id, entry.get("config"))
+            ):
                 return True
         return envd.download(self._http, shim.cmd_path(session_id), _SMALL_FILE) is not None
 
     def _exit_code(self, envd: Envd, session_id: str) -> int | None:
-        return shim.parse_exit(
-            envd.download(self._http, shim.exit_path(session_id), _SMALL_FILE)
-        )
+        return shim.parse_exit(envd.download(self._http, shim.exit_path(session_id), _SMALL_FILE))
 
     def _kill_quietly(self, envd: Envd, pid: int | None) -> None:
         """Kill an abandoned replayer (its tails follow it out); failures are ignored."""
         if pid is None:
             return
         try:
-            envd.call(self._http, "SendSignal",
-                      {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+            envd.call(
+                self._http, "SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}
+            )
         except Exception:
             return
 

@@ -107,8 +107,13 @@ class ControlPlane:
             headers["Content-Type"] = "application/json"
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
         return self._http.send(
-            method, s.base_url + path, policy=POLICY, timeout=s.http_timeout,
-            headers=headers, params=list(params or ()), data=data,
+            method,
+            s.base_url + path,
+            policy=POLICY,
+            timeout=s.http_timeout,
+            headers=headers,
+            params=list(params or ()),
+            data=data,
             accept=lambda status: is_success(status) or status in also,
         )
 
@@ -127,7 +132,8 @@ class ControlPlane:
         """The sandboxes stamped with ``name``, running or paused, newest first."""
         params = [("state", STATES), ("metadata", metadata_query({NAME_KEY: name}))]
         return [
-            item for item in self._listing(s, params).items
+            item
+            for item in self._listing(s, params).items
             if isinstance(item, Mapping)
             and isinstance(item.get("metadata"), Mapping)
             and item["metadata"].get(NAME_KEY) == name
@@ -135,8 +141,11 @@ class ControlPlane:
 
     def list_names(self, s: Settings, max_pages: int = MAX_PAGES) -> frozenset[str]:
         """Every stamped name, following ``X-Next-Token``; ``Truncated`` past ``max_pages``."""
-        params = [("state", STATES), ("metadata", metadata_query({MARK_KEY: "1"})),
-                  ("limit", str(PAGE_LIMIT))]
+        params = [
+            ("state", STATES),
+            ("metadata", metadata_query({MARK_KEY: "1"})),
+            ("limit", str(PAGE_LIMIT)),
+        ]
 
         def page(token: str | None) -> Page[Any]:
             return self._listing(s, params + ([("nextToken", token)] if token else []))

@@ -95,7 +95,7 @@ class Decoder:
             end = _HEADER.size + length
             if len(self._buffer) < end:
                 break
-            payload = bytes(self._buffer[_HEADER.size:end])
+            payload = bytes(self._buffer[_HEADER.size : end])
             del self._buffer[:end]
             try:
                 message = json.loads(payload) if payload else {}

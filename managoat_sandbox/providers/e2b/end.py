@@ -71,9 +71,10 @@ class E2BCommandEnd:
                 if pid is None:
                     raise CommandExited("the process is no longer running")
                 for start in range(0, len(data), STDIN_PIECE):
-                    piece = base64.b64encode(data[start:start + STDIN_PIECE]).decode("ascii")
-                    self.envd.call(self.http, "SendInput",
-                                   {"process": {"pid": pid}, "input": {"stdin": piece}})
+                    piece = base64.b64encode(data[start : start + STDIN_PIECE]).decode("ascii")
+                    self.envd.call(
+                        self.http, "SendInput", {"process": {"pid": pid}, "input": {"stdin": piece}}
+                    )
             except (CommandExited, NotFound):
                 raise CommandExited("the process has exited") from None
             except SandboxError as error:

@@ -81,12 +81,20 @@ class Envd:
 
     # -- unary RPCs ---------------------------------------------------------
 
-    def call(self, http: HttpClient, method: str, body: Mapping[str, Any], *,
-             service: str = "process.Process") -> Any:
+    def call(
+        self,
+        http: HttpClient,
+        method: str,
+        body: Mapping[str, Any],
+        *,
+        service: str = "process.Process",
+    ) -> Any:
         """A unary call of ``service`` (``process.Process`` unless given); its JSON answer,
         or the mapped error."""
         response = http.send(
-            "POST", f"{self.base_url}/{service}/{method}", policy=POLICY,
+            "POST",
+            f"{self.base_url}/{service}/{method}",
+            policy=POLICY,
             timeout=(self.timeout, self.timeout),
             headers=self.headers("application/json"),
             data=json.dumps(body, separators=(",", ":")).encode("utf-8"),
@@ -111,12 +119,19 @@ class Envd:
         A non-200 answer (the proxy's 502, a 415…) is raised as its taxonomy
         error after reading its bounded body.
         """
-        headers = {**self.headers(STREAM_TYPE), "Accept-Encoding": "identity",
-                   **(extra_headers or {})}
+        headers = {
+            **self.headers(STREAM_TYPE),
+            "Accept-Encoding": "identity",
+            **(extra_headers or {}),
+        }
         with http.open(
-            "POST", f"{self.base_url}/process.Process/{method}", policy=POLICY,
-            timeout=(self.timeout, read_timeout), headers=headers,
-            data=connect.encode(request), accept=_only_200,
+            "POST",
+            f"{self.base_url}/process.Process/{method}",
+            policy=POLICY,
+            timeout=(self.timeout, read_timeout),
+            headers=headers,
+            data=connect.encode(request),
+            accept=_only_200,
         ) as response:
             yield response
 
@@ -126,8 +141,11 @@ class Envd:
         """``POST /files``: write ``data`` at ``path`` (parents created) as the user."""
         name = path.rsplit("/", 1)[-1]
         http.send(
-            "POST", f"{self.base_url}/files", policy=POLICY,
-            timeout=(self.timeout, self.timeout), headers=self.headers(),
+            "POST",
+            f"{self.base_url}/files",
+            policy=POLICY,
+            timeout=(self.timeout, self.timeout),
+            headers=self.headers(),
             params=[("path", path), ("username", self.user)],
             files={"file": (name, data, "application/octet-stream")},
         )
@@ -135,13 +153,16 @@ class Envd:
     def download(self, http: HttpClient, path: str, limit: int) -> bytes | None:
         """``GET /files``: the file's bytes (at most ``limit``), or ``None`` if it is missing."""
         response = http.send(
-            "GET", f"{self.base_url}/files", policy=POLICY,
-            timeout=(self.timeout, self.timeout), headers=self.headers(),
-            params=[("path", path), ("username", self.user)], limit=limit,
+            "GET",
+            f"{self.base_url}/files",
+            policy=POLICY,
+            timeout=(self.timeout, self.timeout),
+            headers=self.headers(),
+            params=[("path", path), ("username", self.user)],
+            limit=limit,
             accept=lambda status: is_success(status) or status == 404,
         )
         return None if response.status == 404 else response.body
-
 
     def read(self, http: HttpClient, path: str, max_bytes: int | None) -> bytes:
         """``GET /files``, streamed: the file's bytes, gathered by :func:`.files.collect` as
@@ -150,12 +171,19 @@ class Envd:
         A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``)."""
         headers = {**self.headers(), "Accept-Encoding": "identity"}
         with http.open(
-            "GET", f"{self.base_url}/files", policy=POLICY,
-            timeout=(self.timeout, self.timeout), headers=headers,
-            params=[("path", path), ("username", self.user)], accept=_only_200,
+            "GET",
+            f"{self.base_url}/files",
+            policy=POLICY,
+            timeout=(self.timeout, self.timeout),
+            headers=headers,
+            params=[("path", path), ("username", self.user)],
+            accept=_only_200,
         ) as response:
-            return collect(body_chunks(response, size=_READ_SIZE), max_bytes,
-                           size=_content_length(response.headers.get("Content-Length")))
+            return collect(
+                body_chunks(response, size=_READ_SIZE),
+                max_bytes,
+                size=_content_length(response.headers.get("Content-Length")),
+            )
 
 
 def _only_200(status: int) -> bool:
@@ -198,8 +226,12 @@ def read_chunks(response: requests.Response) -> Iterator[bytes]:
             data = raw.read1(_READ_SIZE, decode_content=False)
         except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
             raise DeadlineExpired(reasons.TIMEOUT) from None
-        except (urllib3.exceptions.HTTPError, requests.RequestException, OSError,
-                ValueError) as error:
+        except (
+            urllib3.exceptions.HTTPError,
+            requests.RequestException,
+            OSError,
+            ValueError,
+        ) as error:
             raise transport_error(error, response.url) from None
         if not data:
             return

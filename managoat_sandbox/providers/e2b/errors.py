@@ -62,12 +62,15 @@ def connect_error(error: Any) -> SandboxError:
         status = CONNECT_STATUS.get(str(error.get("code")))
         if status is not None:
             body = json.dumps(error).encode("utf-8")
-            return error_for(status, body, {"Content-Type": "application/json"},
-                             retry_after_field=RETRY_AFTER_FIELD)
+            return error_for(
+                status,
+                body,
+                {"Content-Type": "application/json"},
+                retry_after_field=RETRY_AFTER_FIELD,
+            )
     return ProviderError(PROVIDER, error)
 
 
 def codec_error(reason: str) -> ProviderError:
     """A broken envelope stream."""
     return ProviderError(PROVIDER, ("bad_envelope", reason))
-

@@ -58,8 +58,10 @@ def _malformed(what: str) -> ProviderError:
 
 def _type(entry: Mapping[str, Any]) -> FileType:
     permissions = entry.get("permissions")
-    if entry.get("isSymlink") is True or entry.get("is_symlink") is True or (
-        isinstance(permissions, str) and permissions.startswith("L")
+    if (
+        entry.get("isSymlink") is True
+        or entry.get("is_symlink") is True
+        or (isinstance(permissions, str) and permissions.startswith("L"))
     ):
         return "symlink"
     return _TYPES.get(entry.get("type"), "other")
@@ -107,8 +109,9 @@ def _file_info(directory: str, entry: Any) -> FileInfo:
     if kind != "symlink" and ("mode" in entry or "permissions" in entry):
         mode = _integer(entry.get("mode"), "mode") & 0o7777
     modified = entry.get("modifiedTime", entry.get("modified_time"))
-    return FileInfo(name, path, kind, _integer(entry.get("size"), "size"), mode,
-                    _modified(modified))
+    return FileInfo(
+        name, path, kind, _integer(entry.get("size"), "size"), mode, _modified(modified)
+    )
 
 
 def listing(directory: str, answer: Any) -> list[FileInfo]:

@@ -44,8 +44,10 @@ class Heartbeats:
             if beat is None:
                 beat = _Beat(0, threading.Event(), send)
                 beat.thread = threading.Thread(
-                    target=self._run, args=(sandbox_id, beat),
-                    name=f"e2b-heartbeat-{sandbox_id}", daemon=True,
+                    target=self._run,
+                    args=(sandbox_id, beat),
+                    name=f"e2b-heartbeat-{sandbox_id}",
+                    daemon=True,
                 )
                 self._beats[sandbox_id] = beat
                 beat.thread.start()

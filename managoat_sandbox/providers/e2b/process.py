@@ -85,8 +85,9 @@ def _exit_code(end: Any) -> int:
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
-def _trailer_error(envelope: connect.Envelope,
-                   deadline: Deadline | None = None) -> SandboxError | None:
+def _trailer_error(
+    envelope: connect.Envelope, deadline: Deadline | None = None
+) -> SandboxError | None:
     """The error an end-of-stream envelope carries (None for a clean end).
 
     envd ends a ``Start`` stream with ``deadline_exceeded`` once the
@@ -96,8 +97,12 @@ def _trailer_error(envelope: connect.Envelope,
     error = envelope.message.get("error") if isinstance(envelope.message, Mapping) else None
     if error is None:
         return None
-    if (deadline is not None and deadline.timeout is not None and isinstance(error, Mapping)
-            and error.get("code") == "deadline_exceeded"):
+    if (
+        deadline is not None
+        and deadline.timeout is not None
+        and isinstance(error, Mapping)
+        and error.get("code") == "deadline_exceeded"
+    ):
         return deadline.error()
     return connect_error(error)
 
@@ -238,8 +243,9 @@ def _wait_for_start(
         return _late(deadline) or waiting.error()
 
     while True:
-        set_read_timeout(response, waiting.clamp(bound if deadline is None
-                                                 else deadline.clamp(bound)))
+        set_read_timeout(
+            response, waiting.clamp(bound if deadline is None else deadline.clamp(bound))
+        )
         try:
             chunk = next(chunks)
         except StopIteration:
@@ -261,7 +267,7 @@ def _wait_for_start(
             start = event.get("start")
             if isinstance(start, Mapping):
                 pid = start.get("pid")
-                return (pid if isinstance(pid, int) else None), envelopes[index + 1:]
+                return (pid if isinstance(pid, int) else None), envelopes[index + 1 :]
             if "end" in event or "data" in event:
                 return None, envelopes[index:]
 
@@ -299,20 +305,21 @@ def open_process(
     """
     with ExitStack() as stack:
         response = stack.enter_context(
-            envd.stream(http, "Start", request, read_timeout=envd.timeout,
-                        extra_headers=extra_headers)
+            envd.stream(
+                http, "Start", request, read_timeout=envd.timeout, extra_headers=extra_headers
+            )
         )
         if accepted is not None:
             accepted.set()
         chunks = read_chunks(response)
         decoder = connect.Decoder()
-        pid, pending = _wait_for_start(response, chunks, decoder, bound=envd.timeout,
-                                       deadline=deadline)
+        pid, pending = _wait_for_start(
+            response, chunks, decoder, bound=envd.timeout, deadline=deadline
+        )
         set_read_timeout(response, idle_timeout)
         closer = stack.pop_all()
     stream = Stream(new_ref("e2b"), owner, label="e2b", stdin=stdin)
     stopped = None if on_stopped is None else (lambda: on_stopped(pid))
-    pump = _Pump(response, chunks, decoder, pending, closer, keepalive, recover, stopped,
-                 deadline)
+    pump = _Pump(response, chunks, decoder, pending, closer, keepalive, recover, stopped, deadline)
     stream.start(pump, on_stop=pump.interrupt)
     return stream, pid

@@ -55,8 +55,13 @@ def key(s: Settings, name: str) -> Key:
 
 def envd_of(s: Settings, access: SandboxAccess) -> Envd:
     """envd of the sandbox ``access`` reaches, as the settings address and call it."""
-    return Envd(s.envd_url(access.sandbox_id, access.domain), access.sandbox_id,
-                access.token, s.user, s.timeout)
+    return Envd(
+        s.envd_url(access.sandbox_id, access.domain),
+        access.sandbox_id,
+        access.token,
+        s.user,
+        s.timeout,
+    )
 
 
 def is_stale(error: SandboxError, sandbox_id: str) -> bool:
@@ -75,8 +80,9 @@ def is_stale(error: SandboxError, sandbox_id: str) -> bool:
     if status != 502 or not isinstance(body, Mapping):
         return False
     message = str(body.get("message", "")).lower()
-    return (body.get("sandboxId", sandbox_id) == sandbox_id
-            and ("not found" in message or "paused" in message))
+    return body.get("sandboxId", sandbox_id) == sandbox_id and (
+        "not found" in message or "paused" in message
+    )
 
 
 class Remembered:

@@ -97,14 +97,11 @@ def _shim_tail(tag: str) -> str:
     """The shim's last lines: keep the exit code, then exit with it."""
     b = _base(tag)
     return (
-        f"[ -s {b}.rc ] && mv -f {b}.rc {b}.exit\n"
-        f'exit "$(cat {b}.exit 2>/dev/null || echo 255)"\n'
+        f'[ -s {b}.rc ] && mv -f {b}.rc {b}.exit\nexit "$(cat {b}.exit 2>/dev/null || echo 255)"\n'
     )
 
 
-def script(
-    tag: str, cmd: str, args: Sequence[str], env: Mapping[str, str] | None = None
-) -> str:
+def script(tag: str, cmd: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     """The bash script a detachable spawn runs (``bash -c <script>``, no ``envs``).
 
     The command gets ``env`` (through ``env --``) and inherits the shim's
@@ -136,12 +133,16 @@ def is_shim(tag: str, config: object) -> bool:
     if not isinstance(config, Mapping) or config.get("cmd") != "bash":
         return False
     args = config.get("args")
-    if not (isinstance(args, list) and len(args) == 2 and args[0] == "-c"
-            and isinstance(args[1], str)):
+    if not (
+        isinstance(args, list) and len(args) == 2 and args[0] == "-c" and isinstance(args[1], str)
+    ):
         return False
     script = args[1]
-    return (script.startswith(_SHIM_HEAD) and script.endswith(_shim_tail(tag))
-            and f" > {_base(tag)}.cmd\n" in script)
+    return (
+        script.startswith(_SHIM_HEAD)
+        and script.endswith(_shim_tail(tag))
+        and f" > {_base(tag)}.cmd\n" in script
+    )
 
 
 def replayer(tag: str) -> str:
@@ -173,7 +174,7 @@ def lister() -> str:
         f"cd {_SCRIPT_DIR} 2>/dev/null || exit 0\n"
         f"for f in {TAG_PREFIX}*.cmd; do\n"
         '  [ -e "$f" ] || continue\n'
-        '  t=${f%.cmd}\n'
+        "  t=${f%.cmd}\n"
         '  a=$(stat -c %Y "$t.out" "$t.err" 2>/dev/null | sort -n | tail -n 1)\n'
         '  printf "%s %s %s " "$t" "$(stat -c %Y "$f")" "${a:--}"\n'
         '  base64 -w0 < "$f"; echo\n'
@@ -196,10 +197,14 @@ def parse_listing(output: bytes) -> list[Session]:
             command = base64.b64decode(parts[3], validate=True).decode("utf-8", "replace")
         except ValueError:
             command = None
-        sessions.append(Session(
-            id=parts[0], command=command or None,
-            created_at=_epoch(parts[1]), last_activity_at=_epoch(parts[2]),
-        ))
+        sessions.append(
+            Session(
+                id=parts[0],
+                command=command or None,
+                created_at=_epoch(parts[1]),
+                last_activity_at=_epoch(parts[2]),
+            )
+        )
     return sorted(sessions, key=lambda s: s.id)
 
 

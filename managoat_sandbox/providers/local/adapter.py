@@ -143,8 +143,9 @@ class Local(StreamingAdapter):
             limits = Limits.from_mapping(opts.get("limits"))
         except ValueError as error:
             raise Invalid(("limits", str(error))) from None
-        return BoxSettings(isolated=mode.new_sandbox_isolated(), hostname=hostname_for(name),
-                           limits=limits)
+        return BoxSettings(
+            isolated=mode.new_sandbox_isolated(), hostname=hostname_for(name), limits=limits
+        )
 
     def _make(self, name: str, instance_id: str | None, settings: BoxSettings) -> Path | None:
         """Build the sandbox aside and move it into place; None if a sandbox of that name
@@ -197,8 +198,12 @@ class Local(StreamingAdapter):
                 self._start(name, path, pins)
                 return self.build_handle(name)
             if "limits" in opts and box.settings.limits != settings.limits:
-                raise Invalid(("limits", "the sandbox exists with other limits; destroy it "
-                                         "first to change them"))
+                raise Invalid(
+                    (
+                        "limits",
+                        "the sandbox exists with other limits; destroy it first to change them",
+                    )
+                )
             return self.build_handle(name)
         raise Unavailable(("create_failed", "the name kept changing hands"))
 
@@ -245,7 +250,8 @@ class Local(StreamingAdapter):
     def list_all_names(self) -> frozenset[str]:
         base = layout.root()
         return frozenset(
-            entry.name for entry in base.iterdir()
+            entry.name
+            for entry in base.iterdir()
             if not entry.name.startswith(".") and layout.read_meta(entry) is not None
         )
 
@@ -341,8 +347,9 @@ class Local(StreamingAdapter):
         cwd = self._cwd(box, dir)
         self._wake(box)
         try:
-            _, _, subscription = box.run([cmd, *argv], env=box.environment(env), cwd=cwd,
-                                         timeout=deadline.remaining())
+            _, _, subscription = box.run(
+                [cmd, *argv], env=box.environment(env), cwd=cwd, timeout=deadline.remaining()
+            )
         except TimeoutError:
             raise deadline.error() from None
         except Refused as refusal:
@@ -397,24 +404,40 @@ class Local(StreamingAdapter):
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
         session_id = _new_id("s")
         try:
-            _, subscription = box.spawn(session_id, [cmd, *argv],
-                                        env=box.environment(env, tty=tty), cwd=cwd,
-                                        stdin=stdin, tty=tty, retain=retain)
+            _, subscription = box.spawn(
+                session_id,
+                [cmd, *argv],
+                env=box.environment(env, tty=tty),
+                cwd=cwd,
+                stdin=stdin,
+                tty=tty,
+                retain=retain,
+            )
         except Refused as refusal:
             raise _refusal(refusal, dir) from None
         except (EngineError, TimeoutError) as error:
             raise _engine_error(EngineError(str(error))) from None
         assert subscription is not None
         follow_into(stream, subscription)
-        return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommandEnd(stream, box, session_id), session_id=session_id)
+        return Command(
+            self.provider,
+            stream.ref,
+            frames=stream.frames,
+            private=LocalCommandEnd(stream, box, session_id),
+            session_id=session_id,
+        )
 
     # -- sessions --------------------------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
         return [
-            Session(id=record.id, command=" ".join(record.argv), created_at=record.created_at,
-                    last_activity_at=record.last_activity(), tty=record.tty)
+            Session(
+                id=record.id,
+                command=" ".join(record.argv),
+                created_at=record.created_at,
+                last_activity_at=record.last_activity(),
+                tty=record.tty,
+            )
             for record in self._box(handle.name).sessions()
         ]
 
@@ -441,9 +464,13 @@ class Local(StreamingAdapter):
         if subscription is None:
             raise NotFound(("session", session_id))
         follow_into(stream, subscription)
-        return Command(self.provider, stream.ref, frames=stream.frames,
-                       private=LocalCommandEnd(stream, box, session_id, live=live),
-                       session_id=session_id)
+        return Command(
+            self.provider,
+            stream.ref,
+            frames=stream.frames,
+            private=LocalCommandEnd(stream, box, session_id, live=live),
+            session_id=session_id,
+        )
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
@@ -531,7 +558,8 @@ def _pins() -> dict[str, str]:
     """``local.egress_hosts``: names the egress proxy resolves to a fixed address."""
     pins = config.get("local", "egress_hosts") or {}
     if not isinstance(pins, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in pins.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in pins.items()
+    ):
         raise Invalid(("egress_hosts", "local.egress_hosts must map host names to addresses"))
     return {k.lower().rstrip("."): v for k, v in pins.items()}
 

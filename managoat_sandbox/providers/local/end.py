@@ -92,7 +92,7 @@ class LocalCommandEnd:
         :meth:`stop` interrupts that (``CommandExited``)."""
         view = memoryview(data)
         for start in range(0, max(len(view), 1), STDIN_PIECE):
-            status = self._send("stdin", bytes(view[start:start + STDIN_PIECE]))
+            status = self._send("stdin", bytes(view[start : start + STDIN_PIECE]))
             if status == "exited":
                 raise CommandExited("exited")
             if status in ("closed", "not_open"):

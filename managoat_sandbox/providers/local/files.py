@@ -60,9 +60,14 @@ def listing(box: Box, path: str) -> list[FileInfo]:
 
 
 def _info(name: str, path: str, status: os.stat_result) -> FileInfo:
-    return FileInfo(name=name, path=path, type=_type(status.st_mode), size=status.st_size,
-                    mode=stat.S_IMODE(status.st_mode),
-                    modified=datetime.fromtimestamp(status.st_mtime, timezone.utc))
+    return FileInfo(
+        name=name,
+        path=path,
+        type=_type(status.st_mode),
+        size=status.st_size,
+        mode=stat.S_IMODE(status.st_mode),
+        modified=datetime.fromtimestamp(status.st_mtime, timezone.utc),
+    )
 
 
 def _type(mode: int) -> FileType:

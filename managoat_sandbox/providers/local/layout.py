@@ -41,8 +41,9 @@ CHECKPOINTS = "checkpoints"
 
 def default_root() -> Path:
     """``$XDG_STATE_HOME/managoat_sandbox/local``, else ``~/.local/state/...``."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
-                                                             "state")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(state) / "managoat_sandbox" / "local"
 
 
@@ -95,8 +96,11 @@ def existing(name: str) -> Path:
 
 def new_meta(name: str, instance_id: str | None) -> dict[str, Any]:
     """The ``meta.json`` record of a new sandbox."""
-    return {"name": name, "instance_id": instance_id,
-            "created_at": datetime.now(timezone.utc).isoformat()}
+    return {
+        "name": name,
+        "instance_id": instance_id,
+        "created_at": datetime.now(timezone.utc).isoformat(),
+    }
 
 
 def write_meta(path: Path, meta: dict[str, Any]) -> None:

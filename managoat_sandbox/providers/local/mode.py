@@ -26,8 +26,7 @@ def setting() -> str:
     """The configured mode, checked."""
     mode = config.get("local", "isolation")
     if mode not in MODES:
-        raise Invalid(("isolation", f"local.isolation must be one of {list(MODES)}, "
-                                    f"got {mode!r}"))
+        raise Invalid(("isolation", f"local.isolation must be one of {list(MODES)}, got {mode!r}"))
     return str(mode)
 
 
@@ -43,9 +42,12 @@ def new_sandbox_isolated() -> bool:
         raise Unavailable(("isolation_unavailable", support.reason))
     if not _warned.is_set():
         _warned.set()
-        log.warning("local sandboxes run WITHOUT isolation on this host: %s. Commands can "
-                    "read your files and reach your network; set local.isolation='require' "
-                    "to refuse instead.", support.reason)
+        log.warning(
+            "local sandboxes run WITHOUT isolation on this host: %s. Commands can "
+            "read your files and reach your network; set local.isolation='require' "
+            "to refuse instead.",
+            support.reason,
+        )
     return False
 
 

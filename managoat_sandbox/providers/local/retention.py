@@ -20,6 +20,11 @@ def bound() -> int:
     """The configured bound, checked: an int >= 0, else ``Invalid`` naming the setting."""
     value = config.get("local", "retained_sessions")
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise Invalid(("retained_sessions", "local.retained_sessions must be an int >= 0 "
-                                            f"(finished sessions kept per sandbox), got {value!r}"))
+        raise Invalid(
+            (
+                "retained_sessions",
+                "local.retained_sessions must be an int >= 0 "
+                f"(finished sessions kept per sandbox), got {value!r}",
+            )
+        )
     return value

@@ -151,12 +151,16 @@ class Sprites(StreamingAdapter):
             try:
                 api.make_public(name)
             except SandboxError as error:
-                log.warning("sprites: making the URL of a new sprite public failed (%s); "
-                            "the sprite was created", type(error).__name__)
+                log.warning(
+                    "sprites: making the URL of a new sprite public failed (%s); "
+                    "the sprite was created",
+                    type(error).__name__,
+                )
         body = _json_or_none(response)
         instance_id = body.get("id") if isinstance(body, dict) else None
-        return Handle(self.provider, name,
-                      instance_id=instance_id if isinstance(instance_id, str) else None)
+        return Handle(
+            self.provider, name, instance_id=instance_id if isinstance(instance_id, str) else None
+        )
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
         """One POST that never adopts: 409 is ``AlreadyExists``
@@ -180,8 +184,9 @@ class Sprites(StreamingAdapter):
         name = self._name(handle)
         raw = self._api().get(name)
         status = raw.get("status")
-        return Info(status=_STATUS.get(status, "unknown") if isinstance(status, str)
-                    else "unknown", raw=raw)
+        return Info(
+            status=_STATUS.get(status, "unknown") if isinstance(status, str) else "unknown", raw=raw
+        )
 
     def destroy(self, handle: Handle) -> None:
         """Delete the sprite; an already-gone sprite (404) is fine."""
@@ -212,8 +217,9 @@ class Sprites(StreamingAdapter):
 
     # -- files ------------------------------------------------------------
 
-    def write_file(self, handle: Handle, path: str, data: bytes, *,
-                   mode: int | None = None) -> None:
+    def write_file(
+        self, handle: Handle, path: str, data: bytes, *, mode: int | None = None
+    ) -> None:
         """Write through the filesystem endpoint, creating parent directories."""
         name = self._name(handle)
         self._api().write_file(name, path, data, _DEFAULT_MODE if mode is None else mode)
@@ -247,11 +253,22 @@ class Sprites(StreamingAdapter):
         deadline.check()
 
         def start(owner: Any) -> Command:
-            return self._open(handle, cmd, args, owner=owner, env=env, dir=dir, stdin=False,
-                              tty=False, detachable=False, deadline=deadline)
+            return self._open(
+                handle,
+                cmd,
+                args,
+                owner=owner,
+                env=env,
+                dir=dir,
+                stdin=False,
+                tty=False,
+                detachable=False,
+                deadline=deadline,
+            )
 
-        return collect_exec(start, self.stop_command, deadline=deadline,
-                            stderr_to_stdout=stderr_to_stdout)
+        return collect_exec(
+            start, self.stop_command, deadline=deadline, stderr_to_stdout=stderr_to_stdout
+        )
 
     def spawn(
         self,
@@ -266,8 +283,18 @@ class Sprites(StreamingAdapter):
         tty: bool = False,
         detachable: bool = False,
     ) -> Command:
-        return self._open(handle, cmd, args, owner=owner, env=env, dir=dir,
-                          stdin=stdin, tty=tty, detachable=detachable, deadline=None)
+        return self._open(
+            handle,
+            cmd,
+            args,
+            owner=owner,
+            env=env,
+            dir=dir,
+            stdin=stdin,
+            tty=tty,
+            detachable=detachable,
+            deadline=None,
+        )
 
     def _open(
         self,
@@ -293,8 +320,16 @@ class Sprites(StreamingAdapter):
         if detachable:
             params.append(("detachable", "true"))
         stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
-        return self._connect(settings, stream, sprite_path(name, "exec"), params, tty=tty,
-                             attached=False, deadline=deadline, announced=detachable)
+        return self._connect(
+            settings,
+            stream,
+            sprite_path(name, "exec"),
+            params,
+            tty=tty,
+            attached=False,
+            deadline=deadline,
+            announced=detachable,
+        )
 
     def _connect(
         self,
@@ -318,14 +353,14 @@ class Sprites(StreamingAdapter):
             if deadline is not None:
                 deadline.check()
             raise
-        state = SpritesCommandEnd(stream, ws, tty=tty, attached=attached,
-                                  keepalive=self._keepalive)
+        state = SpritesCommandEnd(stream, ws, tty=tty, attached=attached, keepalive=self._keepalive)
         if announced:
             state.read_session_info(timeout)
             session_id = state.session_id
         state.start()
-        return Command(self.provider, stream.ref, frames=stream.frames, private=state,
-                       session_id=session_id)
+        return Command(
+            self.provider, stream.ref, frames=stream.frames, private=state, session_id=session_id
+        )
 
     # -- sessions ---------------------------------------------------------
 
@@ -345,9 +380,15 @@ class Sprites(StreamingAdapter):
         name = self._name(handle)
         settings = load()
         stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
-        return self._connect(settings, stream, sprite_path(name, "exec", session_id),
-                             [("stdin", _bool(stdin))], tty=False, attached=True,
-                             session_id=session_id)
+        return self._connect(
+            settings,
+            stream,
+            sprite_path(name, "exec", session_id),
+            [("stdin", _bool(stdin))],
+            tty=False,
+            attached=True,
+            session_id=session_id,
+        )
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
@@ -362,8 +403,9 @@ class Sprites(StreamingAdapter):
         """
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         name = self._name(handle)
-        once.terminate_session(load(), name, session_id, timeout_ms=timeout_ms,
-                               force=mode == "force")
+        once.terminate_session(
+            load(), name, session_id, timeout_ms=timeout_ms, force=mode == "force"
+        )
 
     # -- policy and URLs --------------------------------------------------
 
@@ -400,8 +442,7 @@ class Sprites(StreamingAdapter):
             raise Invalid("checkpoint_operation_id")
         seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "checkpoint_timeout")
         name = self._name(handle)
-        return once.create_checkpoint_once(load(), name, operation_id=operation_id,
-                                           timeout=seconds)
+        return once.create_checkpoint_once(load(), name, operation_id=operation_id, timeout=seconds)
 
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
         self._checkpointing("checkpoint")

@@ -68,8 +68,13 @@ class SpritesApi:
         seconds = self.settings.timeout if timeout is None else timeout
         headers = {**self.settings.headers, **(extra_headers or {})}
         return self._http.send(
-            method, self.settings.url(path), policy=POLICY, timeout=(seconds, seconds),
-            headers=headers, accept=accept, **kwargs,
+            method,
+            self.settings.url(path),
+            policy=POLICY,
+            timeout=(seconds, seconds),
+            headers=headers,
+            accept=accept,
+            **kwargs,
         )
 
     @contextmanager
@@ -86,7 +91,10 @@ class SpritesApi:
         seconds = self.settings.timeout
         headers = {**self.settings.headers, **(extra_headers or {})}
         with self._http.stream(
-            method, self.settings.url(path), timeout=(seconds, seconds), headers=headers,
+            method,
+            self.settings.url(path),
+            timeout=(seconds, seconds),
+            headers=headers,
             **kwargs,
         ) as response:
             yield response
@@ -133,8 +141,11 @@ class SpritesApi:
         page = self.ok("GET", "/v1/sprites", params=params).json()
         names = _page_names(page)
         following = page.get("next_continuation_token")
-        return Page(names, following if isinstance(following, str) else None,
-                    more=page.get("has_more") is True)
+        return Page(
+            names,
+            following if isinstance(following, str) else None,
+            more=page.get("has_more") is True,
+        )
 
     # -- sessions, policy, files ----------------------------------------
 
@@ -147,7 +158,9 @@ class SpritesApi:
     def set_policy(self, name: str, rules: list[dict[str, str]]) -> None:
         """``POST /v1/sprites/<name>/policy/network`` with ``policy_timeout_ms``; any 2xx."""
         self.ok(
-            "POST", sprite_path(name, "policy", "network"), json={"rules": rules},
+            "POST",
+            sprite_path(name, "policy", "network"),
+            json={"rules": rules},
             timeout=self.settings.policy_timeout,
         )
 
@@ -155,7 +168,10 @@ class SpritesApi:
         """``PUT /v1/sprites/<name>/fs/write`` (parents created, ``workingDir=/``)."""
         params = {"path": path, "workingDir": "/", "mode": f"{mode:04o}", "mkdirParents": "true"}
         self.ok(
-            "PUT", sprite_path(name, "fs", "write"), params=params, data=data,
+            "PUT",
+            sprite_path(name, "fs", "write"),
+            params=params,
+            data=data,
             extra_headers={"Content-Type": "application/octet-stream"},
         )
 

@@ -86,8 +86,14 @@ def exchange(
     worker = threading.Thread(
         target=_run,
         args=(outcome,),
-        kwargs={"method": method, "url": url, "headers": dict(headers), "deadline": deadline,
-                "limit": limit, "extra": kwargs},
+        kwargs={
+            "method": method,
+            "url": url,
+            "headers": dict(headers),
+            "deadline": deadline,
+            "limit": limit,
+            "extra": kwargs,
+        },
         name="sprites-bounded-request",
         daemon=True,
     )
@@ -118,8 +124,13 @@ def _run(
     session.trust_env = False
     try:
         response = session.request(
-            method, url, headers=headers, timeout=(timeout, timeout), stream=True,
-            allow_redirects=False, **extra,
+            method,
+            url,
+            headers=headers,
+            timeout=(timeout, timeout),
+            stream=True,
+            allow_redirects=False,
+            **extra,
         )
         outcome.response = response
         try:

@@ -21,8 +21,15 @@ from ... import reasons
 from ..._http import ErrorPolicy, Response, transport_error
 from ...errors import DeadlineExpired, SandboxError, Unavailable
 
-__all__ = ["POLICY", "PROVIDER", "RETRY_AFTER_FIELD", "http_error", "sanitised", "transport",
-           "upgrade_error"]
+__all__ = [
+    "POLICY",
+    "PROVIDER",
+    "RETRY_AFTER_FIELD",
+    "http_error",
+    "sanitised",
+    "transport",
+    "upgrade_error",
+]
 
 PROVIDER = "sprites"
 RETRY_AFTER_FIELD = "retry_after_seconds"

@@ -62,8 +62,12 @@ _WRONG_KIND = {"EISDIR": "is a directory", "ENOTDIR": "not a directory"}
 def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
     """The bytes of the file at ``path`` in sprite ``name`` (see the module docstring)."""
     params = {"path": path, "workingDir": "/"}
-    with api.stream("GET", sprite_path(name, "fs", "read"), params=params,
-                    extra_headers={"Accept-Encoding": "identity"}) as response:
+    with api.stream(
+        "GET",
+        sprite_path(name, "fs", "read"),
+        params=params,
+        extra_headers={"Accept-Encoding": "identity"},
+    ) as response:
         if not 200 <= response.status_code < 300:
             body = _head(body_chunks(response), BODY_LIMIT)
             raise fs_error(Response(response.status_code, dict(response.headers), body))
@@ -74,8 +78,12 @@ def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
     """The entries of the directory at ``path`` in sprite ``name`` (see the module
     docstring)."""
     try:
-        response = api.call("GET", sprite_path(name, "fs", "list"),
-                            params={"path": path, "workingDir": "/"}, limit=LISTING_LIMIT)
+        response = api.call(
+            "GET",
+            sprite_path(name, "fs", "list"),
+            params={"path": path, "workingDir": "/"},
+            limit=LISTING_LIMIT,
+        )
     except Unavailable as error:
         if error.detail == (reasons.RESPONSE_TOO_LARGE, LISTING_LIMIT):
             raise Truncated(("listing_bytes", LISTING_LIMIT)) from None

@@ -67,8 +67,9 @@ def _request(
     ``"<operation>_timeout"`` for a deadline from :func:`_deadline`)."""
     url = settings.url(path)
     try:
-        return exchange(method, url, headers=settings.headers, deadline=deadline, limit=limit,
-                        **kwargs)
+        return exchange(
+            method, url, headers=settings.headers, deadline=deadline, limit=limit, **kwargs
+        )
     except Failed as failed:
         raise Unavailable(reasons.transport_failed(operation)) from failed.cause
     except (Cut, TooLarge):
@@ -103,9 +104,7 @@ def _valid_id(value: object) -> bool:
 # -- create_new --------------------------------------------------------------
 
 
-def create_new(
-    settings: Settings, name: str, *, timeout: float, wait_for_capacity: bool
-) -> str:
+def create_new(settings: Settings, name: str, *, timeout: float, wait_for_capacity: bool) -> str:
     """Create ``name`` in one attempt; returns the provider's ``id`` (the instance id)."""
     deadline = _deadline("create", timeout)
     body = {
@@ -114,7 +113,12 @@ def create_new(
         "url_settings": {"auth": "public" if settings.public_urls else "sprite"},
     }
     answer = _request(
-        settings, "create", "POST", "/v1/sprites", deadline=deadline, limit=BODY_LIMIT,
+        settings,
+        "create",
+        "POST",
+        "/v1/sprites",
+        deadline=deadline,
+        limit=BODY_LIMIT,
         json=body,
     )
     if answer.status == 409:
@@ -160,8 +164,13 @@ def terminate_session(
     deadline = _deadline("termination", timeout_ms / 1000 + TERMINATION_SLACK)
     params = {"signal": "SIGKILL" if force else "SIGTERM", "timeout": f"{timeout_ms}ms"}
     answer = _request(
-        settings, "termination", "POST", sprite_path(name, "exec", session_id, "kill"),
-        deadline=deadline, limit=TERMINATION_LIMIT, params=params,
+        settings,
+        "termination",
+        "POST",
+        sprite_path(name, "exec", session_id, "kill"),
+        deadline=deadline,
+        limit=TERMINATION_LIMIT,
+        params=params,
     )
     if answer.status == 410:
         return
@@ -180,8 +189,14 @@ def terminate_session(
 def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) -> bool:
     """Whether the sprite lists ``session_id`` (one confirming GET): a kill's 404 then
     means a session that existed and has ended, not one that never did."""
-    answer = _request(settings, "termination", "GET", sprite_path(name, "exec"),
-                      deadline=deadline, limit=BODY_LIMIT)
+    answer = _request(
+        settings,
+        "termination",
+        "GET",
+        sprite_path(name, "exec"),
+        deadline=deadline,
+        limit=BODY_LIMIT,
+    )
     if answer.status == 404:
         raise NotFound(("sandbox", name))
     if answer.status != 200:
@@ -192,7 +207,8 @@ def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) 
         raise Unavailable(reasons.TERMINATION_UNCONFIRMED) from None
     entries = listing.get("sessions") if isinstance(listing, dict) else None
     return any(
-        isinstance(entry, dict) and not isinstance(entry.get("id"), bool)
+        isinstance(entry, dict)
+        and not isinstance(entry.get("id"), bool)
         and str(entry.get("id")) == session_id
         for entry in (entries if isinstance(entries, list) else ())
     )
@@ -243,8 +259,13 @@ def create_checkpoint_once(
     deadline = _deadline("checkpoint", timeout)
     comment = checkpoint_comment(operation_id)
     created = _request(
-        settings, "checkpoint", "POST", sprite_path(name, "checkpoint"), deadline=deadline,
-        limit=BODY_LIMIT, json={"comment": comment},
+        settings,
+        "checkpoint",
+        "POST",
+        sprite_path(name, "checkpoint"),
+        deadline=deadline,
+        limit=BODY_LIMIT,
+        json={"comment": comment},
     )
     if created.status != 200 or not _checkpoint_completed(created.body):
         raise Unavailable("checkpoint_unconfirmed")
@@ -252,7 +273,11 @@ def create_checkpoint_once(
     if budget <= 0:
         raise Unavailable("checkpoint_unconfirmed")
     listed = _request(
-        settings, "checkpoint", "GET", sprite_path(name, "checkpoints"), deadline=deadline,
+        settings,
+        "checkpoint",
+        "GET",
+        sprite_path(name, "checkpoints"),
+        deadline=deadline,
         limit=budget,
     )
     if listed.status != 200:

@@ -30,9 +30,7 @@ _NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 def check_name(name: object) -> str:
     """A sprite name: 1-63 of ``[a-z0-9-]``, starting and ending alphanumeric; else ``Invalid``."""
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
-        raise Invalid(
-            ("sprite_name", "must be 1-63 lowercase letters, digits or inner hyphens")
-        )
+        raise Invalid(("sprite_name", "must be 1-63 lowercase letters, digits or inner hyphens"))
     return name
 
 
@@ -67,7 +65,7 @@ class Settings:
 
     def ws_url(self, path: str) -> str:
         """The WebSocket URL of an API path (``http`` → ``ws``, ``https`` → ``wss``)."""
-        return "ws" + self.url(path)[len("http"):]
+        return "ws" + self.url(path)[len("http") :]
 
 
 def load() -> Settings:
