@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 
+from . import reasons
 from .errors import Truncated
 
 __all__ = ["collect", "truncated"]
@@ -19,7 +20,7 @@ __all__ = ["collect", "truncated"]
 
 def truncated(max_bytes: int) -> Truncated:
     """The error of a file holding more than ``max_bytes`` bytes."""
-    return Truncated(("max_bytes", max_bytes))
+    return Truncated((reasons.MAX_BYTES, max_bytes))
 
 
 def collect(

@@ -232,13 +232,22 @@ class ConformanceTests(_Base):
         return handle
 
     def _spawn(
-        self, handle: Handle, cmd: str, args: Sequence[str], *, owner: Mailbox, stdin: bool
+        self,
+        handle: Handle,
+        cmd: str,
+        args: Sequence[str],
+        *,
+        owner: Mailbox,
+        stdin: bool,
+        detachable: bool | None = None,
     ) -> Command:
-        """Spawn with ``spawn_opts`` under this test's options; stopped when the test ends."""
+        """Spawn with ``spawn_opts`` under this test's options (``detachable`` too, when
+        given); stopped when the test ends."""
         adapter = self.adapter_instance
-        command = adapter.spawn(
-            handle, cmd, args, **{**self.spawn_opts, "owner": owner, "stdin": stdin}
-        )
+        options: dict[str, Any] = {**self.spawn_opts, "owner": owner, "stdin": stdin}
+        if detachable is not None:
+            options["detachable"] = detachable
+        command = adapter.spawn(handle, cmd, args, **options)
         self.addCleanup(self._quietly, adapter.stop_command, command)
         return command
 
@@ -836,13 +845,7 @@ class ConformanceTests(_Base):
         timeout = self.frame_timeout
         handle = self._created()
         box = Mailbox()
-        command = adapter.spawn(
-            handle,
-            cmd,
-            args,
-            **{**self.spawn_opts, "owner": box, "stdin": True, "detachable": True},
-        )
-        self.addCleanup(self._quietly, adapter.stop_command, command)
+        command = self._spawn(handle, cmd, args, owner=box, stdin=True, detachable=True)
         box.expect(is_stdout(command.ref), timeout)
         adapter.stop_command(command)
         sessions = adapter.list_sessions(handle)
@@ -893,13 +896,7 @@ class ConformanceTests(_Base):
         adapter = self.adapter_instance
         handle = self._created()
         box = Mailbox()
-        command = adapter.spawn(
-            handle,
-            cmd,
-            args,
-            **{**self.spawn_opts, "owner": box, "stdin": True, "detachable": True},
-        )
-        self.addCleanup(self._quietly, adapter.stop_command, command)
+        command = self._spawn(handle, cmd, args, owner=box, stdin=True, detachable=True)
         self.assertIsInstance(command.session_id, str)
         first = cast(Stdout, box.expect(is_stdout(command.ref), self.frame_timeout))
         self.assertIn(command.session_id, [session.id for session in adapter.list_sessions(handle)])
