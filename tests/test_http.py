@@ -107,3 +107,27 @@ def test_release_closes_only_this_threads_session() -> None:
     assert client.session() is not first
     client.release()
     client.release()
+
+
+@responses.activate
+def test_a_request_is_sent_as_given_with_no_session_state_or_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests go straight to the transport: our User-Agent unless the call names one,
+    params/json/files encoded, no cookie carried over, no proxy from the environment."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    responses.add(responses.POST, URL, body=b"{}", headers={"Set-Cookie": "track=1; Path=/"})
+    client = HttpClient(user_agent="ours/1")
+    client.request("POST", URL, timeout=(1, 1), params={"q": "a b"}, json={"k": [1]})
+    client.request(
+        "POST", URL, timeout=(1, 1), headers={"user-agent": "theirs/2"}, files={"file": b"xy"}
+    )
+    first, second = (call.request for call in responses.calls)
+    assert first.url == URL + "?q=a+b" and first.body == b'{"k": [1]}'
+    assert first.headers["User-Agent"] == "ours/1"
+    assert first.headers["Content-Type"] == "application/json"
+    assert second.headers["User-Agent"] == "theirs/2"
+    assert "Cookie" not in second.headers
+    assert second.headers["Content-Type"].startswith("multipart/form-data")
+    assert b"xy" in second.body
