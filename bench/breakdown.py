@@ -8,12 +8,16 @@ that one thing costs.
   our adapters use) and through ``httpx`` (what the E2B SDK uses): the
   per-request cost of the HTTP library alone.
 * **daytona**: the SDK's call (``POST /process/execute`` of ``true``, a fresh
-  shell, output merged); a synchronous session exec of the bare builtin
-  ``true`` (the raw client); the same exec of the shim our adapter sends for
-  ``true`` (``shim.exec_script``), posted by ``requests``; our adapter's
-  ``exec(h, "true")`` through the facade. Steps 1-3 are one request each from
-  the same client, so their differences are the daemon's work; step 4 minus
-  step 3 is ours.
+  shell, output merged); the same one-shot execute of the least a script
+  must do there to keep stdout and stderr apart and byte-exact
+  (:data:`ONE_SHOT_SPLIT`: run the program ``true`` rather than the shell
+  builtin, capture each stream in a file, frame both, remove the files) —
+  the floor of an exec built on the SDK's call; a synchronous session exec
+  of the bare builtin ``true`` (the raw client); the same exec of the shim
+  our adapter sends for ``true`` (``shim.exec_script``), posted by
+  ``requests``; our adapter's ``exec(h, "true")`` through the facade. Steps
+  1-4 are one request each from the same client, so their differences are
+  the daemon's work; step 5 minus step 4 is ours.
 """
 
 from __future__ import annotations
@@ -33,6 +37,18 @@ import managoat_sandbox as sandbox
 from managoat_sandbox.providers.daytona import shim
 
 ROUNDS = 101
+#: The least a one-shot execute must run for ``true`` to keep its streams apart and
+#: byte-exact (not what the adapter sends; see the module docstring).
+ONE_SHOT_SPLIT = "\n".join(
+    [
+        'o="${TMPDIR:-/tmp}/.mg-$$.o"; e="${TMPDIR:-/tmp}/.mg-$$.e"',
+        '( exec true ) </dev/null >"$o" 2>"$e"; c=$?',
+        'for f in "$o" "$e"; do if [ -s "$f" ]; then printf \':\'; base64 "$f" | tr -d \'\\n\';'
+        " echo; fi; echo ':'; done",
+        'rm -f "$o" "$e" </dev/null >/dev/null 2>&1 &',
+        "printf '!%s\\n' \"$c\"",
+    ]
+)
 Step = tuple[str, Callable[[], object]]
 
 
@@ -84,6 +100,11 @@ def daytona() -> None:
             shimmed = shim.exec_script(
                 session_id, shim.program("true", [], env=None, cwd=None), merge=False
             )
+            split = raw.http.post(
+                raw.toolbox + "/process/execute", json={"command": ONE_SHOT_SPLIT}, timeout=WAIT
+            ).json()
+            if split != {"exitCode": 0, "result": ":\n:\n!0\n"}:
+                raise RuntimeError(f"the one-shot split script answered {split!r}")
 
             def post(path: str, body: dict[str, object]) -> None:
                 raw.http.post(raw.toolbox + path, json=body, timeout=WAIT).raise_for_status()
@@ -96,6 +117,10 @@ def daytona() -> None:
                             (
                                 "/process/execute 'true' (the SDK's exec)",
                                 lambda: post("/process/execute", {"command": "true"}),
+                            ),
+                            (
+                                "/process/execute, 'true' kept byte-exact and apart",
+                                lambda: post("/process/execute", {"command": ONE_SHOT_SPLIT}),
                             ),
                             (
                                 "session exec 'true', a shell builtin (the raw client)",

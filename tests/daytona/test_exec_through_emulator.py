@@ -28,9 +28,11 @@ from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid
 from managoat_sandbox.frames import Exit, Stderr, Stdout
 from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.shim import SWEEP_EVERY
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Handle
 
+from ..conftest import wait_until
 from .emulated import serving
 
 pytestmark = pytest.mark.timeout(120)
@@ -104,3 +106,35 @@ def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(daytona: Daytona, handl
     # The kept session is fine: a relative dir, after an earlier failed one, still works.
     assert daytona.exec(handle, "sh", ["-c", "mkdir -p sub"]).exit_code == 0
     assert daytona.exec(handle, "sh", ["-c", "basename $PWD"], dir="sub") == (b"sub\n", 0)
+
+
+def test_what_an_exec_does_stays_out_of_the_kept_session(daytona: Daytona, handle: Handle) -> None:
+    """The exec script runs in the session shell itself; its command runs in a child
+    shell, so a dir, an env or an ``exit`` never reaches the next exec there."""
+    home = daytona.exec(handle, "pwd").output
+    assert daytona.exec(handle, "mkdir", ["-p", "sub"]).exit_code == 0
+    assert daytona.exec(handle, "pwd", dir="sub").output == home.rstrip(b"\n") + b"/sub\n"
+    script = "echo ${X-unset}; exit 7"
+    assert daytona.exec(handle, "sh", ["-c", script], env={"X": "1"}) == (b"1\n", 7)
+    assert daytona.exec(handle, "sh", ["-c", "pwd; echo ${X-unset}"]) == (home + b"unset\n", 0)
+    assert len(daytona._pools[handle.name]._idle) == 1, "all in one kept session"
+
+
+def test_capture_files_with_output_go_at_once_and_empty_ones_at_the_sweep(
+    daytona: Daytona, handle: Handle
+) -> None:
+    daytona.exec(handle, "true")
+    (session,) = daytona._pools[handle.name]._idle
+    state = f"/tmp/managoat/{session.id}"
+
+    def captures() -> list[str]:
+        found = daytona.list_files(handle, state)
+        return sorted(entry.name for entry in found if entry.name[:2] in ("o.", "e."))
+
+    assert len(captures()) == 2, "an exec without output leaves its two empty files"
+    assert daytona.exec(handle, "echo", ["x"]) == (b"x\n", 0)
+    assert wait_until(lambda: len(captures()) == 2), "the files with output are removed"
+    for _ in range(SWEEP_EVERY - session.sent):
+        assert daytona.exec(handle, "true").exit_code == 0
+    assert session.sent % SWEEP_EVERY == 0
+    assert wait_until(lambda: captures() == []), "the sweep removed every capture file"

@@ -398,7 +398,9 @@ class Daytona(StreamingAdapter):
             try:
                 return run_exec(
                     pool,
-                    lambda session_id: shim.exec_script(session_id, run, merge=stderr_to_stdout),
+                    lambda session_id, sweep: shim.exec_script(
+                        session_id, run, merge=stderr_to_stdout, sweep=sweep
+                    ),
                     deadline=deadline,
                     window=self.api.timeouts.toolbox,
                     policy=self.follow,

@@ -52,7 +52,7 @@ from .api import PROVIDER
 from .decoder import STDERR, STDOUT, JournalDecoder
 from .errors import exec_refused, is_status, not_started, session_ended
 from .logs import FollowPolicy, LogFollower
-from .shim import echoed_size
+from .shim import SWEEP_EVERY, echoed_size
 from .toolbox import ExecAnswer, Toolbox, listed_command_id
 
 __all__ = ["ECHO_BUDGET", "EXEC_PREFIX", "ExecPool", "ExecSession", "NotDispatched", "run_exec"]
@@ -80,6 +80,13 @@ class ExecSession:
     ran: set[str] = attrs.field(factory=set)
     #: The bytes of command text the session's record echoes (see :data:`ECHO_BUDGET`).
     echoed: int = 0
+    #: The execs sent to the session (every :data:`.shim.SWEEP_EVERY`-th sweeps it).
+    sent: int = 0
+
+    def next_sweeps(self) -> bool:
+        """Count one more exec; whether it is the one to sweep the capture files."""
+        self.sent += 1
+        return self.sent % SWEEP_EVERY == 0
 
 
 class ExecPool:
@@ -131,7 +138,7 @@ class ExecPool:
 class _Job:
     """One exec: what to run, until when, and how to follow it should that be needed."""
 
-    script: Callable[[str], str]
+    script: Callable[[str, bool], str]
     deadline: Deadline
     window: float
     policy: FollowPolicy
@@ -151,7 +158,7 @@ class NotDispatched(Exception):
 
 def run_exec(
     pool: ExecPool,
-    script: Callable[[str], str],
+    script: Callable[[str, bool], str],
     *,
     deadline: Deadline,
     window: float,
@@ -160,9 +167,10 @@ def run_exec(
     stderr_to_stdout: bool,
     cwd: str | None = None,
 ) -> ExecResult:
-    """Run the shim ``script(session_id)`` in a session of ``pool`` to its exit (see the
-    module docstring). :class:`NotDispatched` when it could not be started: no session,
-    a sandbox the toolbox says is not started, or two sessions in a row refused it.
+    """Run the shim ``script(session_id, sweep)`` in a session of ``pool`` to its exit
+    (see the module docstring; ``sweep``: see :func:`.shim.exec_script`).
+    :class:`NotDispatched` when it could not be started: no session, a sandbox the
+    toolbox says is not started, or two sessions in a row refused it.
     ``Invalid(("dir", ...))`` when the shim could not enter ``cwd``."""
     job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout, cwd)
     for attempt in (1, 2):
@@ -214,7 +222,7 @@ def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:
             raise deadline.error()
         return job.window if remaining is None else min(remaining, job.window)
 
-    script = job.script(session.id)
+    script = job.script(session.id, session.next_sweeps())
     session.echoed += echoed_size(script)
     return toolbox.exec_sync(session.id, script, wait=check(), check=check)
 

@@ -230,46 +230,70 @@ def _whole_frame(path: str) -> str:
     )
 
 
-def exec_script(session_id: str, run: Program, *, merge: bool) -> str:
+#: An exec session's capture files that stayed empty are removed by every this many
+#: execs in it (:func:`exec_script`'s ``sweep``).
+SWEEP_EVERY = 32
+
+
+def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = False) -> str:
     """The script of a synchronous exec of ``run`` in the kept session ``session_id``.
 
     The daemon answers a synchronous exec only once the command has ended, so
     nothing needs to stream: the command's stdout and stderr (one file when
     ``merge``: both, in the order written) are captured in files of the state
     directory, then framed whole, one line per stream, followed by the end
-    frames and the exit code, as :func:`script` frames them. It runs in a
-    subshell of the session shell (no new shell to start, and nothing it does
-    reaches the session); ``pid`` is the session shell's.
+    frames and the exit code, as :func:`script` frames them.
 
-    The subshell enters the command's working directory itself: when it
-    cannot, it writes the line :data:`.decoder.NO_DIR` on stdout (no frame, no code)
-    and the command never starts.
+    The script runs in the session shell itself, which the daemon *sources* it
+    in: no shell is started for it, and it ends with ``return <code>``, which
+    sets the status the daemon records without ending the session shell. The
+    command runs in a child shell, so nothing it does (``cd``, ``export``,
+    ``exit``) reaches the session; the script's own variables are prefixed
+    ``__mg_``. ``pid`` is the session shell's.
+
+    The child shell enters the command's working directory itself: when it
+    cannot, it writes the line :data:`.decoder.NO_DIR` on the session's
+    stdout (before any frame) and the command never starts.
 
     The capture files are named for this exec alone, so a process an earlier
-    exec left running in the session writes to files no later exec reads. They
-    are removed in the background, detached from the daemon's output pipes, so
-    the answer does not wait for ``rm`` to start.
+    exec left running in the session writes to files no later exec reads.
+    Files that hold output are removed at once, in the background and detached
+    from the daemon's output pipes, so the answer does not wait for ``rm``;
+    files that stayed empty (nothing to free but their names) are left for a
+    ``sweep``, which removes every capture file of the session and which the
+    caller asks for every :data:`SWEEP_EVERY` execs: an exec without output
+    starts no process besides its command.
     """
     nonce = secrets.token_hex(6)
-    err = "2>&1" if merge else '2>"$e"'
-    lines = [
-        "( d=" + state_dir(session_id),
-        '{ [ -d "$d" ] || mkdir -p "$d"; } && : >"$d/code" && echo "$$" >"$d/pid" || exit 125',
-        f'o="$d/o.{nonce}"; e="$d/e.{nonce}"',
-    ]
-    if run.cwd is not None:
-        lines.append(
+    err = "2>&1" if merge else '2>"$__mg_e"'
+    enter = (
+        []
+        if run.cwd is None
+        else [
             f"cd {shlex.quote(run.cwd)} 2>/dev/null || "
-            f"{{ printf '%s\\n' '{NO_DIR.decode()}'; exit 125; }}"
-        )
-    lines += [
-        f'( {run.body} ) </dev/null >"$o" {err}',
-        "c=$?",
-        _whole_frame("$o"),
-        _whole_frame("$e") + " >&2",
-        'rm -f "$o" "$e" </dev/null >/dev/null 2>&1 &',
-        'printf \'!%s\\n\' "$c"; printf \'%s\\n\' "$c" >"$d/code"',
-        'exit "$c" )',
+            f"{{ printf '%s\\n' '{NO_DIR.decode()}' >&3; exit 125; }}",
+            "exec 3>&-",
+        ]
+    )
+    remove = (
+        'rm -f "$__mg_d"/o.* "$__mg_d"/e.* </dev/null >/dev/null 2>&1 &'
+        if sweep
+        else 'if [ -s "$__mg_o" ] || [ -s "$__mg_e" ]; then '
+        'rm -f "$__mg_o" "$__mg_e" </dev/null >/dev/null 2>&1 & fi'
+    )
+    lines = [
+        "__mg_d=" + state_dir(session_id),
+        '{ [ -d "$__mg_d" ] || mkdir -p "$__mg_d"; } && : >"$__mg_d/code" && '
+        'echo "$$" >"$__mg_d/pid" || return 125',
+        f'__mg_o="$__mg_d/o.{nonce}"; __mg_e="$__mg_d/e.{nonce}"',
+        f"( {'; '.join([*enter, run.body])} ){' 3>&1' if enter else ''} "
+        f'</dev/null >"$__mg_o" {err}',
+        "__mg_c=$?",
+        _whole_frame("$__mg_o"),
+        _whole_frame("$__mg_e") + " >&2",
+        remove,
+        'printf \'!%s\\n\' "$__mg_c"; printf \'%s\\n\' "$__mg_c" >"$__mg_d/code"',
+        'return "$__mg_c"',
     ]
     return "\n".join(lines)
 
