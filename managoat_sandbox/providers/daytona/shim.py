@@ -5,13 +5,13 @@ runs through this shim. The daemon *sources* the submitted script in the
 session's shell and records as ``exitCode`` the status of the script's last
 statement — so a script ending in ``exit N`` would kill the session shell and
 no exit code would ever be recorded
-(docs/protocols/daytona.md#exit-in-a-sourced-script). The submitted script
-therefore runs in a child shell — a spawn's is a single ``/bin/sh -c
-'<shim>'``, an exec's a subshell ``( … )`` (:func:`exec_script`) — which may
-``exit`` freely, and its status — the command's real exit code — is the last
-statement's status, which the daemon records (the ``(exit $CODE)`` effect
-without touching the session shell, which stays usable for the next
-command).
+(docs/protocols/daytona.md#exit-in-a-sourced-script). So the caller's
+command never runs in the session shell: a spawn's whole script is a single
+``/bin/sh -c '<shim>'``, which may ``exit`` freely, its status being the last
+statement's; an exec's script runs its command in a subshell ``( … )`` and
+ends with ``return <code>`` (:func:`exec_script`). Either way the daemon
+records the command's real exit code and the session shell stays usable for
+the next command.
 
 The daemon journals output per complete line (a partial line appears only
 at EOF, with a newline added), and JSON answers turn invalid UTF-8 into
