@@ -11,7 +11,6 @@ thread-count checks of the emulators' callers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -21,7 +20,12 @@ __all__ = ["run_blocking"]
 T = TypeVar("T")
 
 
-async def run_blocking(function: Callable[[], T], *, name: str | None = None) -> T:
+async def run_blocking(
+    function: Callable[[], T],
+    *,
+    name: str | None = None,
+    discard: Callable[[T], object] | None = None,
+) -> T:
     """Await ``function()`` run on a fresh daemon thread; its value, or its exception.
 
     Where it runs: a new thread named ``name``, by default the running loop's
@@ -34,16 +38,21 @@ async def run_blocking(function: Callable[[], T], *, name: str | None = None) ->
 
     Cancellation: cancelling the awaiting coroutine does not interrupt
     ``function`` (a thread cannot be stopped); it runs to its end and its
-    value or exception is dropped. A caller whose ``function`` acquires
-    something (a descriptor, a process) must release it some other way if it
-    can be cancelled. If the loop has closed by the time ``function`` ends,
-    the outcome is dropped the same way.
+    exception is dropped. Its value, which nobody will have, is given to
+    ``discard`` (on a thread, as it may block): a ``function`` that acquires
+    something (a descriptor, a process) names here how to release it. The
+    same holds if the loop has closed by the time ``function`` ends.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
+    def drop(value: T | None, error: BaseException | None) -> None:
+        if error is None and discard is not None:
+            discard(value)  # type: ignore[arg-type]
+
     def settle(value: T | None, error: BaseException | None) -> None:
         if future.done():  # cancelled meanwhile: nobody wants the outcome
+            threading.Thread(target=drop, args=(value, error), daemon=True).start()
             return
         if error is not None:
             future.set_exception(error)
@@ -57,9 +66,10 @@ async def run_blocking(function: Callable[[], T], *, name: str | None = None) ->
             value = function()
         except BaseException as caught:  # handed to the awaiting coroutine
             error = caught
-        # A closed loop raises RuntimeError: nobody awaits this call any more.
-        with contextlib.suppress(RuntimeError):
+        try:
             loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop has closed: nobody awaits this call any more
+            drop(value, error)
 
     thread_name = name or f"{threading.current_thread().name}-call"
     threading.Thread(target=work, name=thread_name, daemon=True).start()

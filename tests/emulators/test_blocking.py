@@ -96,3 +96,35 @@ def test_cancelling_the_caller_lets_the_call_finish_and_drops_its_value() -> Non
         return problems
 
     assert asyncio.run(main()) == []
+
+
+@pytest.mark.parametrize("closed_loop", [False, True], ids=["cancelled", "loop-closed"])
+def test_a_value_nobody_awaits_is_discarded_and_one_awaited_is_not(closed_loop: bool) -> None:
+    started, release = threading.Event(), threading.Event()
+    discarded: list[str] = []
+    done = threading.Event()
+
+    def work() -> str:
+        started.set()
+        release.wait(DEADLINE)
+        return "acquired"
+
+    def discard(value: str) -> None:
+        discarded.append(value)
+        done.set()
+
+    async def main() -> None:
+        assert await run_blocking(lambda: "kept", discard=discard) == "kept"
+        task = asyncio.ensure_future(run_blocking(work, discard=discard))
+        assert await run_blocking(lambda: started.wait(DEADLINE))
+        if closed_loop:
+            return  # asyncio.run cancels the task and closes the loop
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+
+    asyncio.run(main())
+    release.set()
+    assert done.wait(DEADLINE)
+    assert discarded == ["acquired"]

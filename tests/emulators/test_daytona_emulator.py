@@ -13,7 +13,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -1094,5 +1093,3 @@ def test_shell_entry_point_serves_until_terminated(tmp_path: Any) -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=20) == 0
-    start = time.monotonic()
-    assert time.monotonic() - start < 20

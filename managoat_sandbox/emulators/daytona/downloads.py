@@ -150,7 +150,7 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
         await parts.error(request, path, 400, "INVALID_FILE_PATH", "path is required")
         return
     try:
-        fd = await run_blocking(lambda: daemon.files.open(path))
+        fd = await run_blocking(lambda: daemon.files.open(path), discard=os.close)
     except (OSError, safefs.PathRefused) as error:
         await parts.error(request, path, *_refusal(path, error))
         return

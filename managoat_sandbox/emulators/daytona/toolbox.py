@@ -199,7 +199,8 @@ class ToolboxRoutes:
         cwd = body.get("cwd") if isinstance(body.get("cwd"), str) else None
         try:
             shot = await run_blocking(
-                lambda: daemon.start_execute(script, cwd=cwd, envs=dict(envs))
+                lambda: daemon.start_execute(script, cwd=cwd, envs=dict(envs)),
+                discard=lambda started: started.close(),
             )
         except OSError as error:
             return web.json_response({"exitCode": -1, "result": str(error)})

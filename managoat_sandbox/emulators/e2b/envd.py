@@ -104,6 +104,14 @@ def is_envd_request(request: web.Request) -> bool:
     return sandbox_id is not None or port is not None
 
 
+def _unsubscribe(started: tuple[object, Subscription | None]) -> None:
+    """Close the output subscription of a process started for a caller that went away
+    (the process runs on in its table, as a process whose client disconnected does)."""
+    subscription = started[1]
+    if subscription is not None:
+        subscription.close()
+
+
 def _rpc_error(error: RpcError) -> web.Response:
     return web.json_response(
         connect.error_body(error.code, error.message),
@@ -399,7 +407,8 @@ class Envd:
             subscription: Subscription | None
             if method == "Start":
                 process, subscription = await run_blocking(
-                    lambda: table.start(message, user=user, sandbox_env=record.env_vars)
+                    lambda: table.start(message, user=user, sandbox_env=record.env_vars),
+                    discard=_unsubscribe,
                 )
                 self._arm_deadline(request, table, process)
             else:
@@ -530,7 +539,9 @@ class Envd:
         sandbox = self.world.table(record.sandbox_id).sandbox
         absolute = sandbox.sandbox_path(path, user)
         try:
-            fd = await run_blocking(lambda: filesystem.open_file(sandbox, absolute))
+            fd = await run_blocking(
+                lambda: filesystem.open_file(sandbox, absolute), discard=os.close
+            )
         except FileNotFoundError:
             return _http_error(404, f"path '{absolute}' does not exist")
         except safefs.PathRefused as refusal:

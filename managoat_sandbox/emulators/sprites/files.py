@@ -102,7 +102,9 @@ class Files:
             return wire.not_found("sprite")
         target = _target(sprite, request)
         try:
-            fd, size = await run_blocking(lambda: _open(sprite, target))
+            fd, size = await run_blocking(
+                lambda: _open(sprite, target), discard=lambda opened: os.close(opened[0])
+            )
         except (OSError, safefs.PathRefused) as failure:
             return _fs_error(failure)
         pieces = _pieces(fd, size)
