@@ -4,9 +4,13 @@ Each step adds one thing to the one before it, against one emulator in a
 child process, in alternating rounds; the difference of the medians is what
 that one thing costs.
 
-* **e2b**: the same ``GET /health`` of the emulator through ``requests`` (what
-  our adapters use) and through ``httpx`` (what the E2B SDK uses): the
-  per-request cost of the HTTP library alone.
+* **e2b**: the exec the table measures (envd's ``Start`` stream of
+  ``/bin/bash -l -c true``, read to its end-of-stream envelope) made the
+  least way each HTTP library allows: ``urllib3`` alone (which ours and
+  ``requests`` sit on), ``httpx`` (what the E2B SDK uses), ``requests``
+  (the raw client); then the SDK's ``commands.run`` and our ``exec``. The
+  first three differ only in the library; the last two add what each
+  client does around the request.
 * **daytona**: the SDK's call (``POST /process/execute`` of ``true``, a fresh
   shell, output merged); the same one-shot execute of the least a script
   must do there to keep stdout and stderr apart and byte-exact
@@ -24,13 +28,14 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import httpx
-import requests
+import urllib3
 from measure import WAIT, elapsed, rotated
 from providers import PROVIDERS, our_sandbox
-from raw import CREDENTIAL, RawDaytona
+from raw import RawDaytona, RawE2B, envelope
+from sdks import open_e2b
 from served import emulator_process
 
 import managoat_sandbox as sandbox
@@ -69,26 +74,66 @@ def report(title: str, medians: list[tuple[str, float]]) -> None:
         previous = value
 
 
+def _read_to_end(chunks: Iterable[bytes]) -> None:
+    """Read Connect envelopes until the end-of-stream one."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer += chunk
+        while len(buffer) >= 5:
+            size = int.from_bytes(buffer[1:5], "big")
+            if len(buffer) < 5 + size:
+                break
+            flags = buffer[0]
+            del buffer[: 5 + size]
+            if flags & 0x02:
+                return
+    raise RuntimeError("body ended without an end-of-stream envelope")
+
+
 def e2b() -> None:
-    with emulator_process("e2b") as served, requests.Session() as plain, httpx.Client() as modern:
-        url = f"{served.base_url}/health"
-        plain.headers["X-API-Key"] = modern.headers["X-API-Key"] = CREDENTIAL
-        report(
-            "e2b: one GET of the same emulator",
-            interleaved(
-                [
-                    (
-                        "httpx.Client (the E2B SDK's library)",
-                        lambda: modern.get(url, timeout=WAIT).raise_for_status(),
+    argv = ["/bin/bash", "-l", "-c", "true"]
+    with emulator_process("e2b") as served, httpx.Client() as modern:
+        PROVIDERS["e2b"].point(served.base_url)
+        raw = RawE2B(served.base_url)
+        pool = urllib3.PoolManager()
+        url = f"{served.base_url}/process.Process/Start"
+        body = envelope({"process": {"cmd": argv[0], "args": argv[1:]}, "stdin": False})
+
+        def with_urllib3() -> None:
+            answer = pool.request(
+                "POST", url, body=body, headers=raw.headers, preload_content=False, timeout=WAIT
+            )
+            _read_to_end(iter(lambda: answer.read1(65536), b""))
+            answer.release_conn()
+
+        def with_httpx() -> None:
+            with modern.stream("POST", url, content=body, headers=raw.headers, timeout=WAIT) as r:
+                _read_to_end(r.iter_raw())
+
+        def with_requests() -> None:
+            with raw.http.post(url, data=body, headers=raw.headers, stream=True, timeout=WAIT) as r:
+                _read_to_end(r.iter_content(chunk_size=None))
+
+        try:
+            with our_sandbox("e2b", "bench-breakdown") as handle, open_e2b(served.base_url) as sdk:
+                report(
+                    "e2b: exec of /bin/bash -l -c true, by HTTP library and client",
+                    interleaved(
+                        [
+                            ("Start stream with urllib3", with_urllib3),
+                            ("Start stream with httpx (the SDK's library)", with_httpx),
+                            ("Start stream with requests (the raw client)", with_requests),
+                            ("the SDK's commands.run", sdk.exec),
+                            (
+                                "our exec",
+                                lambda: sandbox.exec(handle, argv[0], argv[1:], timeout=WAIT),
+                            ),
+                        ],
+                        ROUNDS,
                     ),
-                    (
-                        "requests.Session (ours)",
-                        lambda: plain.get(url, timeout=WAIT).raise_for_status(),
-                    ),
-                ],
-                ROUNDS,
-            ),
-        )
+                )
+        finally:
+            raw.close()
 
 
 def daytona() -> None:

@@ -34,6 +34,7 @@ from typing import Protocol
 from measure import (
     FASTER_THAN_SDK,
     LATENCY_VS_RAW,
+    SPRITES_THROUGHPUT_VS_RAW,
     THROUGHPUT_VS_RAW,
     WAIT,
     Row,
@@ -233,7 +234,7 @@ def measure(provider: Provider, served: Served, sizes: Sizes) -> list[Row]:
                     scale=1 / MIB,
                     reference_name="raw",
                     kind="throughput",
-                    target=THROUGHPUT_VS_RAW,
+                    target=SPRITES_THROUGHPUT_VS_RAW if name == "sprites" else THROUGHPUT_VS_RAW,
                 )
             ]
 

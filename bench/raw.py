@@ -104,7 +104,7 @@ class RawSprites:
             ws.close()
 
 
-def _envelope(message: dict[str, Any]) -> bytes:
+def envelope(message: dict[str, Any]) -> bytes:
     payload = json.dumps(message, separators=(",", ":")).encode()
     return b"\x00" + len(payload).to_bytes(4, "big") + payload
 
@@ -140,7 +140,7 @@ class RawE2B:
         self.http.close()
 
     def run(self, argv: Sequence[str], *, first_only: bool = False) -> RawRun:
-        body = _envelope({"process": {"cmd": argv[0], "args": list(argv[1:])}, "stdin": False})
+        body = envelope({"process": {"cmd": argv[0], "args": list(argv[1:])}, "stdin": False})
         began = time.perf_counter()
         first = float("inf")
         received = 0
