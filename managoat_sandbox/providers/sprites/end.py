@@ -109,6 +109,8 @@ class SpritesCommandEnd:
     session_id: str | None = None
     #: Messages read before the reader started (by :meth:`read_session_info`).
     early: list[tuple[int, Any]] = attrs.field(factory=list, repr=False)
+    #: Asks the socket whether bytes are waiting (made on first use; None: cannot ask).
+    _poller: Any = attrs.field(default=None, init=False, repr=False)
 
     def start(self) -> None:
         """Start the reader thread; stop_command aborts the socket to interrupt it."""
@@ -190,11 +192,12 @@ class SpritesCommandEnd:
         if pending is not None and pending() > 0:
             return True
         try:
-            if not hasattr(select, "poll"):
-                return bool(select.select([sock], [], [], 0)[0])
-            poller = select.poll()
-            poller.register(sock, select.POLLIN)
-            return bool(poller.poll(0))
+            if self._poller is None:
+                if not hasattr(select, "poll"):
+                    return bool(select.select([sock], [], [], 0)[0])
+                self._poller = select.poll()
+                self._poller.register(sock, select.POLLIN)
+            return bool(self._poller.poll(0))
         except (OSError, ValueError):
             return False
 
