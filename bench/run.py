@@ -87,7 +87,7 @@ FULL = Plan(
     daytona_fan_out=250,
     sandboxes=50,
     per_sandbox=10,
-    sizes=providers.Sizes(rounds=31, stream_rounds=5, stream_bytes=256 * MIB),
+    sizes=providers.Sizes(rounds=31, stream_rounds=9, stream_bytes=256 * MIB),
 )
 SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona")
 

@@ -45,15 +45,26 @@ async def run_blocking(
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
+    lock = threading.Lock()
+    #: What ``function`` gave (value, error) once it has ended; whether the awaiting
+    #: coroutine gave up on it; whether it went to ``discard``.
+    outcome: list[tuple[T | None, BaseException | None]] = []
+    gave_up = threading.Event()
+    dropped = threading.Event()
 
-    def drop(value: T | None, error: BaseException | None) -> None:
+    def drop() -> None:
+        with lock:
+            if dropped.is_set() or not outcome:
+                return
+            dropped.set()
+            value, error = outcome[0]
         if error is None and discard is not None:
             discard(value)  # type: ignore[arg-type]
 
-    def settle(value: T | None, error: BaseException | None) -> None:
-        if future.done():  # cancelled meanwhile: nobody wants the outcome
-            threading.Thread(target=drop, args=(value, error), daemon=True).start()
+    def settle() -> None:
+        if future.done():  # cancelled meanwhile: the coroutine drops the value
             return
+        value, error = outcome[0]
         if error is not None:
             future.set_exception(error)
         else:
@@ -66,11 +77,25 @@ async def run_blocking(
             value = function()
         except BaseException as caught:  # handed to the awaiting coroutine
             error = caught
+        with lock:
+            outcome.append((value, error))
+            unwanted = gave_up.is_set()
+        if unwanted:
+            drop()
+            return
         try:
-            loop.call_soon_threadsafe(settle, value, error)
+            loop.call_soon_threadsafe(settle)
         except RuntimeError:  # the loop has closed: nobody awaits this call any more
-            drop(value, error)
+            drop()
 
     thread_name = name or f"{threading.current_thread().name}-call"
     threading.Thread(target=work, name=thread_name, daemon=True).start()
-    return await future
+    try:
+        return await future
+    except asyncio.CancelledError:
+        with lock:
+            gave_up.set()
+            ended = bool(outcome)
+        if ended:  # ended before the cancellation reached us: its value is ours to drop
+            threading.Thread(target=drop, name=thread_name, daemon=True).start()
+        raise
