@@ -642,6 +642,8 @@ class Box:
                 start=False,
                 timeout=min(2.0, max(deadline - time.monotonic(), 0.1)),
             )
+        # The shutdown's connection went back to the pool; its agent is ending.
+        self.close()
         if self._wait_gone(min(deadline, time.monotonic() + 2.0)):
             return True
         self._kill_agent()

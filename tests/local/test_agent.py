@@ -143,12 +143,15 @@ def test_following_a_finished_session_from_now_gives_only_its_end(local: Local, 
     box.expect(is_exit(command.ref), 10)
     assert command.session_id is not None
     engine_box = Box.open(root / "done")
-    follower = engine_box.attach(command.session_id, from_end=True)
-    assert follower is not None
-    assert follower.read(timeout=10) == [events.Exited(4)]
-    replay = engine_box.attach(command.session_id)
-    assert replay is not None
-    assert replay.read(timeout=10) == [events.Output(1, b"output\n"), events.Exited(4)]
+    try:
+        follower = engine_box.attach(command.session_id, from_end=True)
+        assert follower is not None
+        assert follower.read(timeout=10) == [events.Exited(4)]
+        replay = engine_box.attach(command.session_id)
+        assert replay is not None
+        assert replay.read(timeout=10) == [events.Output(1, b"output\n"), events.Exited(4)]
+    finally:
+        engine_box.close()
 
 
 def test_sessions_a_dead_agent_left_are_recorded_lost_by_the_next_one(

@@ -192,8 +192,11 @@ def script(session_id: str, run: Program, *, stdin: bool) -> str:
     fifos = '"$d/o" "$d/e" "$d/in"' if stdin else '"$d/o" "$d/e"'
     lines = [
         "d=" + state_dir(session_id),
-        'mkdir -p "$d" && rm -f "$d/code" && echo "$$" >"$d/pid" || exit 125',
-        f'rm -f "$d/o" "$d/e" "$d/in" && mkfifo {fifos} || exit 125',
+        # A new session's directory is new: only one reused (or the first of the
+        # sandbox, whose parent is missing) needs the slower way that clears it.
+        'mkdir "$d" 2>/dev/null || { mkdir -p "$d" && rm -f "$d/code" "$d/o" "$d/e" "$d/in"; } '
+        "|| exit 125",
+        f'echo "$$" >"$d/pid" && mkfifo {fifos} || exit 125',
         f'{_encoder("o.dd")} <"$d/o" &',
         "o=$!",
         f'{_encoder("e.dd")} <"$d/e" >&2 &',

@@ -418,12 +418,13 @@ class Local(StreamingAdapter):
         except (EngineError, TimeoutError) as error:
             raise _engine_error(EngineError(str(error))) from None
         assert subscription is not None
-        follow_into(stream, subscription)
+        end = LocalCommandEnd(stream, box, session_id)
+        follow_into(stream, subscription, end)
         return Command(
             self.provider,
             stream.ref,
             frames=stream.frames,
-            private=LocalCommandEnd(stream, box, session_id),
+            private=end,
             session_id=session_id,
         )
 
@@ -463,12 +464,13 @@ class Local(StreamingAdapter):
             raise _engine_error(EngineError(str(error))) from None
         if subscription is None:
             raise NotFound(("session", session_id))
-        follow_into(stream, subscription)
+        end = LocalCommandEnd(stream, box, session_id, live=live)
+        follow_into(stream, subscription, end)
         return Command(
             self.provider,
             stream.ref,
             frames=stream.frames,
-            private=LocalCommandEnd(stream, box, session_id, live=live),
+            private=end,
             session_id=session_id,
         )
 

@@ -26,23 +26,27 @@ def end_error(lost: events.Lost) -> SandboxError:
     return Unavailable(reasons.CLOSED_BEFORE_EXIT)
 
 
-def follow_into(stream: Stream, subscription: Subscription) -> None:
-    """Start ``stream``'s reader: every event of ``subscription`` as a frame."""
+def follow_into(stream: Stream, subscription: Subscription, end: LocalCommandEnd) -> None:
+    """Start ``stream``'s reader: every event of ``subscription`` as a frame. When it
+    ends, ``end`` lets go of its stdin connection (:meth:`LocalCommandEnd.release`)."""
 
     def pump(s: Stream) -> None:
-        while batch := subscription.read():
-            for event in batch:
-                if isinstance(event, events.Output):
-                    if event.stream == 2:
-                        s.stderr(event.data)
+        try:
+            while batch := subscription.read():
+                for event in batch:
+                    if isinstance(event, events.Output):
+                        if event.stream == 2:
+                            s.stderr(event.data)
+                        else:
+                            s.stdout(event.data)
+                    elif isinstance(event, events.Exited):
+                        s.exit(event.code)
+                        return
                     else:
-                        s.stdout(event.data)
-                elif isinstance(event, events.Exited):
-                    s.exit(event.code)
-                    return
-                else:
-                    s.fail(end_error(event))
-                    return
+                        s.fail(end_error(event))
+                        return
+        finally:
+            end.release()
 
     stream.start(pump, on_stop=subscription.close)
 
@@ -62,17 +66,30 @@ class LocalCommandEnd:
     _channel: Channel | None = None
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
-    def _check(self) -> Channel:
+    def _check(self) -> Channel | None:
+        """The stdin connection (opened on first use); None once the command has ended
+        (its exit delivered): there is nothing left to write to."""
         self.stream.check_stdin()
         if not self.live:
             raise CommandExited("the session had ended before attach")
         with self._lock:
+            if self.stream.finished.is_set():
+                return None
             if self._channel is None:
                 self._channel = self.box.channel()
             return self._channel
 
+    def release(self) -> None:
+        """Close the stdin connection, if one is open (the command has ended)."""
+        with self._lock:
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+
     def _send(self, op: str, data: bytes = b"") -> str:
         channel = self._check()
+        if channel is None:
+            return "exited"
         try:
             reply = channel.request({"op": op, "id": self.session_id}, data)
         except Refused as refusal:
@@ -82,6 +99,8 @@ class LocalCommandEnd:
         except (OSError, EngineError) as error:
             if self.stream.stopped.is_set():
                 raise CommandExited("detached") from None
+            if self.stream.finished.is_set():
+                return "exited"
             raise WriteFailed(type(error).__name__) from None
         return str(reply.get("status"))
 
@@ -106,8 +125,5 @@ class LocalCommandEnd:
     def stop(self) -> None:
         """Detach this end; the session goes on. Never raises."""
         self.stream.stop()
-        with self._lock:
-            channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close()
+        self.release()
         self.stream.join(2.0)
