@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from managoat_sandbox import Exit, Stdout, iter_frames
 from managoat_sandbox.errors import CommandExited
 from managoat_sandbox.providers.local import Local
+
+from ..conftest import wait_until
 
 #: Far more than a pipe holds (64 KiB), to a process that never reads.
 PAYLOAD = b"x" * (8 * 1024 * 1024)
@@ -60,3 +64,24 @@ def test_large_stdin_writes_arrive_whole_and_leave_the_agent_running(local: Loca
     )
     assert isinstance(frames[-1], Exit) and frames[-1].code == 0
     assert local.exec(handle, "true").exit_code == 0
+
+
+def test_the_stdin_connection_closes_when_the_command_ends(local: Local) -> None:
+    """A command's stdin has its own connection to the agent; once the command has
+    ended it is closed (no socket is left to the garbage collector), and a write
+    after that is CommandExited without opening another one, while closing stdin
+    stays a no-op."""
+    handle = local.create("stdin-ends")
+    command = local.spawn(handle, "head", ["-c", "3"], stdin=True)
+    local.write_stdin(command, b"abc")
+    end = command.private
+    assert end._channel is not None, "the write opened the connection"
+    frames = list(iter_frames(command, timeout=STEP))
+    assert frames[-1] == Exit(command.ref, 0)
+    assert b"".join(f.data for f in frames if isinstance(f, Stdout)) == b"abc"
+    assert wait_until(lambda: end._channel is None, STEP)
+    with pytest.raises(CommandExited):
+        local.write_stdin(command, b"late")
+    local.close_stdin(command)
+    assert end._channel is None
+    local.stop_command(command)
