@@ -73,9 +73,10 @@ def test_the_stdin_connection_closes_when_the_command_ends(local: Local) -> None
     stays a no-op."""
     handle = local.create("stdin-ends")
     command = local.spawn(handle, "head", ["-c", "3"], stdin=True)
-    local.write_stdin(command, b"abc")
+    local.write_stdin(command, b"ab")
     end = command.private
-    assert end._channel is not None, "the write opened the connection"
+    assert end._channel is not None, "the write opened the connection (head waits for more)"
+    local.write_stdin(command, b"c")
     frames = list(iter_frames(command, timeout=STEP))
     assert frames[-1] == Exit(command.ref, 0)
     assert b"".join(f.data for f in frames if isinstance(f, Stdout)) == b"abc"
@@ -85,3 +86,35 @@ def test_the_stdin_connection_closes_when_the_command_ends(local: Local) -> None
     local.close_stdin(command)
     assert end._channel is None
     local.stop_command(command)
+
+
+def test_a_write_the_command_takes_just_before_it_exits_is_not_reported_failed(
+    local: Local,
+) -> None:
+    """The command reads what was written and exits at once, so its end races the
+    answer to the write; closing the connection at the end must wait for that answer.
+    Many commands at once make the race likely; every write must succeed."""
+    handle = local.create("takes-and-exits")
+    failures: list[BaseException] = []
+
+    def one() -> None:
+        command = local.spawn(handle, "head", ["-c", "3"], stdin=True)
+        try:
+            local.write_stdin(command, b"abc")
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            list(iter_frames(command, timeout=STEP))
+            local.stop_command(command)
+
+    def many() -> None:
+        for _ in range(60):
+            one()
+
+    workers = [threading.Thread(target=many) for _ in range(10)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(STEP * 5)
+    assert not any(worker.is_alive() for worker in workers)
+    assert failures == []

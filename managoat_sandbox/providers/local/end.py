@@ -64,11 +64,15 @@ class LocalCommandEnd:
     session_id: str
     live: bool = True
     _channel: Channel | None = None
+    #: Requests on the channel not yet answered, and whether the command has ended.
+    _in_flight: int = 0
+    _ended: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def _check(self) -> Channel | None:
-        """The stdin connection (opened on first use); None once the command has ended
-        (its exit delivered): there is nothing left to write to."""
+        """The stdin connection (opened on first use), counted in flight until
+        :meth:`_done`; None once the command has ended (its exit delivered): there is
+        nothing left to write to."""
         self.stream.check_stdin()
         if not self.live:
             raise CommandExited("the session had ended before attach")
@@ -77,11 +81,27 @@ class LocalCommandEnd:
                 return None
             if self._channel is None:
                 self._channel = self.box.channel()
+            self._in_flight += 1
             return self._channel
 
-    def release(self) -> None:
-        """Close the stdin connection, if one is open (the command has ended)."""
+    def _done(self) -> None:
+        """A request is answered; the last one after the command's end closes the channel."""
         with self._lock:
+            self._in_flight -= 1
+            if self._in_flight or not self._ended:
+                return
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+
+    def release(self) -> None:
+        """The command has ended: close the stdin connection — at once when idle, else once
+        the requests in flight are answered (a write the command took just before it
+        exited is still answered as written)."""
+        with self._lock:
+            self._ended = True
+            if self._in_flight:
+                return
             channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
@@ -99,9 +119,9 @@ class LocalCommandEnd:
         except (OSError, EngineError) as error:
             if self.stream.stopped.is_set():
                 raise CommandExited("detached") from None
-            if self.stream.finished.is_set():
-                return "exited"
             raise WriteFailed(type(error).__name__) from None
+        finally:
+            self._done()
         return str(reply.get("status"))
 
     def write(self, data: bytes) -> None:
@@ -125,5 +145,8 @@ class LocalCommandEnd:
     def stop(self) -> None:
         """Detach this end; the session goes on. Never raises."""
         self.stream.stop()
-        self.release()
+        with self._lock:
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
         self.stream.join(2.0)
