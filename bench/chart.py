@@ -44,8 +44,16 @@ def _bars(
     ax.invert_yaxis()
     for n, (value, text) in enumerate(targets):
         ax.axvline(value, linestyle="--", color="grey", linewidth=1)
-        ax.text(value, -0.7 - 0.4 * n, text, fontsize=7, ha="center", color="grey")
-    ax.set_title(title, fontsize=10)
+        ax.text(
+            value,
+            1.005 + 0.025 * n,
+            text,
+            fontsize=7,
+            ha="center",
+            color="grey",
+            transform=ax.get_xaxis_transform(),
+        )
+    ax.set_title(title, fontsize=10, pad=12 + 8 * len(targets))
     ax.set_xlabel("ours / reference (median, IQR whiskers)", fontsize=8)
 
 
