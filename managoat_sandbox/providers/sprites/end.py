@@ -109,7 +109,7 @@ class SpritesCommandEnd:
     session_id: str | None = None
     #: Messages read before the reader started (by :meth:`read_session_info`).
     early: list[tuple[int, Any]] = attrs.field(factory=list, repr=False)
-    #: Asks the socket whether bytes are waiting (made on first use; None: cannot ask).
+    #: Asks the socket whether bytes are waiting (made on first use).
     _poller: Any = attrs.field(default=None, init=False, repr=False)
 
     def start(self) -> None:
