@@ -297,12 +297,13 @@ class HttpClient:
             self._local.session = None
 
     def session(self) -> requests.Session:
-        """This thread's pooled session."""
+        """This thread's pooled session: its transport adapters (the connection pools)
+        and default headers. Requests never go through ``Session.request``
+        (:meth:`stream`), so its environment settings, cookies and hooks play no part."""
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
             session = requests_module().Session()
             session.headers["User-Agent"] = self._user_agent
-            session.trust_env = False
             self._local.session = session
         return session
 
