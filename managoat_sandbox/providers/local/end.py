@@ -88,11 +88,7 @@ class LocalCommandEnd:
         """A request is answered; the last one after the command's end closes the channel."""
         with self._lock:
             self._in_flight -= 1
-            if self._in_flight or not self._ended:
-                return
-            channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close()
+        self._close_channel(when_idle=True)
 
     def release(self) -> None:
         """The command has ended: close the stdin connection — at once when idle, else once
@@ -100,7 +96,13 @@ class LocalCommandEnd:
         exited is still answered as written)."""
         with self._lock:
             self._ended = True
-            if self._in_flight:
+        self._close_channel(when_idle=True)
+
+    def _close_channel(self, *, when_idle: bool) -> None:
+        """Close the stdin connection, if one is open; with ``when_idle``, only once the
+        command has ended and no request is in flight (else its last request does it)."""
+        with self._lock:
+            if when_idle and (self._in_flight or not self._ended):
                 return
             channel, self._channel = self._channel, None
         if channel is not None:
@@ -145,8 +147,5 @@ class LocalCommandEnd:
     def stop(self) -> None:
         """Detach this end; the session goes on. Never raises."""
         self.stream.stop()
-        with self._lock:
-            channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close()
+        self._close_channel(when_idle=False)
         self.stream.join(2.0)
