@@ -81,13 +81,17 @@ class _Batch:
         """Deliver what has been gathered, as one frame."""
         if not self.parts:
             return
-        data = b"".join(self.parts)
-        if self.kind == STDERR:
-            stream.stderr(data)
-        else:
-            stream.stdout(data)
+        _deliver(stream, self.kind, b"".join(self.parts))
         self.parts.clear()
         self.size = 0
+
+
+def _deliver(stream: Stream, kind: int | None, data: bytes) -> None:
+    """Deliver output of stream ``kind`` (stderr, else stdout)."""
+    if kind == STDERR:
+        stream.stderr(data)
+    else:
+        stream.stdout(data)
 
 
 @attrs.define(eq=False)
@@ -226,7 +230,7 @@ class SpritesCommandEnd:
         output = self._output(websocket.ABNF.OPCODE_BINARY, data)
         if output is not None:
             kind, payload = output
-            (stream.stderr if kind == STDERR else stream.stdout)(bytes(payload))
+            _deliver(stream, kind, bytes(payload))
             return False
         if data and data[0] == EXIT:
             self._exit(stream, decode_exit(data[1:]))
