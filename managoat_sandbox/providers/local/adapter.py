@@ -43,6 +43,7 @@ from ..._engine.box import AgentDown, Box, Refused
 from ..._engine.errors import EngineError
 from ..._engine.limits import Limits
 from ..._engine.settings import BoxSettings, hostname_for
+from ..._engine.subscription import Subscription
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
@@ -418,14 +419,17 @@ class Local(StreamingAdapter):
         except (EngineError, TimeoutError) as error:
             raise _engine_error(EngineError(str(error))) from None
         assert subscription is not None
-        end = LocalCommandEnd(stream, box, session_id)
-        follow_into(stream, subscription, end)
+        return self._followed(LocalCommandEnd(stream, box, session_id), subscription)
+
+    def _followed(self, end: LocalCommandEnd, subscription: Subscription) -> Command:
+        """The command whose end is ``end``, its reader started on ``subscription``."""
+        follow_into(end.stream, subscription, end)
         return Command(
             self.provider,
-            stream.ref,
-            frames=stream.frames,
+            end.stream.ref,
+            frames=end.stream.frames,
             private=end,
-            session_id=session_id,
+            session_id=end.session_id,
         )
 
     # -- sessions --------------------------------------------------------------------------
@@ -464,15 +468,7 @@ class Local(StreamingAdapter):
             raise _engine_error(EngineError(str(error))) from None
         if subscription is None:
             raise NotFound(("session", session_id))
-        end = LocalCommandEnd(stream, box, session_id, live=live)
-        follow_into(stream, subscription, end)
-        return Command(
-            self.provider,
-            stream.ref,
-            frames=stream.frames,
-            private=end,
-            session_id=session_id,
-        )
+        return self._followed(LocalCommandEnd(stream, box, session_id, live=live), subscription)
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
