@@ -3,54 +3,70 @@
 Every running E2B sandbox dies (here: auto-pauses) when its TTL runs out, even
 while a command streams. :class:`Heartbeats` keeps one daemon thread per
 sandbox that has at least one live command; every ``interval`` seconds it calls
-``send(sandbox_id)`` (which renews the TTL). The thread ends as soon as the
-last command of its sandbox releases it, so no heartbeat thread outlives the
-commands it serves. A failed heartbeat is logged and the next one still goes.
+``send(sandbox_id)`` (which renews the TTL) while the sandbox has a live
+command, and never once the last one has released it. The thread itself
+lingers a moment (``linger`` seconds, by default :data:`LINGER`) before it
+ends, so that commands run one after another share one thread instead of
+starting one each (a thread start is a fair part of a
+short command's cost); a command held while it lingers restarts the schedule
+(the first renewal comes ``interval`` after it). A failed heartbeat is logged
+and the next one still goes.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import attrs
 
-__all__ = ["Heartbeats"]
+__all__ = ["LINGER", "Heartbeats"]
 
 log = logging.getLogger("managoat_sandbox.e2b")
+
+#: Seconds a sandbox's heartbeat thread waits for a new command after the last one ended.
+LINGER = 1.0
 
 
 @attrs.define(eq=False)
 class _Beat:
-    holders: int
-    stop: threading.Event
+    """One sandbox's schedule; its fields are guarded by the ``Heartbeats`` lock."""
+
     send: Callable[[], None]
-    thread: threading.Thread | None = None
+    due: float
+    holders: int = 0
+    idle_until: float = 0.0
+    wake: threading.Event = attrs.field(factory=threading.Event)
 
 
 class Heartbeats:
     """Per-sandbox heartbeat threads, reference-counted by live commands."""
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, *, linger: float = LINGER) -> None:
         self.interval = interval
+        self._linger = linger
         self._lock = threading.Lock()
         self._beats: dict[str, _Beat] = {}
 
     def hold(self, sandbox_id: str, send: Callable[[], None]) -> Callable[[], None]:
         """Keep ``sandbox_id`` alive until the returned release is called (once)."""
         with self._lock:
+            due = time.monotonic() + self.interval
             beat = self._beats.get(sandbox_id)
             if beat is None:
-                beat = _Beat(0, threading.Event(), send)
-                beat.thread = threading.Thread(
+                beat = _Beat(send, due)
+                self._beats[sandbox_id] = beat
+                threading.Thread(
                     target=self._run,
                     args=(sandbox_id, beat),
                     name=f"e2b-heartbeat-{sandbox_id}",
                     daemon=True,
-                )
-                self._beats[sandbox_id] = beat
-                beat.thread.start()
+                ).start()
+            elif beat.holders == 0:
+                beat.send, beat.due = send, due
+                beat.wake.set()
             beat.holders += 1
         released = False
 
@@ -62,15 +78,29 @@ class Heartbeats:
                 released = True
                 beat.holders -= 1
                 if beat.holders == 0:
-                    beat.stop.set()
-                    if self._beats.get(sandbox_id) is beat:
-                        del self._beats[sandbox_id]
+                    beat.idle_until = time.monotonic() + self._linger
+                    beat.wake.set()
 
         return release
 
     def _run(self, sandbox_id: str, beat: _Beat) -> None:
-        while not beat.stop.wait(self.interval):
-            try:
-                beat.send()
-            except Exception as error:
-                log.warning("e2b: TTL heartbeat for sandbox %s failed: %r", sandbox_id, error)
+        while True:
+            send = None
+            with self._lock:
+                now = time.monotonic()
+                if beat.holders == 0:
+                    if now >= beat.idle_until:
+                        del self._beats[sandbox_id]
+                        return
+                    wait = beat.idle_until - now
+                else:
+                    if now >= beat.due:
+                        send, beat.due = beat.send, now + self.interval
+                    wait = beat.due - now
+            if send is not None:
+                try:
+                    send()
+                except Exception as error:
+                    log.warning("e2b: TTL heartbeat for sandbox %s failed: %r", sandbox_id, error)
+            beat.wake.wait(wait)
+            beat.wake.clear()
