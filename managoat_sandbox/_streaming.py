@@ -54,7 +54,8 @@ def _is_queue(owner: object) -> bool:
 class Stream:
     """One command's local end: serial delivery plus its reader thread.
 
-    ``pump(stream)`` runs in the reader thread and delivers frames with
+    ``pump(stream)`` runs in the reader thread (or, through :meth:`run_here`, in
+    the caller's) and delivers frames with
     :meth:`stdout`, :meth:`stderr`, :meth:`exit` and :meth:`fail`; it should
     return when :attr:`stopped` is set (``on_stop``, given to :meth:`start`,
     is called by :meth:`stop` to interrupt a blocking transport read).
@@ -141,6 +142,15 @@ class Stream:
             target=self._run, args=(pump,), name=f"{self.label}-{self.ref}", daemon=True
         )
         self._thread.start()
+
+    def run_here(
+        self, pump: Callable[[Stream], None], *, on_stop: Callable[[], None] | None = None
+    ) -> None:
+        """Run ``pump(self)`` in the calling thread, to its end, with the same delivery
+        rules as :meth:`start` (a blocking exec needs no reader thread: its caller
+        would only wait for one). The pump must bound its own waits."""
+        self._on_stop = on_stop
+        self._run(pump)
 
     def _run(self, pump: Callable[[Stream], None]) -> None:
         try:

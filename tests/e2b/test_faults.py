@@ -8,6 +8,7 @@ one terminal frame, no hang past the deadline and no leaked adapter thread
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -155,6 +156,22 @@ def test_a_silent_hang_is_bounded_by_the_exec_deadline(
         e2b.exec(handle, *SCRIPT, timeout=0.5)
     assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0.5)
     assert time.monotonic() - started < 3.0
+
+
+def test_an_exec_reads_its_stream_in_the_calling_thread(
+    e2b: E2B, handle: Handle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    result = e2b.exec(handle, *SCRIPT, timeout=WAIT)
+    assert (result.output, result.stderr, result.exit_code) == (b"one\nthree\n", b"two\n", 4)
+    assert [name for name in started if name.startswith("e2b-e2b-")] == []
 
 
 def test_a_silent_hang_before_start_fails_spawn_after_timeout_ms(

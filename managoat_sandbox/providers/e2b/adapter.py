@@ -37,8 +37,9 @@ directory) ``Invalid``; how entries become ``FileInfo`` is in :mod:`.files`.
 Commands. ``exec`` and ``spawn`` are envd ``Start`` streams. ``exec`` checks
 its deadline before resolving the name and again after it (``timeout=0``
 makes no request), sends ``Connect-Timeout-Ms`` with a finite timeout (so envd kills
-the process when the caller gives up), and collects with the shared
-collector. stdin and EOF go to the process by **pid**, never by tag. While a
+the process when the caller gives up), reads the stream in the calling
+thread (no reader thread: the caller would only wait for it), and collects
+with the shared collector. stdin and EOF go to the process by **pid**, never by tag. While a
 command streams, its sandbox's TTL is renewed every 240 s. ``stop_command``
 closes this end only: the remote process goes on.
 
@@ -320,6 +321,7 @@ class E2B(StreamingAdapter):
         extra_headers: Mapping[str, str] | None = None,
         detachable: bool = False,
         accepted: threading.Event | None = None,
+        in_caller: bool = False,
     ) -> Command:
         """Start ``request`` on ``envd`` for ``owner`` (see :func:`.process.open_process`)."""
         stream, pid = open_process(
@@ -333,6 +335,7 @@ class E2B(StreamingAdapter):
             deadline=deadline,
             extra_headers=extra_headers,
             accepted=accepted,
+            in_caller=in_caller,
         )
         return Command(
             self.provider,
@@ -354,7 +357,8 @@ class E2B(StreamingAdapter):
         stderr_to_stdout: bool = False,
         extra_headers: Mapping[str, str] | None = None,
     ) -> ExecResult:
-        """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first)."""
+        """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first), in
+        the calling thread: the frames are all queued by the time ``start`` returns."""
         start = partial(
             self._start,
             s,
@@ -365,6 +369,7 @@ class E2B(StreamingAdapter):
             deadline=deadline,
             extra_headers=extra_headers,
             accepted=accepted,
+            in_caller=True,
         )
         return collect_exec(
             start, self.stop_command, deadline=deadline, stderr_to_stdout=stderr_to_stdout

@@ -19,6 +19,11 @@ also ``Error(Unavailable("closed_before_exit"))``, even when the exit file is
 there: the cut may have come before the whole journal was replayed, and an
 ``Exit`` promises that all output was delivered.
 
+With a ``deadline`` (an exec) no read waits past it: each read is bounded by
+what is left of it, and a read it cut short fails the command with the
+deadline's own error. An exec's pump runs in the calling thread
+(``in_caller``), which would otherwise only wait for a reader thread.
+
 After ``end`` the rest of the body (the end-of-stream envelope and the final
 chunk) is read before the exit frame is delivered, so that urllib3 returns the
 connection to its pool instead of discarding it; that read is bounded (at most
@@ -109,7 +114,7 @@ def _trailer_error(
 
 @attrs.define(eq=False)
 class _Pump:
-    """The reader thread's loop over one open stream.
+    """The loop over one open stream, run by its reader thread (an exec's: by its caller).
 
     Once the stream is closed the pump lets go of its response: a finished
     command its caller still holds must not keep the connection's pool (and
@@ -125,6 +130,7 @@ class _Pump:
     recover: Callable[[], int | None] | None
     on_stopped: Callable[[], None] | None
     deadline: Deadline | None
+    idle_timeout: float
     _closing: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
@@ -154,7 +160,7 @@ class _Pump:
         try:
             if self._handle(stream, self.pending):
                 return
-            for chunk in self.chunks:
+            for chunk in self._reads():
                 if self._handle(stream, self.decoder.feed(chunk)):
                     return
         except connect.CodecError as error:
@@ -162,6 +168,21 @@ class _Pump:
         except Unavailable as error:
             if not stream.stopped.is_set():
                 stream.fail(error)
+
+    def _reads(self) -> Iterator[bytes]:
+        """The body's chunks; with a deadline, no read waits past it (see the module
+        docstring): a read it cut short raises the deadline's error."""
+        deadline = self.deadline
+        while True:
+            if deadline is not None and self.response is not None:
+                set_read_timeout(self.response, deadline.clamp(self.idle_timeout))
+            try:
+                chunk = next(self.chunks, b"")
+            except Unavailable as error:
+                raise _late(deadline) or error from None
+            if not chunk:
+                return
+            yield chunk
 
     def _handle(self, stream: Stream, envelopes: list[connect.Envelope]) -> bool:
         for envelope in envelopes:
@@ -291,6 +312,7 @@ def open_process(
     recover: Callable[[], int | None] | None = None,
     on_stopped: Callable[[int | None], None] | None = None,
     accepted: threading.Event | None = None,
+    in_caller: bool = False,
 ) -> tuple[Stream, int | None]:
     """Start the process, wait for its ``start`` event, then pump it into a new Stream.
 
@@ -302,6 +324,8 @@ def open_process(
     ``accepted`` is set as soon as envd has answered the ``Start`` with 200:
     from then on the process may be running, so the call must not be repeated
     (an error raised while it is clear was a refusal: nothing was started).
+    With ``in_caller`` the stream is pumped to its end in the calling thread
+    before this returns (an exec, whose frames go to a queue it then reads).
     """
     with ExitStack() as stack:
         response = stack.enter_context(
@@ -320,6 +344,20 @@ def open_process(
         closer = stack.pop_all()
     stream = Stream(new_ref("e2b"), owner, label="e2b", stdin=stdin)
     stopped = None if on_stopped is None else (lambda: on_stopped(pid))
-    pump = _Pump(response, chunks, decoder, pending, closer, keepalive, recover, stopped, deadline)
-    stream.start(pump, on_stop=pump.interrupt)
+    pump = _Pump(
+        response,
+        chunks,
+        decoder,
+        pending,
+        closer,
+        keepalive,
+        recover,
+        stopped,
+        deadline,
+        idle_timeout,
+    )
+    if in_caller:
+        stream.run_here(pump, on_stop=pump.interrupt)
+    else:
+        stream.start(pump, on_stop=pump.interrupt)
     return stream, pid
