@@ -10,7 +10,11 @@ that one thing costs.
   ``requests`` sit on), ``httpx`` (what the E2B SDK uses), ``requests``
   (the raw client); then the SDK's ``commands.run`` and our ``exec``. The
   first three differ only in the library; the last two add what each
-  client does around the request.
+  client does around the request. A second table gives the CPU time this
+  process spends per exec (all its threads): ``urllib3`` alone, the same
+  stream through ``requests``' transport adapter (the send path ours
+  uses), the SDK's call and ours — what each adds on a machine whose cores
+  the emulator and the sandbox also need.
 * **daytona**: the SDK's call (``POST /process/execute`` of ``true``, a fresh
   shell, output merged); the same one-shot execute of the least a script
   must do there to keep stdout and stderr apart and byte-exact
@@ -28,9 +32,11 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 import httpx
+import requests
 import urllib3
 from measure import WAIT, elapsed, rotated
 from providers import PROVIDERS, our_sandbox
@@ -65,8 +71,28 @@ def interleaved(steps: Sequence[Step], rounds: int) -> list[tuple[str, float]]:
     ]
 
 
-def report(title: str, medians: list[tuple[str, float]]) -> None:
-    print(f"\n{title} (medians of {ROUNDS} rounds)")
+def cpu_time(fn: Callable[[], object]) -> Callable[[], float]:
+    """A sample of the CPU seconds this process (all its threads) spends in one call."""
+
+    def sample() -> float:
+        began = time.process_time()
+        fn()
+        return time.process_time() - began
+
+    return sample
+
+
+def cpu_interleaved(steps: Sequence[Step], rounds: int) -> list[tuple[str, float]]:
+    """The mean CPU seconds of each step over ``rounds`` rounds, the order rotating (CPU
+    time is counted in clock ticks: a mean, not a median, resolves it)."""
+    found = rotated([cpu_time(call) for _, call in steps], rounds)
+    return [
+        (name, statistics.mean(samples)) for (name, _), samples in zip(steps, found, strict=True)
+    ]
+
+
+def report(title: str, medians: list[tuple[str, float]], *, of: str = "medians") -> None:
+    print(f"\n{title} ({of} of {ROUNDS} rounds)")
     previous = None
     for name, value in medians:
         step = "" if previous is None else f"   {(value - previous) * 1000:+.2f} ms"
@@ -114,8 +140,19 @@ def e2b() -> None:
             with raw.http.post(url, data=body, headers=raw.headers, stream=True, timeout=WAIT) as r:
                 _read_to_end(r.iter_content(chunk_size=None))
 
+        transport = raw.http.get_adapter(url)
+
+        def with_transport() -> None:
+            request = requests.Request("POST", url, data=body, headers=raw.headers).prepare()
+            with transport.send(request, stream=True, timeout=WAIT) as r:
+                _read_to_end(iter(lambda: r.raw.read1(65536), b""))
+
         try:
             with our_sandbox("e2b", "bench-breakdown") as handle, open_e2b(served.base_url) as sdk:
+                ours = (
+                    "our exec",
+                    lambda: sandbox.exec(handle, argv[0], argv[1:], timeout=WAIT),
+                )
                 report(
                     "e2b: exec of /bin/bash -l -c true, by HTTP library and client",
                     interleaved(
@@ -124,13 +161,23 @@ def e2b() -> None:
                             ("Start stream with httpx (the SDK's library)", with_httpx),
                             ("Start stream with requests (the raw client)", with_requests),
                             ("the SDK's commands.run", sdk.exec),
-                            (
-                                "our exec",
-                                lambda: sandbox.exec(handle, argv[0], argv[1:], timeout=WAIT),
-                            ),
+                            ours,
                         ],
                         ROUNDS,
                     ),
+                )
+                report(
+                    "e2b: this process's CPU time per exec",
+                    cpu_interleaved(
+                        [
+                            ("Start stream with urllib3", with_urllib3),
+                            ("Start stream through requests' transport adapter", with_transport),
+                            ("the SDK's commands.run", sdk.exec),
+                            ours,
+                        ],
+                        ROUNDS,
+                    ),
+                    of="means",
                 )
         finally:
             raw.close()
