@@ -36,12 +36,13 @@ directory) ``Invalid``; how entries become ``FileInfo`` is in :mod:`.files`.
 
 Commands. ``exec`` and ``spawn`` are envd ``Start`` streams. ``exec`` checks
 its deadline before resolving the name and again after it (``timeout=0``
-makes no request), sends ``Connect-Timeout-Ms`` with a finite timeout (so envd kills
-the process when the caller gives up), reads the stream in the calling
-thread (no reader thread: the caller would only wait for it), and collects
-with the shared collector. stdin and EOF go to the process by **pid**, never by tag. While a
-command streams, its sandbox's TTL is renewed every 240 s. ``stop_command``
-closes this end only: the remote process goes on.
+makes no request), sends ``Connect-Timeout-Ms`` with a finite timeout (so
+envd kills the process when the caller gives up), reads the stream in the
+calling thread (no reader thread: the caller would only wait for it), and
+collects with the shared collector. stdin and EOF go to the process by
+**pid**, never by tag. While a command streams, its sandbox's TTL is renewed
+every 240 s. ``stop_command`` closes this end only: the remote process goes
+on.
 
 Detachable spawns run under a journaling shim (:mod:`.shim`); ``attach``
 replays the journal from byte zero, tails it, and ends with the journaled exit
