@@ -23,11 +23,13 @@ if TYPE_CHECKING:
 
 __all__ = ["prepared"]
 
-#: A URL ``prepare`` would leave as it is: http(s), a host (name, IPv4 or bracketed
-#: IPv6) and optional port, then a path (and query) of characters it never re-quotes;
-#: no userinfo, no percent-escapes, no fragment.
+#: A URL ``prepare`` would leave as it is: http(s), a lower-case host name or IPv4
+#: address and an optional port, then a path (and query) of characters it never
+#: re-quotes; no userinfo, no percent-escapes, no fragment. :func:`_plain_url` adds
+#: what a pattern says badly.
 _PLAIN_URL = re.compile(
-    r"https?://(?:[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?/[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*"
+    r"https?://(?:[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?"
+    r"(?::(?P<port>[1-9][0-9]{0,4}))?(?P<rest>/[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*)"
 )
 _BODY_KEYS = frozenset({"data", "json"})
 
@@ -43,7 +45,7 @@ def prepared(
     prepared as ``PreparedRequest.prepare`` prepares it (see the module docstring)."""
     request: requests.PreparedRequest = requests_module.PreparedRequest()
     body = _plain_body(requests_module.compat.json, kwargs)
-    if body is None or _PLAIN_URL.fullmatch(url) is None or not _plain_headers(headers):
+    if body is None or not _plain_url(url) or not _plain_headers(headers):
         request.prepare(method=method, url=url, headers=headers, **kwargs)
         return request
     content, content_type = body
@@ -79,6 +81,18 @@ def _plain_body(encoder: Any, kwargs: Mapping[str, Any]) -> tuple[bytes | None, 
     except (TypeError, ValueError):
         return None
     return text.encode("utf-8"), "application/json"
+
+
+def _plain_url(url: str) -> bool:
+    """Whether ``prepare`` would send ``url`` as it is: it matches :data:`_PLAIN_URL`,
+    its port is one (at most 65535), its path has no dot segment (which ``prepare``
+    removes) and it does not end in an empty query (which ``prepare`` drops)."""
+    found = _PLAIN_URL.fullmatch(url)
+    if found is None:
+        return False
+    port, rest = found.group("port"), found.group("rest")
+    path = rest.split("?", 1)[0]
+    return (port is None or int(port) <= 65535) and "/." not in path and not rest.endswith("?")
 
 
 def _plain_headers(headers: Mapping[str, str | bytes]) -> bool:

@@ -41,7 +41,7 @@ PLAIN = [
     ("GET", "http://127.0.0.1:8080/v1/sprites", {}),
     ("HEAD", "https://api.example.com/v1/sprites/box", {}),
     ("DELETE", "https://api.example.com/sandboxes/sbx1", {}),
-    ("POST", "http://[::1]:49983/process.Process/Start", {"data": b"\x00\x00\x00\x00\x02{}"}),
+    ("POST", "http://127.0.0.1:49983/process.Process/Start", {"data": b"\x00\x00\x00\x02{}"}),
     ("post", "http://localhost/process/session/s-1/exec", {"json": {"command": "true"}}),
     ("PUT", "http://localhost/a/b?follow=true&x=1", {"data": b""}),
     ("POST", "http://localhost/files", {"json": {"paths": ["/tmp/ü"]}, "data": None}),
@@ -70,6 +70,12 @@ NOT_PLAIN = [
     ("GET", "http://localhost", {}, HEADERS),
     ("GET", "http://bücher.example/x", {}, HEADERS),
     ("GET", "HTTP://localhost/x", {}, HEADERS),
+    ("GET", "http://LOCALHOST/x", {}, HEADERS),
+    ("GET", "http://[::1]:49983/x", {}, HEADERS),
+    ("GET", "http://localhost:080/x", {}, HEADERS),
+    ("GET", "http://localhost/a/../b", {}, HEADERS),
+    ("GET", "http://localhost/./x", {}, HEADERS),
+    ("GET", "http://localhost/x?", {}, HEADERS),
     ("POST", "http://localhost/form", {"data": {"a": "1"}}, HEADERS),
     ("POST", "http://localhost/x", {"data": "text"}, HEADERS),
     ("GET", "http://localhost/x", {}, {**HEADERS, "X-Bytes": b"raw"}),
@@ -125,16 +131,30 @@ _JSON = st.recursive(
 )
 
 
+_SEGMENT = st.sampled_from(["", ".", "..", ".x", "a", "B-c_d~e", "x.y", "@:!$&'()*+,;="]) | st.text(
+    st.characters(min_codepoint=33, max_codepoint=126), max_size=6
+)
+_URL = st.builds(
+    lambda scheme, host, port, segments, query: (
+        f"{scheme}://{host}{port}/" + "/".join(segments) + query
+    ),
+    st.sampled_from(["http", "https", "HTTP"]),
+    st.sampled_from(["localhost", "LocalHost", "127.0.0.1", "api.e2b.app", "a..b", "-a", "[::1]"]),
+    st.sampled_from(["", ":", ":80", ":080", ":65535", ":65536", ":99999"]),
+    st.lists(_SEGMENT, max_size=4),
+    st.sampled_from(["", "?", "?a=1&b", "?x/./y", "#frag"]),
+)
+
+
 @given(
     method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "patch"]),
-    path=st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=20),
+    url=_URL,
     header_value=_TEXT,
     body=st.none() | st.binary(max_size=16) | _JSON.map(lambda value: {"json": value}),
 )
 def test_any_request_is_prepared_as_requests_prepares_it(
-    method: str, path: str, header_value: str, body: bytes | dict[str, Any] | None
+    method: str, url: str, header_value: str, body: bytes | dict[str, Any] | None
 ) -> None:
-    url = "http://localhost:9/" + path
     headers = {**HEADERS, "X-Value": header_value}
     kwargs: dict[str, Any] = body if isinstance(body, dict) else {"data": body}
     try:
