@@ -7,9 +7,10 @@ send — a URL of plain characters built from a validated base URL, headers of
 plain text, no body or a body of bytes or JSON — the prepared request is
 known without that work, and :func:`prepared` builds it directly (about
 12 µs), exactly as ``prepare`` would. Anything else (query parameters, files,
-a URL ``requests`` would re-quote or that carries credentials, a header it
-would refuse, JSON it cannot encode) goes through ``prepare``, which stays
-the one judge of what is valid and raises what it raises.
+a URL ``requests`` would re-quote, normalise or refuse, or that carries
+credentials, a header it would refuse, JSON it cannot encode) goes through
+``prepare``, which stays the one judge of what is valid and raises what it
+raises.
 """
 
 from __future__ import annotations
