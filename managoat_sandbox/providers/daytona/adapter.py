@@ -446,21 +446,8 @@ class Daytona(StreamingAdapter):
         except SandboxError:
             self._drop_session(toolbox, session_id)
             raise
-        name = handle.name
-        follower = LogFollower(
-            toolbox,
-            session_id,
-            command_id,
-            self.follow,
-            sandbox_gone=lambda: self._sandbox_gone(name),
-        )
-        stream.start(follower, on_stop=follower.abort)
-        return Command(
-            self.provider,
-            stream.ref,
-            frames=stream.frames,
-            private=DaytonaCommandEnd(stream, toolbox, session_id, command_id),
-            session_id=session_id,
+        return self._followed(
+            stream, handle, DaytonaCommandEnd(stream, toolbox, session_id, command_id)
         )
 
     # -- sessions -----------------------------------------------------------------------
@@ -501,24 +488,34 @@ class Daytona(StreamingAdapter):
             raise NotFound(("session_without_command", session_id))
         code = toolbox.command(session_id, command_id).get("exitCode")
         live = isinstance(code, bool) or not isinstance(code, int)
+        return self._followed(
+            stream,
+            handle,
+            DaytonaCommandEnd(stream, toolbox, session_id, command_id, live=live, attached=True),
+            framed=session_id.startswith((SPAWN_PREFIX, EXEC_PREFIX)),
+        )
+
+    def _followed(
+        self, stream: Stream, handle: Handle, end: DaytonaCommandEnd, *, framed: bool = True
+    ) -> Command:
+        """The command whose ``end`` is fed by a follower of its log (``framed``: written
+        by our shim), started in ``stream``'s reader thread."""
         name = handle.name
         follower = LogFollower(
-            toolbox,
-            session_id,
-            command_id,
+            end.toolbox,
+            end.session_id,
+            end.command_id,
             self.follow,
             sandbox_gone=lambda: self._sandbox_gone(name),
-            framed=session_id.startswith((SPAWN_PREFIX, EXEC_PREFIX)),
+            framed=framed,
         )
         stream.start(follower, on_stop=follower.abort)
         return Command(
             self.provider,
             stream.ref,
             frames=stream.frames,
-            private=DaytonaCommandEnd(
-                stream, toolbox, session_id, command_id, live=live, attached=True
-            ),
-            session_id=session_id,
+            private=end,
+            session_id=end.session_id,
         )
 
     def terminate_session(
