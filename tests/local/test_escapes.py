@@ -37,6 +37,16 @@ def sh(local: Local, handle: Handle, script: str, **kwargs: Any) -> tuple[str, i
     return output.decode(errors="replace"), code
 
 
+def streams(local: Local, handle: Handle, script: str) -> tuple[str, str]:
+    """The script's stdout and stderr, kept apart.
+
+    Merged streams join in arrival order, which two pipes do not fix: a test that
+    asserts how the output ends reads stdout alone.
+    """
+    result = local.exec(handle, "bash", ["-c", script])
+    return result.output.decode(errors="replace"), result.stderr.decode(errors="replace")
+
+
 def finishes(call: Callable[[], object], within: float = 20.0) -> bool:
     """Whether ``call`` returns (or raises) within ``within`` seconds, waited on an event."""
     done = threading.Event()
@@ -87,13 +97,13 @@ def test_a_command_cannot_read_the_callers_environment_or_memory(
 def test_a_command_cannot_read_or_write_host_files(
     local: Local, target: Handle, bait: Path
 ) -> None:
-    out, _ = sh(
+    stdout, stderr = streams(
         local,
         target,
         f"cat {bait}/secret.txt; ls {bait}; mkdir -p {bait}/y; echo pwned > {bait}/x; cat {bait}/x",
     )
-    assert SECRET not in out and "No such file" in out
-    assert out.endswith("pwned\n")
+    assert SECRET not in stdout + stderr and "No such file" in stderr
+    assert stdout == "pwned\n"
     assert sorted(os.listdir(bait)) == ["secret.txt"]
     home = Path.home()
     listing, _ = sh(local, target, f"ls -A {home}")
@@ -151,14 +161,15 @@ def test_session_state_and_the_agent_are_out_of_reach(
 ) -> None:
     command = local.spawn(target, "sleep", ["30"])
     state = root / "target" / "state"
-    out, _ = sh(
+    stdout, stderr = streams(
         local,
         target,
         f"ls {state} {state}/sessions; ls /proc/1/cwd /proc/1/root/; "
         "ls -la /proc/1/fd; kill -9 1; kill -STOP 1; echo done",
     )
+    out = stdout + stderr
     assert "agent.sock" not in out and "journal" not in out and command.session_id not in out
-    assert out.endswith("done\n")
+    assert stdout.endswith("done\n")
     assert local.exec(target, "echo", ["the agent survived"]).output == b"the agent survived\n"
     local.stop_command(command)
 
