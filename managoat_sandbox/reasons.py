@@ -14,6 +14,7 @@ __all__ = [
     "CLOSED_BEFORE_EXIT",
     "COMMAND_TOO_LARGE",
     "DETACHED",
+    "DIR",
     "EXEC_TIMEOUT",
     "EXITED",
     "HTTP",
@@ -27,6 +28,7 @@ __all__ = [
     "TERMINATION_UNCONFIRMED",
     "TIMEOUT",
     "TRANSPORT",
+    "no_such_dir",
     "reason_of",
     "timed_out",
     "transport_failed",
@@ -65,6 +67,8 @@ TERMINATION_TRANSPORT_FAILED = "termination_transport_failed"
 SANDBOX_NOT_RUNNING = "sandbox_not_running"
 #: A command too large for the provider to record (Daytona).
 COMMAND_TOO_LARGE = "command_too_large"
+#: ``exec`` or ``spawn`` was given a ``dir`` the sandbox cannot enter (:func:`no_such_dir`).
+DIR = "dir"
 
 
 def timed_out(operation: str) -> str:
@@ -80,6 +84,12 @@ def transport_failed(operation: str) -> str:
 def unconfirmed(operation: str) -> str:
     """A bounded "once" operation's outcome could not be confirmed."""
     return f"{operation}_unconfirmed"
+
+
+def no_such_dir(dir: str) -> tuple[str, str]:
+    """The detail of the ``Invalid`` an ``exec`` or ``spawn`` in ``dir`` raises when ``dir``
+    is not a directory in the sandbox: ``("dir", message)``."""
+    return (DIR, f"{dir!r} is not a directory in the sandbox")
 
 
 def reason_of(value: Any) -> str | None:

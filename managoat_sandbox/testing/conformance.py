@@ -240,13 +240,16 @@ class ConformanceTests(_Base):
         owner: Mailbox,
         stdin: bool,
         detachable: bool | None = None,
+        dir: str | None = None,
     ) -> Command:
-        """Spawn with ``spawn_opts`` under this test's options (``detachable`` too, when
-        given); stopped when the test ends."""
+        """Spawn with ``spawn_opts`` under this test's options (``detachable`` and ``dir``
+        too, when given); stopped when the test ends."""
         adapter = self.adapter_instance
         options: dict[str, Any] = {**self.spawn_opts, "owner": owner, "stdin": stdin}
         if detachable is not None:
             options["detachable"] = detachable
+        if dir is not None:
+            options["dir"] = dir
         command = adapter.spawn(handle, cmd, args, **options)
         self.addCleanup(self._quietly, adapter.stop_command, command)
         return command
@@ -505,6 +508,26 @@ class ConformanceTests(_Base):
         result = adapter.exec(handle, cmd, args)
         self.assertEqual(result.exit_code, 0)
         self.assertIn(_as_bytes(expected), result.output)
+
+    def test_spawn_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on(self) -> None:
+        """spawn with a ``dir`` that does not exist raises Invalid (no command starts to
+        fail there), and the next spawn on the sandbox runs to its Exit(0)."""
+        handle = self._created()
+        cmd, args = self._fixture("spawn_ok")
+        missing = f"/managoat-conformance-missing-{secrets.token_hex(4)}/dir"
+        self._raises(
+            Invalid,
+            self._spawn,
+            handle,
+            cmd,
+            args,
+            owner=Mailbox(),
+            stdin=False,
+            dir=missing,
+        )
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=False)
+        self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
 
     def test_exec_deadline_is_one_bound_that_output_never_extends(self) -> None:
         """A finite exec timeout raises Unavailable(("exec_timeout", t)) in time, output or not.

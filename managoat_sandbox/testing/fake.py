@@ -137,7 +137,7 @@ def _check_dir(sandbox: _Sandbox, dir: str | None) -> None:
         return
     prefix = dir.rstrip("/") + "/"
     if not _is_dir(sandbox, prefix):
-        raise Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
+        raise Invalid(reasons.no_such_dir(dir))
 
 
 class Fake(Adapter):

@@ -7,7 +7,8 @@ their digest, written to stderr first) come back whole, checked by size and dige
 order. Each runs in a few seconds on 2 cores (measured: about 6 s for the exec), so
 both run in the default suite.
 
-A missing ``dir`` is ``Invalid``, as on local.
+A missing ``dir`` is ``Invalid`` for exec and spawn alike, as on local; a spawn's
+relative ``dir`` is entered once, from the sandbox's working directory.
 
 Kept exec sessions: what one exec leaves running in its session never reaches the
 output of the next exec there. The first exec leaves a writer behind that waits for a
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid
 from managoat_sandbox.frames import Exit, Stderr, Stdout
@@ -106,6 +108,25 @@ def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(daytona: Daytona, handl
     # The kept session is fine: a relative dir, after an earlier failed one, still works.
     assert daytona.exec(handle, "sh", ["-c", "mkdir -p sub"]).exit_code == 0
     assert daytona.exec(handle, "sh", ["-c", "basename $PWD"], dir="sub") == (b"sub\n", 0)
+
+
+def test_a_spawn_in_a_missing_dir_is_invalid_and_leaves_no_session(
+    daytona: Daytona, handle: Handle
+) -> None:
+    with pytest.raises(Invalid) as caught:
+        daytona.spawn(handle, "pwd", [], dir="/no/such/dir")
+    assert caught.value.detail == reasons.no_such_dir("/no/such/dir")
+    assert daytona.list_sessions(handle) == []
+
+
+def test_a_spawn_in_a_relative_dir_runs_there(daytona: Daytona, handle: Handle) -> None:
+    home = daytona.exec(handle, "pwd").output.rstrip(b"\n")
+    assert daytona.exec(handle, "mkdir", ["-p", "sub"]).exit_code == 0
+    box = Mailbox()
+    command = daytona.spawn(handle, "pwd", [], owner=box, dir="sub")
+    assert box.expect(is_terminal(command.ref), 30) == Exit(command.ref, 0)
+    stdout = b"".join(f.data for f in box.history(command.ref) if isinstance(f, Stdout))
+    assert stdout == home + b"/sub\n"
 
 
 def test_what_an_exec_does_stays_out_of_the_kept_session(daytona: Daytona, handle: Handle) -> None:

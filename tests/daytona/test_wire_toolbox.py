@@ -605,6 +605,30 @@ def test_stop_command_aborts_the_follow_and_silences_the_follower(
     box.refute(lambda f: True, 0.1)
 
 
+def test_a_spawn_with_a_dir_enters_it_in_its_session_before_the_command(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    follows.scripts = [[OUT + framed(b"hi\n") + END + code(0)]]
+    command, box = run(daytona, dir="/w d")
+    finish(daytona, command, box)
+    enter, start = fake.exec_bodies
+    assert enter == {"command": "cd '/w d' >/dev/null 2>&1", "runAsync": False}
+    assert start["runAsync"] is True
+    assert "cd " not in start["command"], "the command must not enter a relative dir twice"
+    assert fake.deleted == []
+
+
+def test_a_spawn_whose_dir_cannot_be_entered_is_invalid_and_deletes_its_session(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    fake.sync = lambda body: (200, {}, json.dumps({"cmdId": "c", "output": "", "exitCode": 1}))
+    with pytest.raises(Invalid) as caught:
+        run(daytona, dir="missing")
+    assert caught.value.detail == reasons.no_such_dir("missing")
+    assert len(fake.exec_bodies) == 1, "the command was never started"
+    assert fake.deleted == fake.sessions
+
+
 def test_spawn_with_a_tty_is_not_supported(daytona: Daytona) -> None:
     with pytest.raises(NotSupported):
         daytona.spawn(handle_of(daytona), "bash", tty=True)

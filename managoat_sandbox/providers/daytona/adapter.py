@@ -68,6 +68,7 @@ from ...errors import (
     Invalid,
     NotFound,
     NotSupported,
+    ProviderError,
     RateLimited,
     SandboxError,
     Unavailable,
@@ -358,6 +359,18 @@ class Daytona(StreamingAdapter):
         with self._pools_lock:
             self._pools.pop(name, None)
 
+    def _enter(self, toolbox: Toolbox, session_id: str, dir: str) -> None:
+        """Make ``dir`` the working directory of session ``session_id``'s shell, which
+        the spawned command starts from: ``Invalid`` when the shell cannot enter it."""
+        window = self.api.timeouts.toolbox
+        answer = toolbox.exec_sync(
+            session_id, shim.enter_script(dir), wait=window, check=lambda: window
+        )
+        if answer.exit_code is None:
+            raise ProviderError(PROVIDER, ("no_exit_code", "entering the spawn's dir"))
+        if answer.exit_code != 0:
+            raise Invalid(reasons.no_such_dir(dir))
+
     @staticmethod
     def _drop_session(toolbox: Toolbox, session_id: str) -> None:
         try:
@@ -427,14 +440,19 @@ class Daytona(StreamingAdapter):
         tty: bool = False,
         detachable: bool = False,
     ) -> Command:
-        """Start a detachable session (every Daytona spawn is one); no tty."""
+        """Start a detachable session (every Daytona spawn is one); no tty.
+
+        With ``dir``, the session's shell enters it first (one synchronous
+        request), so a ``dir`` the sandbox has no directory at raises ``Invalid``
+        here, as on every other adapter, instead of starting a command that
+        could only fail.
+        """
         if tty:
             raise NotSupported("tty")
         stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
         session_id = SPAWN_PREFIX + secrets.token_hex(12)
-        text = shim.script(
-            session_id, shim.program(cmd, args, env=env, cwd=dir), stdin=stream.stdin
-        )
+        run = shim.program(cmd, args, env=env, cwd=dir)
+        text = shim.script(session_id, run.entered(), stdin=stream.stdin)
         toolbox = self._toolbox(handle)
         try:
             toolbox.create_session(session_id)
@@ -442,6 +460,8 @@ class Daytona(StreamingAdapter):
             if not is_status(error, 409):
                 raise
         try:
+            if run.cwd is not None:
+                self._enter(toolbox, session_id, run.cwd)
             command_id = toolbox.exec_async(session_id, text)
         except SandboxError:
             self._drop_session(toolbox, session_id)

@@ -237,7 +237,7 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
         events = decoder.split_read(*(answer.split or (b"", b"")))
     if decoder.no_dir:
         pool.release(session)
-        raise Invalid(("dir", f"{job.cwd!r} is not a directory in the sandbox"))
+        raise Invalid(reasons.no_such_dir(str(job.cwd)))
     code = decoder.code
     if not decoder.complete or code is None:
         pool.drop(session)

@@ -70,6 +70,7 @@ __all__ = [
     "close_line",
     "command_line_of",
     "echoed_size",
+    "enter_script",
     "exec_script",
     "input_lines",
     "kill_relay",
@@ -105,6 +106,18 @@ class Program:
         """The command in a child shell that first enters ``cwd``."""
         steps = [] if self.cwd is None else ["cd " + shlex.quote(self.cwd)]
         return "( " + " && ".join([*steps, self.body]) + " )"
+
+    def entered(self) -> Program:
+        """This command run from where its shell already is: the caller has entered
+        ``cwd`` beforehand (:func:`enter_script`)."""
+        return attrs.evolve(self, cwd=None)
+
+
+def enter_script(cwd: str) -> str:
+    """The session script that makes ``cwd`` its shell's working directory. It prints
+    nothing, and the status the daemon records is nonzero when the shell cannot enter
+    ``cwd`` (missing, not a directory, not searchable)."""
+    return f"cd {shlex.quote(cwd)} >/dev/null 2>&1"
 
 
 #: The most bytes the text of a command (argv, env and dir, quoted for the shell) may

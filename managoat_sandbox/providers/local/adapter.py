@@ -564,5 +564,5 @@ def _pins() -> dict[str, str]:
 
 def _refusal(refusal: Refused, dir: str | None) -> Exception:
     if refusal.code == "bad_cwd":
-        return Invalid(("dir", f"{dir!r} is not a directory in the sandbox"))
+        return Invalid(reasons.no_such_dir(str(dir)))
     return Unavailable(("agent_refused", refusal.code))
