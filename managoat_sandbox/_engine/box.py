@@ -25,6 +25,7 @@ import signal
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ _POOL = 8
 _RESETS = 6
 _RESET_BACKOFF = 0.002
 _LOCK_POLL = 0.01
+#: How long a stop waits, once the agent is gone, for the processes this process
+#: launched for the box (bubblewrap, the keeper) to end and be reaped.
+_REAP_WAIT = 2.0
 
 
 class AgentDown(EngineError):
@@ -158,6 +162,11 @@ class Channel:
             sock.close()
 
 
+def _close_all(sockets: list[socket.socket]) -> None:
+    while sockets:
+        sockets.pop().close()
+
+
 class Box:
     """One sandbox's directory and its agent."""
 
@@ -168,6 +177,8 @@ class Box:
         self.settings = settings
         self._pool: list[socket.socket] = []
         self._lock = threading.Lock()
+        # Idle connections are closed with the box, or at exit while it lives on.
+        weakref.finalize(self, _close_all, self._pool)
         self._masked: tuple[str, ...] | None = None
         sock_path = self.state / SOCKET
         self._address = str(sock_path) if len(os.fsencode(sock_path)) < launch.SUN_PATH else None
@@ -361,9 +372,9 @@ class Box:
     def close(self) -> None:
         """Close pooled connections."""
         with self._lock:
-            pool, self._pool = self._pool, []
-        for sock in pool:
-            sock.close()
+            pool = self._pool[:]
+            self._pool.clear()
+        _close_all(pool)
 
     def _exchange(
         self, header: dict[str, Any], data: bytes, *, start: bool, timeout: float | None
@@ -632,7 +643,8 @@ class Box:
 
         Asks the agent to shut down; if it does not answer, kills it by its
         recorded host pid (checked against its start time, so a reused pid is
-        never hit). Files stay.
+        never hit). Once the agent is gone, what this process launched for the
+        box is reaped (:func:`.launch.reap`). Files stay.
         """
         deadline = time.monotonic() + timeout
         self.close()
@@ -644,10 +656,13 @@ class Box:
             )
         # The shutdown's connection went back to the pool; its agent is ending.
         self.close()
-        if self._wait_gone(min(deadline, time.monotonic() + 2.0)):
-            return True
-        self._kill_agent()
-        return self._wait_gone(deadline)
+        gone = self._wait_gone(min(deadline, time.monotonic() + 2.0))
+        if not gone:
+            self._kill_agent()
+            gone = self._wait_gone(deadline)
+        if gone:
+            launch.reap(self.directory, min(deadline, time.monotonic() + _REAP_WAIT))
+        return gone
 
     def delete(self, *, timeout: float = 10.0) -> bool:
         """:meth:`stop`, then remove the box's directory (at once from its name, then

@@ -37,6 +37,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -100,7 +101,24 @@ ETC = (
 )
 GENERATED_ETC = ("passwd", "group", "hosts", "hostname")
 
-_launched: list[subprocess.Popen[bytes]] = []
+
+class _Launched(subprocess.Popen[bytes]):
+    """A process started to outlive this one if need be (an agent, its keeper).
+
+    Still running when the interpreter drops it at exit, it is serving its
+    sandbox, as designed (sessions outlive the caller): not a leak to warn about.
+    One that has ended is reaped, as any ``Popen`` is.
+    """
+
+    def __del__(self) -> None:
+        self.poll()
+
+
+#: What this process started for each box directory (its agent, and its keeper when
+#: isolated): polled at every launch so that none stays a zombie, and waited for when
+#: its box stops (:func:`reap`), so that none outlives the box as our child.
+_launched: dict[Path, list[_Launched]] = {}
+_launched_lock = threading.Lock()
 
 
 def agent_python() -> tuple[str, tuple[str, ...]]:
@@ -279,8 +297,41 @@ def log_tail(state: Path, limit: int = 2000) -> str:
     return ""
 
 
+def _track(directory: Path, proc: _Launched) -> None:
+    with _launched_lock:
+        _launched.setdefault(directory, []).append(proc)
+
+
 def _reap_launched() -> None:
-    _launched[:] = [proc for proc in _launched if proc.poll() is None]
+    """Reap whatever this process launched that has ended, whichever its box."""
+    with _launched_lock:
+        for directory, procs in list(_launched.items()):
+            procs[:] = [proc for proc in procs if proc.poll() is None]
+            if not procs:
+                del _launched[directory]
+
+
+def reap(directory: Path, deadline: float) -> bool:
+    """Wait until ``deadline`` (``time.monotonic()``) for the processes this process
+    launched for the box at ``directory`` to end, reaping them; True when none is left.
+
+    Called once the box's agent is gone, which its keeper follows at once: a box
+    stopped from this process leaves no child behind (no zombie, and nothing for
+    ``subprocess`` to warn about at exit). Processes another process launched are
+    not this one's to wait for.
+    """
+    with _launched_lock:
+        procs = _launched.pop(directory, [])
+    left = []
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            left.append(proc)
+    if left:
+        with _launched_lock:
+            _launched.setdefault(directory, []).extend(left)
+    return not left
 
 
 def agent_config(settings: BoxSettings, *, egress_open: bool) -> dict[str, object]:
@@ -369,7 +420,7 @@ def launch(
                 str(ENGINE_DIR.parent),
                 *agent_args,
             ]
-        proc = subprocess.Popen(
+        proc = _Launched(
             argv,
             pass_fds=(state_fd, *passed),
             stdin=subprocess.DEVNULL,
@@ -379,14 +430,15 @@ def launch(
             env=_LAUNCH_ENV,
             cwd="/",
         )
-        _launched.append(proc)
+        _track(directory, proc)
         while passed:
             os.close(passed.pop())
         _await_ready(ready_r, proc, state, deadline)
         if settings.isolated:
-            _start_keeper(
+            keeper = _start_keeper(
                 state_fd, info_r=info_r, channel=channel, log=log, group=group, deadline=deadline
             )
+            _track(directory, keeper)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
@@ -423,7 +475,7 @@ def _read_info(fd: int, deadline: float) -> dict[str, object]:
 
 def _start_keeper(
     state_fd: int, *, info_r: int, channel: int, log: int, group: Path | None, deadline: float
-) -> None:
+) -> _Launched:
     """Record the agent's host pid (``agent.json``) and start the keeper beside it."""
     pid = _read_info(info_r, deadline).get("child-pid")
     if not isinstance(pid, int):
@@ -446,17 +498,15 @@ def _start_keeper(
     ]
     if group is not None:
         argv += ["--cgroup", str(group)]
-    _launched.append(
-        subprocess.Popen(
-            argv,
-            pass_fds=(state_fd, channel),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            env=_LAUNCH_ENV,
-            cwd="/",
-        )
+    return _Launched(
+        argv,
+        pass_fds=(state_fd, channel),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        env=_LAUNCH_ENV,
+        cwd="/",
     )
 
 

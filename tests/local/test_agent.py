@@ -1,5 +1,7 @@
 """The agent's lifetime: sessions outlive the Python process that started them, and an
-agent that dies ends its commands with closed_before_exit, never a guessed code."""
+agent that dies ends its commands with closed_before_exit, never a guessed code. A process
+that used a sandbox leaves nothing of its own behind: no child once the sandbox is
+destroyed, nothing unclosed to warn about at exit while the sandbox lives on."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def collect(box: Mailbox, ref: object, timeout: float = 10) -> tuple[bytes, obje
     return data, terminal
 
 
-def run_python(root: Path, body: str) -> subprocess.CompletedProcess[bytes]:
+def run_python(root: Path, body: str, *flags: str) -> subprocess.CompletedProcess[bytes]:
     script = textwrap.dedent(f"""
         import json
         from managoat_sandbox import config
@@ -40,8 +42,47 @@ def run_python(root: Path, body: str) -> subprocess.CompletedProcess[bytes]:
         handle = adapter.build_handle("shared")
     """) + textwrap.dedent(body)
     return subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, timeout=60, check=False
+        [sys.executable, *flags, "-c", script], capture_output=True, timeout=60, check=False
     )
+
+
+def own_children() -> set[int]:
+    """This process's children, zombies included (read from ``/proc``, nothing else)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                found.add(int(entry))
+    return found
+
+
+def test_destroy_reaps_what_this_process_launched_for_the_sandbox(local: Local) -> None:
+    before = own_children()
+    handle = local.create("reaped")
+    launched = own_children() - before
+    assert launched, "the sandbox's agent starts as a child of this process"
+    local.destroy(handle)
+    assert launched.isdisjoint(own_children()), "destroy left a child (or a zombie) behind"
+
+
+@pytest.mark.parametrize("destroyed", [False, True], ids=["left-running", "destroyed"])
+def test_a_process_that_used_a_sandbox_exits_without_resource_warnings(
+    local: Local, root: Path, destroyed: bool
+) -> None:
+    body = f"""
+        adapter.create("shared")
+        assert adapter.exec(handle, "echo", ["hi"]).output == b"hi\\n"
+        if {destroyed}:
+            adapter.destroy(handle)
+    """
+    ran = run_python(root, body, "-X", "dev")
+    assert ran.returncode == 0, ran.stderr
+    assert b"ResourceWarning" not in ran.stderr, ran.stderr.decode()
+    assert local.list_all_names() == (frozenset() if destroyed else {"shared"})
 
 
 def test_sessions_outlive_the_process_that_started_them(local: Local, root: Path) -> None:
