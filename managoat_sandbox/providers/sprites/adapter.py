@@ -67,7 +67,7 @@ from .api import SpritesApi, sprite_path
 from .end import SpritesCommandEnd
 from .errors import http_error
 from .exec import open_socket
-from .settings import Settings, check_name, checkpoints_enabled, load
+from .settings import USER_AGENT, Settings, check_name, checkpoints_enabled, load
 from .timestamps import timestamp
 
 __all__ = ["Sprites"]
@@ -115,7 +115,7 @@ class Sprites(StreamingAdapter):
             raise ValueError("page_cap must be a positive int")
         self._keepalive = float(keepalive)
         self._page_cap = page_cap
-        self._http = HttpClient(user_agent="managoat_sandbox-sprites")
+        self._http = HttpClient(user_agent=USER_AGENT)
 
     def capabilities(self) -> frozenset[str]:
         if checkpoints_enabled():

@@ -17,9 +17,19 @@ import attrs
 from ..._settings import ProviderSettings
 from ...errors import Invalid
 
-__all__ = ["SCOPE", "Settings", "check_name", "checkpoints_enabled", "load", "segment"]
+__all__ = [
+    "SCOPE",
+    "USER_AGENT",
+    "Settings",
+    "check_name",
+    "checkpoints_enabled",
+    "load",
+    "segment",
+]
 
 SCOPE = "sprites"
+#: What every request and WebSocket handshake of the adapter names itself.
+USER_AGENT = "managoat_sandbox-sprites"
 SETTINGS = ProviderSettings(SCOPE, "Sprites")
 
 #: Sprite names appear in the public hostname ``<name>-<org>.sprites.app``, so
@@ -56,8 +66,10 @@ class Settings:
 
     @property
     def headers(self) -> dict[str, str]:
-        """The request headers carrying the credential."""
-        return {"Authorization": f"Bearer {self.token}"}
+        """The headers of every request and handshake: the credential and
+        :data:`USER_AGENT` (also on the bounded ones and the WebSockets, which do
+        not go through the pooled client)."""
+        return {"Authorization": f"Bearer {self.token}", "User-Agent": USER_AGENT}
 
     def url(self, path: str) -> str:
         """The HTTP URL of an API path such as ``/v1/sprites``."""
