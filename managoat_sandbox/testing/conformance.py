@@ -419,7 +419,7 @@ class ConformanceTests(_Base):
         self, capability: str, operation: str, *, wrong_kind: str
     ) -> None:
         """``operation`` on nothing is NotFound, and on a ``wrong_kind`` ("dir" or
-        "file") entry is Invalid."""
+        "file") entry, or on a path that leads through a file, is Invalid."""
         self._require(capability)
         adapter = self.adapter_instance
         handle = self._created()
@@ -430,9 +430,11 @@ class ConformanceTests(_Base):
         self._raises(
             Invalid, call, handle, directory if wrong_kind == "dir" else f"{directory}/file"
         )
+        self._raises(Invalid, call, handle, f"{directory}/file/below")
 
     def test_read_file_of_a_missing_path_is_not_found_and_of_a_directory_invalid(self) -> None:
-        """Nothing at the path is NotFound; a directory is Invalid."""
+        """Nothing at the path is NotFound; a directory, or a path through a file, is
+        Invalid."""
         self._refuses_missing_and_wrong_kind(Capability.READ_FILE, "read_file", wrong_kind="dir")
 
     def test_list_files_shows_files_and_directories_with_their_facts(self) -> None:
@@ -459,7 +461,8 @@ class ConformanceTests(_Base):
         self.assertEqual([(e.name, e.type, e.size) for e in inner], [("inner.txt", "file", 5)])
 
     def test_list_files_of_a_missing_path_is_not_found_and_of_a_file_invalid(self) -> None:
-        """Nothing at the path is NotFound; a file is Invalid (not a directory)."""
+        """Nothing at the path is NotFound; a file, or a path through one, is Invalid
+        (not a directory)."""
         self._refuses_missing_and_wrong_kind(Capability.LIST_FILES, "list_files", wrong_kind="file")
 
     def test_file_operations_not_advertised_are_not_supported(self) -> None:

@@ -107,6 +107,25 @@ def _is_dir(sandbox: _Sandbox, path: str) -> bool:
     return prefix == "/" or any(name.startswith(prefix) for name in sandbox.files)
 
 
+def _file_on_the_way(sandbox: _Sandbox, path: str) -> str | None:
+    """The written file that ``path`` leads through (``/f`` for ``/f/x``), if any."""
+    parts = path.strip("/").split("/")[:-1]
+    for end in range(1, len(parts) + 1):
+        ancestor = "/" + "/".join(parts[:end])
+        if ancestor in sandbox.files:
+            return ancestor
+    return None
+
+
+def _missing(sandbox: _Sandbox, path: str) -> SandboxError:
+    """Why nothing is at ``path``: ``Invalid`` when it leads through a file, as the
+    providers answer, else ``NotFound``."""
+    through = _file_on_the_way(sandbox, path)
+    if through is not None:
+        return Invalid(("path", f"{through!r} is not a directory"))
+    return NotFound(("path", path))
+
+
 def _listing(sandbox: _Sandbox, path: str) -> list[FileInfo]:
     """The entries directly under directory ``path``: written files, and the
     directories their paths imply."""
@@ -302,8 +321,8 @@ class Fake(Adapter):
             sandbox.modes[path] = _DEFAULT_MODE if mode is None else mode
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
-        """The bytes written at ``path``; a directory (a prefix of written files) is
-        ``Invalid``, anything else ``NotFound``."""
+        """The bytes written at ``path``; a directory (a prefix of written files), or a
+        path through a written file, is ``Invalid``, anything else ``NotFound``."""
         self._inject("read_file")
         with self._lock:
             sandbox = self._sandbox(handle)
@@ -311,7 +330,7 @@ class Fake(Adapter):
             if data is None:
                 if _is_dir(sandbox, path):
                     raise Invalid(("path", f"{path!r} is a directory"))
-                raise NotFound(("path", path))
+                raise _missing(sandbox, path)
         return collect((data,), max_bytes)
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
@@ -322,7 +341,7 @@ class Fake(Adapter):
             if path in sandbox.files:
                 raise Invalid(("path", f"{path!r} is not a directory"))
             if not _is_dir(sandbox, path):
-                raise NotFound(("path", path))
+                raise _missing(sandbox, path)
             return _listing(sandbox, path)
 
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:

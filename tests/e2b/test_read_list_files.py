@@ -3,12 +3,14 @@
 The conformance suite covers the shared semantics; here: a file of 20 MiB
 byte for byte, what is sent (``GET /files`` with ``path``, ``username`` and
 ``Accept-Encoding: identity``; ``ListDir`` at depth 1), symlinks and FIFOs,
-a remembered sandbox paused behind the adapter's back, a body cut short, and
-how ``ListDir`` entries of current and older envd become ``FileInfo``.
+a remembered sandbox paused behind the adapter's back, a body cut short, a path
+through a file (envd's 500, ``Invalid`` here), and how ``ListDir`` entries of
+current and older envd become ``FileInfo``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 from managoat_sandbox import reasons
-from managoat_sandbox._http import HttpClient
+from managoat_sandbox._http import HttpClient, Response
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import (
     Invalid,
@@ -30,6 +32,7 @@ from managoat_sandbox.errors import (
 )
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.e2b.envd import Envd
+from managoat_sandbox.providers.e2b.errors import FILES_POLICY
 from managoat_sandbox.providers.e2b.files import listing
 from managoat_sandbox.types import FileInfo, Handle
 
@@ -120,6 +123,41 @@ def test_symlinks_and_fifos_are_listed_for_what_they_are(e2b: E2B, handle: Handl
         e2b.read_file(handle, "/data/pipe")  # refused, never waited on
     with pytest.raises(Invalid):
         e2b.list_files(handle, "/data/link")
+
+
+def test_a_path_through_a_file_is_invalid_at_once_never_retried(
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
+) -> None:
+    e2b.write_file(handle, "/data/file", b"x")
+    mark = len(emulator.requests)
+    with pytest.raises(Invalid) as read:
+        e2b.read_file(handle, "/data/file/below")
+    with pytest.raises(Invalid) as listed:
+        e2b.list_files(handle, "/data/file/below")
+    sent = [r.path for r in emulator.requests[mark:]]
+    assert sent.count("/files") == 1, sent
+    assert sent.count("/filesystem.Filesystem/ListDir") == 1, sent
+    assert (read.value.status, listed.value.status) == (500, 500)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (500, "error checking if path exists '/f/x': stat /f/x: not a directory", Invalid),
+        (500, "error resolving symlink: not a directory", Invalid),
+        (500, "error opening file '/f': input/output error", Unavailable),
+        (500, "not a directory, but said first", Unavailable),
+        (404, "path '/f/x' does not exist", NotFound),
+        (400, "path '/f' is a directory", Invalid),
+    ],
+)
+def test_only_envds_enotdir_500_is_a_callers_mistake_on_the_file_calls(
+    status: int, message: str, expected: type[Exception]
+) -> None:
+    for body in ({"code": status, "message": message}, {"code": "internal", "message": message}):
+        answer = Response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
+        error = FILES_POLICY.error(answer)
+        assert type(error) is expected and error.status == status, error
 
 
 def test_the_sandboxs_root_lists(e2b: E2B, handle: Handle) -> None:

@@ -119,8 +119,6 @@ def test_list_dir_and_stat_errors_are_connect_errors(raw: Raw) -> None:
     put(raw, sandbox, "/work/file", b"x")
     missing = fs_call(raw, sandbox, "ListDir", {"path": "/work/none"})
     assert missing.status_code == 404 and missing.json()["code"] == "not_found"
-    under_file = fs_call(raw, sandbox, "ListDir", {"path": "/work/file/below"})
-    assert under_file.status_code == 404 and under_file.json()["code"] == "not_found"
     not_dir = fs_call(raw, sandbox, "ListDir", {"path": "/work/file"})
     assert not_dir.status_code == 400 and not_dir.json()["code"] == "invalid_argument"
     assert fs_call(raw, sandbox, "ListDir", {"path": "/work", "depth": -1}).status_code == 400
@@ -137,6 +135,32 @@ def test_list_dir_and_stat_errors_are_connect_errors(raw: Raw) -> None:
         timeout=10,
     )
     assert anonymous.status_code == 401
+
+
+def test_a_path_through_a_file_is_the_500_envd_answers_for_enotdir(raw: Raw) -> None:
+    """envd does not take ENOTDIR for a missing path: its stat fails, and each call
+    answers 500 (Connect ``internal``) with the message its own code builds."""
+    sandbox = raw.create()
+    put(raw, sandbox, "/work/file", b"x")
+    listed = fs_call(raw, sandbox, "ListDir", {"path": "/work/file/below"})
+    assert listed.status_code == 500
+    assert listed.json() == {
+        "code": "internal",
+        "message": "error resolving symlink: not a directory",
+    }
+    stat = fs_call(raw, sandbox, "Stat", {"path": "/work/file/below"})
+    assert stat.status_code == 500
+    assert stat.json() == {
+        "code": "internal",
+        "message": "error getting file info: lstat /work/file/below: not a directory",
+    }
+    read = get(raw, sandbox, "/work/file/below")
+    assert read.status_code == 500
+    assert read.json() == {
+        "code": 500,
+        "message": "error checking if path exists '/work/file/below': "
+        "stat /work/file/below: not a directory",
+    }
 
 
 def test_relative_paths_are_under_the_users_home(raw: Raw) -> None:

@@ -215,6 +215,17 @@ def test_files_read_of_a_missing_file_or_a_directory_raises_the_sdks_errors(sand
         sandbox.files.read("/tmp")
 
 
+def test_a_path_through_a_file_is_neither_missing_nor_invalid_to_the_sdk(sandbox: Any) -> None:
+    """envd answers such a path with a 500 (Connect ``internal``), which the SDK
+    raises as its generic error (docs/protocols/e2b.md#files-api)."""
+    sandbox.files.write("/tmp/plain", b"x")
+    for call in (sandbox.files.read, sandbox.files.list):
+        with pytest.raises(e2b.SandboxException) as caught:
+            call("/tmp/plain/below")
+        assert type(caught.value) is e2b.SandboxException, caught.value
+        assert str(caught.value).endswith("not a directory"), caught.value
+
+
 def test_files_list_gives_each_entry_with_its_type_size_and_mode(
     emulator: E2BEmulator, sandbox: Any
 ) -> None:

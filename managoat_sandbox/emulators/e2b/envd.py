@@ -529,7 +529,8 @@ class Envd:
 
     async def _read_file(self, request: web.Request, record: SandboxRecord) -> web.StreamResponse:
         """``GET /files``: the file streamed with its ``Content-Length`` (404 missing, 400 a
-        directory or anything not a regular file)."""
+        directory or anything not a regular file, 500 a path through a file: envd's
+        ``stat`` fails with ``ENOTDIR``, which it does not take for a missing path)."""
         user = self._file_caller(request, record, "read")
         if isinstance(user, web.StreamResponse):
             return user
@@ -546,7 +547,10 @@ class Envd:
             return _http_error(404, f"path '{absolute}' does not exist")
         except safefs.PathRefused as refusal:
             if refusal.reason == "not_a_directory":
-                return _http_error(404, f"path '{absolute}' does not exist")
+                return _http_error(
+                    500,
+                    f"error checking if path exists '{absolute}': stat {absolute}: not a directory",
+                )
             if refusal.reason == "is_directory":
                 return _http_error(400, f"path '{absolute}' is a directory")
             return _http_error(400, f"cannot read path '{absolute}': {refusal}")

@@ -15,7 +15,9 @@ descended into). A missing path is ``not_found``, one that is not a directory
 (after following symlinks) ``invalid_argument``, a symlink loop
 ``invalid_argument``. ``Stat`` (``{"path"}``) answers ``{"entry": EntryInfo}``
 for the path itself (a final symlink not followed), ``not_found`` if nothing
-is there.
+is there. A path that leads through a file is ``internal`` for both, with the
+message envd's own code builds from Go's ``ENOTDIR`` (ListDir's symlink walk
+returns it bare; Stat's ``lstat`` names the path).
 
 An ``EntryInfo`` is protobuf JSON, zero values left out: ``name``, ``type``
 (``FILE_TYPE_FILE``, ``FILE_TYPE_DIRECTORY``, else unspecified and absent),
@@ -158,7 +160,7 @@ def _directory(root_fd: int, path: str) -> None:
         raise RpcError("not_found", f"directory not found: {path}") from None
     except safefs.PathRefused as refusal:
         if refusal.reason == "not_a_directory":
-            raise RpcError("not_found", f"directory not found: {path}") from None
+            raise RpcError("internal", "error resolving symlink: not a directory") from None
         raise RpcError("invalid_argument", f"cannot list {path}: {refusal}") from None
     if not stat.S_ISDIR(info.st_mode):
         raise RpcError("invalid_argument", f"path is not a directory: {path}")
@@ -202,7 +204,9 @@ def stat_entry(sandbox: SandboxBox, path: str) -> dict[str, Any]:
             raise RpcError("not_found", f"file not found: {path}") from None
         except safefs.PathRefused as refusal:
             if refusal.reason == "not_a_directory":
-                raise RpcError("not_found", f"file not found: {path}") from None
+                raise RpcError(
+                    "internal", f"error getting file info: lstat {path}: not a directory"
+                ) from None
             raise RpcError("invalid_argument", f"cannot stat {path}: {refusal}") from None
         return entry_info(root_fd, path, info, _Owners(sandbox))
 

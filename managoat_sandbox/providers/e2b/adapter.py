@@ -77,7 +77,7 @@ from . import files, shim
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
 from .end import E2BCommandEnd
 from .envd import Envd, start_request
-from .errors import PROVIDER
+from .errors import FILES_POLICY, PROVIDER
 from .heartbeat import Heartbeats
 from .process import Keepalive, open_process
 from .remembered import Remembered
@@ -296,7 +296,11 @@ class E2B(StreamingAdapter):
             s,
             handle.name,
             lambda envd, _: envd.call(
-                self._http, "ListDir", files.list_request(path), service="filesystem.Filesystem"
+                self._http,
+                "ListDir",
+                files.list_request(path),
+                service="filesystem.Filesystem",
+                policy=FILES_POLICY,
             ),
         )
         return files.listing(path, answer)

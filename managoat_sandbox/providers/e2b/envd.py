@@ -33,11 +33,11 @@ import requests
 import urllib3.exceptions
 
 from ... import reasons
-from ..._http import HttpClient, body_chunks, is_success, transport_error
+from ..._http import ErrorPolicy, HttpClient, body_chunks, is_success, transport_error
 from ...errors import DeadlineExpired
 from ...files import collect
 from . import connect
-from .errors import POLICY
+from .errors import FILES_POLICY, POLICY
 from .settings import ENVD_PORT
 
 __all__ = [
@@ -88,13 +88,14 @@ class Envd:
         body: Mapping[str, Any],
         *,
         service: str = "process.Process",
+        policy: ErrorPolicy = POLICY,
     ) -> Any:
         """A unary call of ``service`` (``process.Process`` unless given); its JSON answer,
-        or the mapped error."""
+        or the error ``policy`` maps it to."""
         response = http.send(
             "POST",
             f"{self.base_url}/{service}/{method}",
-            policy=POLICY,
+            policy=policy,
             timeout=(self.timeout, self.timeout),
             headers=self.headers("application/json"),
             data=json.dumps(body, separators=(",", ":")).encode("utf-8"),
@@ -168,12 +169,13 @@ class Envd:
         """``GET /files``, streamed: the file's bytes, gathered by :func:`.files.collect` as
         they arrive (``Truncated`` past ``max_bytes``, at once when ``Content-Length``
         says so). ``Accept-Encoding: identity``, so the length announced is the file's.
-        A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``)."""
+        A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``, a path
+        through a file ``Invalid``: :data:`.errors.FILES_POLICY`)."""
         headers = {**self.headers(), "Accept-Encoding": "identity"}
         with http.open(
             "GET",
             f"{self.base_url}/files",
-            policy=POLICY,
+            policy=FILES_POLICY,
             timeout=(self.timeout, self.timeout),
             headers=headers,
             params=[("path", path), ("username", self.user)],

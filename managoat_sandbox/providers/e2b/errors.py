@@ -8,6 +8,11 @@
   what a unary ``not_found`` (HTTP 404) means; an error value that is not a
   ``{"code": …}`` object is a ``ProviderError``.
 * A malformed envelope stream is a ``ProviderError``.
+* On the file calls (``GET /files``, ``ListDir``), a path that leads through a
+  file is the caller's mistake, ``Invalid`` (never retried), as on every other
+  adapter: envd answers it with a 500 (Connect ``internal``) whose message
+  ends in Go's text for ``ENOTDIR`` (:data:`FILES_POLICY`,
+  docs/protocols/e2b.md#files-api).
 
 Details never hold a credential: bodies are the provider's answer, and URLs
 and headers are never put in an error.
@@ -19,10 +24,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..._http import ErrorPolicy, error_for
-from ...errors import ProviderError, SandboxError
+from ..._http import ErrorPolicy, Response, error_for, parse_body
+from ...errors import Invalid, ProviderError, SandboxError
 
 __all__ = [
+    "FILES_POLICY",
     "POLICY",
     "PROVIDER",
     "RETRY_AFTER_FIELD",
@@ -34,6 +40,29 @@ PROVIDER = "e2b"
 RETRY_AFTER_FIELD = "retryAfterSeconds"
 #: How :meth:`~.._http.HttpClient.send` maps an answer of the control plane or envd.
 POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD)
+
+#: How envd ends the message of the 500 it answers for a path through a file: Go's
+#: text for ``ENOTDIR`` (``stat <path>: not a directory``, or bare from its symlink
+#: walk).
+NOT_A_DIRECTORY = ": not a directory"
+
+
+def _file_error(response: Response) -> SandboxError:
+    error = error_for(
+        response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
+    )
+    if response.status == 500:
+        parsed = parse_body(response.body, response.headers.get("Content-Type"))
+        message = parsed.get("message") if isinstance(parsed, Mapping) else None
+        if isinstance(message, str) and message.endswith(NOT_A_DIRECTORY):
+            return Invalid(error.detail).with_context(
+                status=error.status, request_id=error.request_id
+            )
+    return error
+
+
+#: :data:`POLICY` for the file calls, where a path through a file is ``Invalid``.
+FILES_POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD, refine=_file_error)
 
 #: Connect error codes and the HTTP status a unary call answers with each.
 CONNECT_STATUS: Mapping[str, int] = {
