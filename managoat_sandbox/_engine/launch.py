@@ -311,9 +311,10 @@ def _reap_launched() -> None:
                 del _launched[directory]
 
 
-def reap(directory: Path, deadline: float) -> bool:
+def reap(directory: Path, deadline: float) -> None:
     """Wait until ``deadline`` (``time.monotonic()``) for the processes this process
-    launched for the box at ``directory`` to end, reaping them; True when none is left.
+    launched for the box at ``directory`` to end, reaping them; those still running
+    then stay tracked (reaped by a later launch's poll).
 
     Called once the box's agent is gone, which its keeper follows at once: a box
     stopped from this process leaves no child behind (no zombie, and nothing for
@@ -331,7 +332,6 @@ def reap(directory: Path, deadline: float) -> bool:
     if left:
         with _launched_lock:
             _launched.setdefault(directory, []).extend(left)
-    return not left
 
 
 def agent_config(settings: BoxSettings, *, egress_open: bool) -> dict[str, object]:
