@@ -127,6 +127,13 @@ def test_a_spawn_in_a_relative_dir_runs_there(daytona: Daytona, handle: Handle) 
     assert box.expect(is_terminal(command.ref), 30) == Exit(command.ref, 0)
     stdout = b"".join(f.data for f in box.history(command.ref) if isinstance(f, Stdout))
     assert stdout == home + b"/sub\n"
+    # The session also ran the cd into the dir; it is never taken for the command.
+    assert [s.command for s in daytona.list_sessions(handle)] == ["pwd"]
+    replay = Mailbox()
+    attached = daytona.attach(handle, command.session_id or "", owner=replay)
+    assert replay.expect(is_terminal(attached.ref), 30) == Exit(attached.ref, 0)
+    replayed = b"".join(f.data for f in replay.history(attached.ref) if isinstance(f, Stdout))
+    assert replayed == stdout
 
 
 def test_what_an_exec_does_stays_out_of_the_kept_session(daytona: Daytona, handle: Handle) -> None:

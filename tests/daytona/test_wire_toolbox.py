@@ -1000,6 +1000,32 @@ def test_list_sessions_lists_spawned_sessions_with_their_command_line(
     ]
 
 
+def test_a_spawns_script_is_its_command_wherever_the_daemon_lists_it(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    """A spawn with a dir ran the cd into it first in its session, whose commands the
+    daemon lists in no fixed order: the script, not the cd, is the session's command."""
+    follows.scripts = [
+        [OUT + framed(b"spawned\n") + END + code(4)],
+        [OUT + framed(b"spawned\n") + END + code(4)],
+    ]
+    command, box = run(daytona, dir="/w")
+    finish(daytona, command, box)
+    enter, start = fake.exec_bodies
+    listed = [
+        {"id": "cmd-1", "command": start["command"]},
+        {"id": "cd", "command": enter["command"], "exitCode": 0},
+    ]
+    _sessions(mocked, [{"sessionId": "mgs-1", "commands": listed}])
+    assert [s.command for s in daytona.list_sessions(handle_of(daytona))] == ["bash -lc it's fine"]
+    fake.session_commands = listed
+    fake.recorded = 4
+    replay = Mailbox()
+    attached = daytona.attach(handle_of(daytona), "mgs-1", owner=replay)
+    frames = finish(daytona, attached, replay)
+    assert (stdout_of(frames), frames[-1]) == (b"spawned\n", Exit(attached.ref, 4))
+
+
 def test_a_parked_sandbox_has_no_sessions_and_nothing_to_attach(
     mocked: responses.RequestsMock, daytona: Daytona
 ) -> None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import re
 import select
 import shlex
@@ -203,7 +204,8 @@ class Command:
 
 @attrs.define(eq=False)
 class Session:
-    """One session: its shell (box session ``shell``) and its commands in creation order."""
+    """One session: its shell (box session ``shell``) and its commands (kept in creation
+    order, listed in none)."""
 
     id: str
     shell: str
@@ -220,8 +222,12 @@ class Session:
         return self.box.running(self.shell)
 
     def to_json(self) -> dict[str, object]:
-        """The daemon's Session model (``commands`` is a list, never null)."""
-        return {"sessionId": self.id, "commands": [c.to_json() for c in self.commands.values()]}
+        """The daemon's Session model (``commands`` is a list, never null), its commands
+        in no fixed order: the daemon keeps them in a hash map, so a client may not
+        take the last listed for the newest."""
+        commands = [c.to_json() for c in self.commands.values()]
+        random.shuffle(commands)
+        return {"sessionId": self.id, "commands": commands}
 
 
 class OneShot:

@@ -487,11 +487,13 @@ class Daytona(StreamingAdapter):
             session_id = entry.get("sessionId")
             if not isinstance(session_id, str) or not session_id.startswith(SPAWN_PREFIX):
                 continue
-            last = _last_command(entry)
+            spawned = _spawned_command(entry)
             found.append(
                 Session(
                     id=session_id,
-                    command=shim.command_line_of(last.get("command") if last is not None else None),
+                    command=shim.command_line_of(
+                        spawned.get("command") if spawned is not None else None
+                    ),
                 )
             )
         return sorted(found, key=lambda session: session.id)
@@ -502,8 +504,7 @@ class Daytona(StreamingAdapter):
         """Replay the session's command from byte zero, then tail it to its real exit."""
         stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
         toolbox = self._toolbox(handle, wake=False)
-        last = _last_command(toolbox.session(session_id))
-        command_id = listed_command_id(last)
+        command_id = listed_command_id(_spawned_command(toolbox.session(session_id)))
         if command_id is None:
             raise NotFound(("session_without_command", session_id))
         code = toolbox.command(session_id, command_id).get("exitCode")
@@ -605,9 +606,16 @@ class Daytona(StreamingAdapter):
         raise NotSupported("checkpoint")
 
 
-def _last_command(session: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _spawned_command(session: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The command a spawn ran in its session: the one whose text is a spawn's script.
+
+    The daemon lists a session's commands in no fixed order (they live in a hash
+    map: docs/protocols/daytona.md#sessions), and a spawn given a ``dir`` ran the
+    ``cd`` into it there first. Where no listed command is a spawn's script (a
+    session this library did not spawn), the last one listed is taken."""
     commands = session.get("commands")
     if not isinstance(commands, list):
         return None
     usable = [entry for entry in commands if isinstance(entry, Mapping)]
-    return usable[-1] if usable else None
+    found = [entry for entry in usable if shim.is_spawn_script(entry.get("command"))] or usable
+    return found[-1] if found else None

@@ -73,6 +73,7 @@ __all__ = [
     "enter_script",
     "exec_script",
     "input_lines",
+    "is_spawn_script",
     "kill_relay",
     "parse_probe",
     "probe",
@@ -312,6 +313,11 @@ def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = Fal
         'return "$__mg_c"',
     ]
     return "\n".join(lines)
+
+
+def is_spawn_script(text: object) -> bool:
+    """Whether ``text`` is a spawn's script (:func:`script`), by its argv mark."""
+    return isinstance(text, str) and _ARGV_MARK.match(text) is not None
 
 
 def command_line_of(text: object) -> str | None:
