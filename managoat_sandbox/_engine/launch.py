@@ -297,9 +297,22 @@ def log_tail(state: Path, limit: int = 2000) -> str:
     return ""
 
 
-def _track(directory: Path, proc: _Launched) -> None:
+def _start(directory: Path, argv: list[str], pass_fds: tuple[int, ...], log: int) -> _Launched:
+    """Start a process of the box at ``directory`` (its agent or keeper) in a session of
+    its own, from ``/``, with the launch environment, output to ``log``; tracked."""
+    proc = _Launched(
+        argv,
+        pass_fds=pass_fds,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        env=_LAUNCH_ENV,
+        cwd="/",
+    )
     with _launched_lock:
         _launched.setdefault(directory, []).append(proc)
+    return proc
 
 
 def _reap_launched() -> None:
@@ -420,25 +433,20 @@ def launch(
                 str(ENGINE_DIR.parent),
                 *agent_args,
             ]
-        proc = _Launched(
-            argv,
-            pass_fds=(state_fd, *passed),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            env=_LAUNCH_ENV,
-            cwd="/",
-        )
-        _track(directory, proc)
+        proc = _start(directory, argv, (state_fd, *passed), log)
         while passed:
             os.close(passed.pop())
         _await_ready(ready_r, proc, state, deadline)
         if settings.isolated:
-            keeper = _start_keeper(
-                state_fd, info_r=info_r, channel=channel, log=log, group=group, deadline=deadline
+            _start_keeper(
+                directory,
+                state_fd,
+                info_r=info_r,
+                channel=channel,
+                log=log,
+                group=group,
+                deadline=deadline,
             )
-            _track(directory, keeper)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
@@ -474,8 +482,15 @@ def _read_info(fd: int, deadline: float) -> dict[str, object]:
 
 
 def _start_keeper(
-    state_fd: int, *, info_r: int, channel: int, log: int, group: Path | None, deadline: float
-) -> _Launched:
+    directory: Path,
+    state_fd: int,
+    *,
+    info_r: int,
+    channel: int,
+    log: int,
+    group: Path | None,
+    deadline: float,
+) -> None:
     """Record the agent's host pid (``agent.json``) and start the keeper beside it."""
     pid = _read_info(info_r, deadline).get("child-pid")
     if not isinstance(pid, int):
@@ -498,16 +513,7 @@ def _start_keeper(
     ]
     if group is not None:
         argv += ["--cgroup", str(group)]
-    return _Launched(
-        argv,
-        pass_fds=(state_fd, channel),
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-        env=_LAUNCH_ENV,
-        cwd="/",
-    )
+    _start(directory, argv, (state_fd, channel), log)
 
 
 def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path, deadline: float) -> None:
