@@ -22,7 +22,7 @@ import urllib3.connection
 
 from managoat_sandbox.emulators._server import LoggedRequest as Request
 from managoat_sandbox.emulators.e2b import E2BEmulator
-from managoat_sandbox.errors import Denied, NotFound, Unavailable
+from managoat_sandbox.errors import Denied, Invalid, NotFound, Unavailable
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.types import Handle, NetworkPolicy
 
@@ -96,6 +96,24 @@ def test_spawn_write_file_and_list_sessions_use_the_remembered_sandbox(
     e2b.list_sessions(handle)
     command = e2b.spawn(handle, "true")
     e2b.stop_command(command)
+    assert LISTING not in paths(since(emulator, mark))
+
+
+def test_envds_own_refusals_leave_the_sandbox_remembered(
+    e2b: E2B, handle: Handle, emulator: E2BEmulator
+) -> None:
+    """A missing file, a directory read as a file or a path through a file is envd's
+    answer about the request: the next operation still needs no lookup."""
+    e2b.write_file(handle, "/tmp/plain", b"x")
+    mark = len(emulator.requests)
+    for path, error in (
+        ("/tmp/none", NotFound),
+        ("/tmp", Invalid),
+        ("/tmp/plain/below", Invalid),
+    ):
+        with pytest.raises(error):
+            e2b.read_file(handle, path)
+    assert e2b.exec(handle, "true").exit_code == 0
     assert LISTING not in paths(since(emulator, mark))
 
 

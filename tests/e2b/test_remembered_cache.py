@@ -11,10 +11,18 @@ import threading
 import pytest
 
 from managoat_sandbox import reasons
-from managoat_sandbox.errors import Denied, NotFound, SandboxError, Unavailable
+from managoat_sandbox.errors import (
+    Denied,
+    Invalid,
+    NotFound,
+    RateLimited,
+    SandboxError,
+    Truncated,
+    Unavailable,
+)
 from managoat_sandbox.providers.e2b.api import SandboxAccess
 from managoat_sandbox.providers.e2b.envd import Envd
-from managoat_sandbox.providers.e2b.remembered import Remembered, is_stale
+from managoat_sandbox.providers.e2b.remembered import Remembered, answered_by_envd, is_stale
 from managoat_sandbox.providers.e2b.settings import Settings
 
 S = Settings(
@@ -209,7 +217,7 @@ def test_a_fresh_lookup_is_not_retried_even_when_refused_as_stale() -> None:
 @pytest.mark.parametrize(
     "refusal",
     [
-        NotFound(("file", "/x")),
+        Unavailable((reasons.TRANSPORT, "ConnectionResetError")),
         proxy_502("bad gateway"),
         proxy_502("The sandbox was not found", "sbx-other"),
     ],
@@ -220,6 +228,47 @@ def test_any_other_failure_drops_the_entry_and_stands(refusal: SandboxError) -> 
         remembered.first_call(S, "box", Calls(refusal))
     assert lookup.names == []
     assert remembered.recall(S, "box") is None
+
+
+#: envd's own answers: the request reached the sandbox with the remembered token.
+ENVD_ANSWERS = [
+    NotFound((reasons.HTTP, 404, {"message": "path '/x' does not exist"})),
+    Invalid((reasons.HTTP, 400, {"message": "path '/x' is a directory"})),
+    Invalid((reasons.HTTP, 500, {"message": "stat /f/x: not a directory"})),
+    Truncated((reasons.MAX_BYTES, 3)),
+]
+
+
+@pytest.mark.parametrize("answer", ENVD_ANSWERS)
+def test_envds_own_answer_keeps_the_entry(answer: SandboxError) -> None:
+    remembered, lookup = remembering(OLD)
+    with pytest.raises(type(answer)):
+        remembered.first_call(S, "box", Calls(answer))
+    envd, _ = remembered.first_call(S, "box", Calls())
+
+    def refused() -> None:
+        raise answer
+
+    with pytest.raises(type(answer)):
+        remembered.later_call(S, "box", envd, refused)
+    assert remembered.recall(S, "box") == OLD
+    assert lookup.names == [], "no lookup: the entry was right"
+
+
+@pytest.mark.parametrize(
+    ("error", "answered"),
+    [
+        *((answer, True) for answer in ENVD_ANSWERS),
+        (STALE_TOKEN, False),
+        (proxy_502("The sandbox was not found"), False),
+        (RateLimited(None), False),
+        (Unavailable(reasons.TIMEOUT), False),
+    ],
+)
+def test_only_invalid_not_found_or_truncated_is_envds_own_answer(
+    error: SandboxError, answered: bool
+) -> None:
+    assert answered_by_envd(error) is answered
 
 
 def test_the_retried_call_is_made_once_only() -> None:
@@ -239,9 +288,9 @@ def test_a_failed_later_call_drops_the_entry_it_was_made_on() -> None:
     envd, _ = remembered.first_call(S, "box", Calls())
 
     def refused() -> None:
-        raise NotFound(("file", "/x"))
+        raise Unavailable((reasons.TRANSPORT, "ConnectionResetError"))
 
-    with pytest.raises(NotFound):
+    with pytest.raises(Unavailable):
         remembered.later_call(S, "box", envd, refused)
     assert remembered.recall(S, "box") is None
 
@@ -252,9 +301,9 @@ def test_a_failed_later_call_keeps_an_entry_another_thread_refreshed() -> None:
     remembered.remember(S, "box", NEW)
 
     def refused() -> None:
-        raise NotFound(("file", "/x"))
+        raise Unavailable((reasons.TRANSPORT, "ConnectionResetError"))
 
-    with pytest.raises(NotFound):
+    with pytest.raises(Unavailable):
         remembered.later_call(S, "box", envd, refused)
     assert remembered.recall(S, "box") == NEW
 

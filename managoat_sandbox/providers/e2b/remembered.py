@@ -3,11 +3,13 @@
 The operations that only talk to envd use, per adapter instance and per
 control plane and account (:func:`key`), the sandbox a name last resolved to
 and its envd access token, without a lookup. The entry is replaced by each
-lookup, and dropped by any failed envd call (the next operation looks the
-name up again); the adapter also replaces it on ``create`` and ``resume``,
-drops it on ``destroy`` and ``suspend``, and :meth:`Remembered.reconcile`\\ s
-it with every listing it reads. At most :data:`CAPACITY` names are kept (the
-least recently used goes first).
+lookup, and dropped by a failed envd call (the next operation looks the name
+up again) unless envd itself answered it (:func:`answered_by_envd`: a missing
+file, a bad path, a read past ``max_bytes`` say nothing against the entry,
+which reached the sandbox with its token); the adapter also replaces it on
+``create`` and ``resume``, drops it on ``destroy`` and ``suspend``, and
+:meth:`Remembered.reconcile`\\ s it with every listing it reads. At most
+:data:`CAPACITY` names are kept (the least recently used goes first).
 
 The stale-retry rule (:meth:`Remembered.first_call`): when envd refuses an
 operation's first call in a way that says the entry is out of date
@@ -28,12 +30,22 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ...errors import Denied, SandboxError
+from ...errors import Denied, Invalid, NotFound, SandboxError, Truncated
 from .api import SandboxAccess, sandbox_id_of
 from .envd import Envd
 from .settings import Settings
 
-__all__ = ["CAPACITY", "FirstCall", "Key", "Lookup", "Remembered", "envd_of", "is_stale", "key"]
+__all__ = [
+    "CAPACITY",
+    "FirstCall",
+    "Key",
+    "Lookup",
+    "Remembered",
+    "answered_by_envd",
+    "envd_of",
+    "is_stale",
+    "key",
+]
 
 #: How many names an adapter remembers.
 CAPACITY = 4096
@@ -83,6 +95,16 @@ def is_stale(error: SandboxError, sandbox_id: str) -> bool:
     return body.get("sandboxId", sandbox_id) == sandbox_id and (
         "not found" in message or "paused" in message
     )
+
+
+def answered_by_envd(error: SandboxError) -> bool:
+    """Whether ``error`` is envd's own answer about the request, which reached the
+    sandbox with the remembered token: ``Invalid`` (a bad path, a directory read as a
+    file), ``NotFound`` (nothing at the path, no such process) or ``Truncated`` (a
+    read past ``max_bytes``). What says the entry may be out of date is none of
+    these: 401 is ``Denied``, the edge proxy's 502 for a sandbox it cannot reach is
+    ``Unavailable``."""
+    return isinstance(error, (Invalid, NotFound, Truncated))
 
 
 class Remembered:
@@ -155,8 +177,9 @@ class Remembered:
         A remembered sandbox is used without a lookup; a stale refusal of an
         undispatched call is looked up and retried once (see the module
         docstring). ``call`` gets the envd and an event a ``Start`` sets once
-        accepted (a refusal raised while it is clear started nothing). Any
-        failure drops the entry.
+        accepted (a refusal raised while it is clear started nothing). A
+        failure drops the entry unless envd itself answered it
+        (:func:`answered_by_envd`).
         """
         access = self.recall(s, name)
         remembered = access is not None
@@ -167,6 +190,8 @@ class Remembered:
         try:
             return envd, call(envd, accepted)
         except SandboxError as error:
+            if answered_by_envd(error):
+                raise
             self._forget_if(key(s, name), access.sandbox_id, access.token)
             if not remembered or accepted.is_set() or not is_stale(error, access.sandbox_id):
                 raise
@@ -178,9 +203,11 @@ class Remembered:
 
     def later_call(self, s: Settings, name: str, envd: Envd, call: Callable[[], T]) -> T:
         """A later envd call of an operation (on the ``envd`` its first call used): if it
-        fails, the entry is dropped (unless it already holds another sandbox or token)."""
+        fails, the entry is dropped (unless envd itself answered the failure, or the
+        entry already holds another sandbox or token)."""
         try:
             return call()
-        except SandboxError:
-            self._forget_if(key(s, name), envd.sandbox_id, envd.token)
+        except SandboxError as error:
+            if not answered_by_envd(error):
+                self._forget_if(key(s, name), envd.sandbox_id, envd.token)
             raise
