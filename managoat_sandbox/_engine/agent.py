@@ -143,6 +143,10 @@ class Connection:
                 reply = {"error": refusal.code, "message": str(refusal)}
             except EngineError as exc:
                 reply = {"error": "bad_request", "message": str(exc)}
+            except (ValueError, TypeError) as exc:
+                # A field of an unusable value: refused, never the end of the agent
+                # (and of every session it serves).
+                reply = {"error": "bad_request", "message": f"malformed request: {exc}"}
             if reply is not None:
                 self.send_reply(reply)
         self.flush()
@@ -539,6 +543,12 @@ class Agent:
             raise Refused("bad_request", "argv must be a non-empty list of strings")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise Refused("bad_request", "env must map strings to strings")
+        if any(not k or "=" in k or "\0" in k or "\0" in v for k, v in env.items()):
+            raise Refused(
+                "bad_env", "an env name must be non-empty without '=' or NUL, a value without NUL"
+            )
+        if any("\0" in arg for arg in argv):
+            raise Refused("bad_argv", "no argument may contain NUL")
         tty = bool(req.get("tty"))
         stdin = bool(req.get("stdin"))
         journaled = bool(req.get("journal"))

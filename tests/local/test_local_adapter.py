@@ -317,3 +317,29 @@ def test_exec_of_a_failing_command_says_why_in_stderr(local: Local) -> None:
     missing_binary = local.exec(handle, "bash", ["-c", "no-such-binary-here"])
     assert missing_binary.exit_code == 127
     assert b"not found" in missing_binary.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "field"),
+    [
+        ({"A=B": "1"}, [], "env"),
+        ({"A": "x\0y"}, [], "env"),
+        (None, ["a\0b"], "args"),
+    ],
+)
+def test_what_no_process_can_be_given_is_invalid_and_live_sessions_run_on(
+    local: Local, env: dict[str, str] | None, args: list[str], field: str
+) -> None:
+    """Called directly (the facade refuses these first), the adapter answers ``Invalid``
+    from the agent's refusal; the agent, and a session it serves, live on."""
+    handle = local.create("box")
+    box = Mailbox()
+    running = local.spawn(handle, "cat", [], owner=box, stdin=True)
+    with pytest.raises(Invalid) as refused:
+        local.exec(handle, "echo", args, env=env)
+    assert refused.value.detail[0] == field
+    with pytest.raises(Invalid):
+        local.spawn(handle, "echo", args, env=env)
+    local.write_stdin(running, b"still here\n")
+    assert box.expect(is_stdout(running.ref), 10).data == b"still here\n"
+    local.stop_command(running)

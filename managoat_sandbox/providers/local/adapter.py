@@ -565,4 +565,8 @@ def _pins() -> dict[str, str]:
 def _refusal(refusal: Refused, dir: str | None) -> Exception:
     if refusal.code == "bad_cwd":
         return Invalid(reasons.no_such_dir(str(dir)))
+    if refusal.code == "bad_env":
+        return Invalid(("env", str(refusal)))
+    if refusal.code == "bad_argv":
+        return Invalid(("args", str(refusal)))
     return Unavailable(("agent_refused", refusal.code))
