@@ -67,6 +67,15 @@ def test_a_command_runs_and_reports_output_and_exit_code(sandbox: Any) -> None:
     assert failure.value.exit_code == 3 and failure.value.stdout == "partial\n"
 
 
+def test_envs_reach_the_process_as_envd_writes_them(sandbox: Any) -> None:
+    """envd writes each env as ``key=value``: a name holding ``=`` sets what precedes
+    its first ``=``; a NUL fails the start; neither harms the sandbox."""
+    assert sandbox.commands.run('echo "$A"', envs={"A=B": "1"}).stdout == "B=1\n"
+    with pytest.raises(e2b.InvalidArgumentException):
+        sandbox.commands.run("true", envs={"A": "x\0y"})
+    assert sandbox.commands.run("echo alive").stdout == "alive\n"
+
+
 def test_output_streams_to_callbacks_as_it_is_produced(sandbox: Any) -> None:
     chunks: list[str] = []
     errors: list[str] = []

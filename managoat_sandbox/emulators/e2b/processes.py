@@ -150,6 +150,24 @@ def _strings(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
+def environ(envs: dict[str, str]) -> dict[str, str]:
+    """``envs`` as the started process sees them. envd writes each as ``key=value``,
+    so a name holding ``=`` sets the variable named by what precedes its first
+    ``=`` (``{"A=B": "1"}`` is ``A`` = ``B=1``), and an empty name makes an entry no
+    lookup finds (left out here). A NUL anywhere fails the start, as Go's ``exec``
+    refuses it: ``invalid_argument``."""
+    out: dict[str, str] = {}
+    for key, value in envs.items():
+        if "\0" in key or "\0" in value:
+            raise RpcError(
+                "invalid_argument", "error starting process: environment variable contains NUL"
+            )
+        name, eq, rest = key.partition("=")
+        if name:
+            out[name] = rest + eq + value
+    return out
+
+
 def pty_size(pty: Any) -> tuple[int, int]:
     """(rows, cols) of a ``PTY`` message (``{"size": {"cols", "rows"}}``), defaults filled."""
     size = pty.get("size") if isinstance(pty, dict) else None
@@ -213,7 +231,7 @@ class ProcessTable:
         stdin = pty or request.get("stdin", True) is not False
         sandbox = self.sandbox
         cwd = sandbox.command_path(cwd_arg or sandbox.home_path(user), user)
-        env = sandbox.environment(user, {**sandbox_env, **envs}, tty=pty)
+        env = sandbox.environment(user, {**sandbox_env, **environ(envs)}, tty=pty)
         with self._lock:
             self._sessions += 1
             sid = f"p{self._sessions}"
