@@ -629,6 +629,26 @@ def test_a_spawn_whose_dir_cannot_be_entered_is_invalid_and_deletes_its_session(
     assert fake.deleted == fake.sessions
 
 
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"args": ["a\0b"]}, "args"),
+        ({"env": {"A": "x\0y"}}, "env"),
+        ({"dir": "/w\0"}, "dir"),
+    ],
+)
+def test_a_nul_no_process_can_take_is_invalid_before_anything_is_sent(
+    mocked: responses.RequestsMock, daytona: Daytona, options: dict[str, Any], field: str
+) -> None:
+    """The shell would drop the NUL and run something else; nothing is sent."""
+    args = options.pop("args", [])
+    for call in (daytona.exec, daytona.spawn):
+        with pytest.raises(Invalid) as refused:
+            call(handle_of(daytona), "echo", args, **options)
+        assert refused.value.detail[0] == field
+    assert len(mocked.calls) == 0
+
+
 def test_spawn_with_a_tty_is_not_supported(daytona: Daytona) -> None:
     with pytest.raises(NotSupported):
         daytona.spawn(handle_of(daytona), "bash", tty=True)
