@@ -69,10 +69,13 @@ def test_a_command_runs_and_reports_output_and_exit_code(sandbox: Any) -> None:
 
 def test_envs_reach_the_process_as_envd_writes_them(sandbox: Any) -> None:
     """envd writes each env as ``key=value``: a name holding ``=`` sets what precedes
-    its first ``=``; a NUL fails the start; neither harms the sandbox."""
+    its first ``=``; a NUL in an env or an argument fails the start (Go's exec
+    refuses it); none of it harms the sandbox."""
     assert sandbox.commands.run('echo "$A"', envs={"A=B": "1"}).stdout == "B=1\n"
     with pytest.raises(e2b.InvalidArgumentException):
         sandbox.commands.run("true", envs={"A": "x\0y"})
+    with pytest.raises(e2b.InvalidArgumentException):
+        sandbox.commands.run("echo 'a\0b'")
     assert sandbox.commands.run("echo alive").stdout == "alive\n"
 
 

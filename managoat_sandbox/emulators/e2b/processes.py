@@ -250,6 +250,12 @@ class ProcessTable:
         except Refused as refusal:
             if refusal.code == "bad_cwd":
                 raise RpcError("invalid_argument", f"cwd '{cwd_arg}' does not exist") from None
+            if refusal.code == "bad_argv":
+                # Go's exec refuses a NUL in an argument before the fork (EINVAL), which
+                # envd answers as it answers any failed start it cannot classify.
+                raise RpcError(
+                    "invalid_argument", "error starting process: invalid argument"
+                ) from None
             raise RpcError("internal", f"error starting process: {refusal}") from None
         except (OSError, EngineError) as error:
             raise RpcError("internal", f"error starting process: {error}") from None
