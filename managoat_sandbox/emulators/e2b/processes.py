@@ -154,18 +154,23 @@ def environ(envs: dict[str, str]) -> dict[str, str]:
     """``envs`` as the started process sees them. envd writes each as ``key=value``,
     so a name holding ``=`` sets the variable named by what precedes its first
     ``=`` (``{"A=B": "1"}`` is ``A`` = ``B=1``), and an empty name makes an entry no
-    lookup finds (left out here). A NUL anywhere fails the start, as Go's ``exec``
-    refuses it: ``invalid_argument``."""
+    lookup finds (left out here). A NUL is left for the agent to refuse
+    (:data:`_START_REFUSALS`)."""
     out: dict[str, str] = {}
     for key, value in envs.items():
-        if "\0" in key or "\0" in value:
-            raise RpcError(
-                "invalid_argument", "error starting process: environment variable contains NUL"
-            )
         name, eq, rest = key.partition("=")
         if name:
             out[name] = rest + eq + value
     return out
+
+
+#: The agent's refusals of a start that Go's ``exec`` refuses too, before the fork: a
+#: NUL in the env or an argument. envd answers either as it answers any failed start
+#: it cannot classify, ``invalid_argument``, with Go's message.
+_START_REFUSALS = {
+    "bad_env": "error starting process: environment variable contains NUL",
+    "bad_argv": "error starting process: invalid argument",
+}
 
 
 def pty_size(pty: Any) -> tuple[int, int]:
@@ -250,12 +255,8 @@ class ProcessTable:
         except Refused as refusal:
             if refusal.code == "bad_cwd":
                 raise RpcError("invalid_argument", f"cwd '{cwd_arg}' does not exist") from None
-            if refusal.code == "bad_argv":
-                # Go's exec refuses a NUL in an argument before the fork (EINVAL), which
-                # envd answers as it answers any failed start it cannot classify.
-                raise RpcError(
-                    "invalid_argument", "error starting process: invalid argument"
-                ) from None
+            if refusal.code in _START_REFUSALS:
+                raise RpcError("invalid_argument", _START_REFUSALS[refusal.code]) from None
             raise RpcError("internal", f"error starting process: {refusal}") from None
         except (OSError, EngineError) as error:
             raise RpcError("internal", f"error starting process: {error}") from None
