@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..._http import ErrorPolicy, Response, error_for, parse_body
+from ..._http import ErrorPolicy, Response, error_for
 from ...errors import Invalid, ProviderError, SandboxError
 
 __all__ = [
@@ -52,8 +52,8 @@ def _file_error(response: Response) -> SandboxError:
         response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
     )
     if response.status == 500:
-        parsed = parse_body(response.body, response.headers.get("Content-Type"))
-        message = parsed.get("message") if isinstance(parsed, Mapping) else None
+        body = error.body
+        message = body.get("message") if isinstance(body, Mapping) else None
         if isinstance(message, str) and message.endswith(NOT_A_DIRECTORY):
             return Invalid(error.detail).with_context(
                 status=error.status, request_id=error.request_id
