@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from ... import _args, reasons
+from ... import reasons
 from ...errors import Invalid
 from .decoder import NO_DIR
 
@@ -130,17 +130,20 @@ def program(
     cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None
 ) -> Program:
     """The command ``cmd args`` in ``cwd`` with ``env`` added. Raised here, before
-    anything is sent: what the facade refuses (:mod:`managoat_sandbox._args`: a NUL in
-    the command, ``cwd`` or the env, which the shell would drop silently) is refused
-    the same, as is an env name the shell cannot export, and a command whose text is
-    over :data:`COMMAND_LIMIT` (``"command_too_large"``)."""
-    _args.str_args((cmd, *args))
-    _args.optional_str(cwd, "dir")
-    _args.env_map(env)
+    anything is sent: an env name the shell cannot export is ``Invalid``, and so is a
+    NUL in the command, an env value or ``cwd`` (no process can be given one, and the
+    shell would drop it silently), and a command whose text is over
+    :data:`COMMAND_LIMIT` (``"command_too_large"``)."""
+    if any("\0" in part for part in (cmd, *args)):
+        raise Invalid(("args", "no argument may contain NUL"))
+    if cwd is not None and "\0" in cwd:
+        raise Invalid(("dir", "dir must not contain NUL"))
     steps: list[str] = []
     for key, value in (env or {}).items():
         if _ENV_KEY.fullmatch(key) is None:
             raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
+        if "\0" in value:
+            raise Invalid(("env", f"the value of {key!r} contains NUL"))
         steps.append(f"export {key}={shlex.quote(value)}")
     steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
     run = Program((cmd, *args), cwd, " && ".join(steps))
