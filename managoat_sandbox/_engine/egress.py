@@ -16,7 +16,8 @@ policy, read from ``policy.json`` for every new connection:
 
 Blocked always: loopback, link-local (and so the cloud metadata address
 169.254.169.254), multicast, unspecified and reserved addresses, and the
-other metadata endpoints listed in :data:`METADATA`. *Private* means any
+other metadata endpoints listed in :data:`METADATA`, and IPv6 addresses that
+carry one of those IPv4 addresses (IPv4-mapped, 6to4). *Private* means any
 other address that is not globally routable (RFC 1918, unique local,
 shared, documentation ranges). The check applies to every address a name
 resolves to, after resolution, so DNS cannot smuggle in a blocked address.
@@ -113,9 +114,11 @@ class Policy:
 
 
 def classify(address: Address) -> str:
-    """``blocked``, ``private`` or ``public``."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """``blocked``, ``private`` or ``public``. An IPv6 address that carries an IPv4
+    destination (IPv4-mapped ``::ffff:a.b.c.d``, 6to4 ``2002:AABB:CCDD::/48``) is the
+    class of that IPv4 address: a 6to4 route to ``169.254.169.254`` is blocked."""
+    if isinstance(address, ipaddress.IPv6Address):
+        address = address.ipv4_mapped or address.sixtofour or address
     if (
         address in METADATA
         or address.is_loopback
