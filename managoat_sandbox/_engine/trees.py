@@ -28,14 +28,18 @@ _PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # An entry removed, or replaced by a link or a non-directory, between listing and opening.
 _VANISHED = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)
 _CHUNK = 1024 * 1024
+#: Whether copies keep each entry's owner: root's do (a root caller's sandbox owns its
+#: files under a uid of its own, which a restored checkpoint must keep); anyone else's
+#: copies are theirs, as they were.
+_KEEP_OWNERS = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def copy_tree(source: Path, target: Path) -> None:
     """Copy the directory ``source`` to ``target``, which this creates.
 
-    Modes and modification times are kept. On failure nothing is left at
-    ``target`` and the OSError propagates (ENAMETOOLONG for a tree nested
-    deeper than :data:`MAX_DEPTH`).
+    Modes and modification times are kept, and owners when this process is
+    root. On failure nothing is left at ``target`` and the OSError propagates
+    (ENAMETOOLONG for a tree nested deeper than :data:`MAX_DEPTH`).
     """
     src = os.open(source, _DIR)
     try:
@@ -62,6 +66,8 @@ def _copy_directory(src: int, dst: int, depth: int) -> None:
             info = os.lstat(name, dir_fd=src)
             if stat.S_ISLNK(info.st_mode):
                 os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+                if _KEEP_OWNERS:
+                    os.chown(name, info.st_uid, info.st_gid, dir_fd=dst, follow_symlinks=False)
             elif stat.S_ISREG(info.st_mode):
                 _copy_file(src, name, dst)
             elif stat.S_ISDIR(info.st_mode):
@@ -71,6 +77,8 @@ def _copy_directory(src: int, dst: int, depth: int) -> None:
                 raise
     info = os.fstat(src)
     os.utime(dst, ns=(info.st_atime_ns, info.st_mtime_ns))
+    if _KEEP_OWNERS:
+        os.fchown(dst, info.st_uid, info.st_gid)
     os.fchmod(dst, stat.S_IMODE(info.st_mode))
 
 
@@ -99,6 +107,8 @@ def _copy_file(src: int, name: str, dst: int) -> None:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(writer, view) :]
+            if _KEEP_OWNERS:
+                os.fchown(writer, info.st_uid, info.st_gid)
             os.fchmod(writer, stat.S_IMODE(info.st_mode))
             os.utime(writer, ns=(info.st_atime_ns, info.st_mtime_ns))
         finally:
