@@ -18,7 +18,7 @@ no logging hears nothing (not even retry warnings); one that does sees them.
 import logging
 
 from ._version import __version__
-from .contract import KNOWN_CAPABILITIES, Adapter, Capability
+from .contract import KNOWN_CAPABILITIES, Adapter, Capability, IsolationWarning
 from .errors import (
     AlreadyExists,
     CommandExited,
@@ -88,6 +88,7 @@ __all__ = [
     "Handle",
     "Info",
     "Invalid",
+    "IsolationWarning",
     "NetworkPolicy",
     "NotFound",
     "NotSupported",

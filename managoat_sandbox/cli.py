@@ -6,7 +6,8 @@ Every subcommand calls the facade with the provider named by ``--provider``
 Expected failures never print a traceback: a ``SandboxError`` is one line
 ``managoat-sandbox: error: <ErrorClass>: <detail>`` on stderr and status 1;
 an unknown provider is one line naming the configured ones and status 2, as
-are bad arguments.
+are bad arguments. A sandbox created without isolation is one line
+``managoat-sandbox: warning: …`` on stderr.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from ._cli import exits
 from ._cli.console import Console
 from ._cli.parser import PROVIDER_ENV, Handler, build_parser, default_provider
+from .contract import IsolationWarning
 from .errors import SandboxError, UnknownProvider
 
 __all__ = ["main"]
@@ -34,7 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(json_mode=args.json)
     handler: Handler = args.handler
     try:
-        return handler(args, console)
+        with _isolation_warnings(console):
+            return handler(args, console)
     except UnknownProvider as error:
         console.failure(error, f" (choose one with --provider or ${PROVIDER_ENV})")
         return exits.USAGE
@@ -47,6 +51,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return exits.BROKEN_PIPE
+
+
+@contextlib.contextmanager
+def _isolation_warnings(console: Console) -> Iterator[None]:
+    """Print each :class:`IsolationWarning` a command raises as one
+    ``managoat-sandbox: warning: …`` line on stderr (after the command's own output,
+    whatever ``--json`` says); other warnings go where they would have gone."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IsolationWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, IsolationWarning):
+                    console.note(f"warning: {warning.message}")
+                else:
+                    warnings.showwarning(
+                        warning.message, warning.category, warning.filename, warning.lineno
+                    )
 
 
 def _discard_stdout() -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings as warnings_module
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from managoat_sandbox import config
+from managoat_sandbox import IsolationWarning, cli, config
 from managoat_sandbox._engine import isolation, tree
 from managoat_sandbox.errors import Invalid, NotSupported, Unavailable
 from managoat_sandbox.providers.local import Local, mode
@@ -54,15 +55,61 @@ def test_require_refuses_naming_what_is_missing_and_creates_nothing(
 def test_auto_degrades_with_one_warning_and_drops_network_policy(
     local: Local, unavailable: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="managoat_sandbox"):
+    with (
+        caplog.at_level(logging.WARNING, logger="managoat_sandbox"),
+        pytest.warns(IsolationWarning),
+    ):
         first = local.create("one")
         local.create("two")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and unavailable in warnings[0].getMessage()
     assert "network_policy" not in local.capabilities()
-    assert local.get(first).raw["isolation"] == "none"
+    assert "isolation" not in local.capabilities()
+    raw = local.get(first).raw
+    assert raw["isolation"] == "none"
+    assert unavailable in raw["isolation_note"]
     with pytest.raises(NotSupported):
         local.apply_network_policy(first, NetworkPolicy.deny_all())
+
+
+def test_a_fallback_to_no_isolation_is_a_warning_shown_by_default(
+    local: Local, unavailable: str
+) -> None:
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.resetwarnings()  # Python's own defaults: what a user's script gets
+        warnings_module.simplefilter("default")
+        local.create("seen")
+    shown = [w for w in caught if issubclass(w.category, IsolationWarning)]
+    assert len(shown) == 1
+    assert unavailable in str(shown[0].message)
+
+
+def test_the_cli_says_when_a_sandbox_is_unisolated(
+    root: Path, unavailable: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["-p", "local", "create", "cli-box"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "cli-box\n"
+    assert captured.err.startswith("managoat-sandbox: warning: local sandboxes run WITHOUT")
+    assert unavailable in captured.err
+    Local().destroy(Local().build_handle("cli-box"))
+
+
+@requires_isolation
+def test_require_refuses_a_sandbox_created_unisolated(local: Local) -> None:
+    config.configure("local", isolation="off")
+    handle = local.create("loose")
+    config.configure("local", isolation="require")
+    with pytest.raises(Unavailable) as adopting:
+        local.create("loose")
+    assert adopting.value.detail[0] == "isolation_unavailable"
+    assert "without isolation" in adopting.value.detail[1]
+    with pytest.raises(Unavailable):
+        local.exec(handle, "cat", ["/proc/self/status"])
+    with pytest.raises(Unavailable):
+        local.spawn(handle, "true", [])
+    local.destroy(handle)  # and it can still be removed
+    assert local.list_all_names() == frozenset()
 
 
 def test_a_bad_mode_is_invalid(local: Local) -> None:

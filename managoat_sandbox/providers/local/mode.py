@@ -1,19 +1,23 @@
 """Which isolation a new local sandbox gets: the ``local.isolation`` setting.
 
 ``"auto"`` (the default) isolates when the host can and otherwise runs
-unisolated, logging one WARNING that names what is missing; ``"require"``
+unisolated, issuing an :class:`~managoat_sandbox.IsolationWarning` (shown by
+default) and logging one WARNING that names what is missing; ``"require"``
 refuses to create an unisolated sandbox (``Unavailable`` naming what is
-missing and how to enable it); ``"off"`` never isolates. A sandbox keeps the
-isolation it was created with: one created isolated is never run without it.
+missing and how to enable it), and to use one created unisolated before;
+``"off"`` never isolates. A sandbox keeps the isolation it was created with:
+one created isolated is never run without it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import warnings
 
 from ... import config
 from ..._engine import isolation
+from ...contract import IsolationWarning
 from ...errors import Invalid, Unavailable
 
 log = logging.getLogger("managoat_sandbox.local")
@@ -40,15 +44,29 @@ def new_sandbox_isolated() -> bool:
         return True
     if mode == "require":
         raise Unavailable(("isolation_unavailable", support.reason))
+    message = (
+        f"local sandboxes run WITHOUT isolation on this host: {support.reason}. Commands "
+        "can read your files and reach your network; set local.isolation='require' to "
+        "refuse instead, or 'off' to choose this knowingly."
+    )
+    warnings.warn(IsolationWarning(message), stacklevel=2)
     if not _warned.is_set():
         _warned.set()
-        log.warning(
-            "local sandboxes run WITHOUT isolation on this host: %s. Commands can "
-            "read your files and reach your network; set local.isolation='require' "
-            "to refuse instead.",
-            support.reason,
-        )
+        log.warning("%s", message)
     return False
+
+
+def check_adoptable(isolated: bool) -> None:
+    """Refuse, under ``"require"``, a sandbox that would run unisolated (one created
+    unisolated earlier, under ``"auto"`` or ``"off"``): ``Unavailable`` saying why."""
+    if not isolated and setting() == "require":
+        raise Unavailable(
+            (
+                "isolation_unavailable",
+                "this sandbox was created without isolation and local.isolation is "
+                "'require': destroy it and create it again where the host can isolate",
+            )
+        )
 
 
 def isolated_by_default() -> bool:
