@@ -1,14 +1,17 @@
 """Argument checks shared by the facade and the adapters.
 
-Malformed types are ``TypeError``, malformed numbers ``ValueError``; values
-that are well typed but unusable as sandbox names or session ids are
-``Invalid`` with a message that says what was wrong.
+Malformed types are ``TypeError``; values that are well typed but unusable
+(NaN, out of range, a NUL or a lone surrogate in text, nesting too deep) are
+``Invalid`` with a message that says what was wrong. No check lets an
+``OverflowError``, ``RecursionError``, ``UnicodeEncodeError`` or ``ValueError``
+out, whatever the value.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -30,11 +33,26 @@ MAX_DATA_DEPTH = 64
 MAX_MODE = 0o7777
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 2
+_SHOWN.maxstring = 60
+_SHOWN.maxother = 60
+
+
+def shown(value: object) -> str:
+    """``value`` for a message: bounded in length and nesting, and never failing (an int
+    too long for ``repr`` is shown by its type)."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 def seconds(value: object, what: str = "timeout") -> float:
     """Return ``value`` as finite seconds: an int or float, not a bool.
 
-    NaN is ``ValueError``; anything beyond ``±MAX_SECONDS`` (infinities and
-    ints too large for a float included) is ``Invalid``.
+    NaN, and anything beyond ``±MAX_SECONDS`` (infinities and ints too large
+    for a float included), is ``Invalid``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, got {type(value).__name__}")
@@ -43,17 +61,19 @@ def seconds(value: object, what: str = "timeout") -> float:
     except OverflowError:
         number = math.inf
     if math.isnan(number):
-        raise ValueError(f"{what} must not be NaN")
+        raise Invalid((what, "must not be NaN"))
     if not -MAX_SECONDS <= number <= MAX_SECONDS:
         raise Invalid((what, f"must be at most {MAX_SECONDS:.0f} seconds"))
     return number
 
 
 def optional_seconds(value: object, what: str = "timeout") -> float | None:
-    """Like :func:`seconds`, with ``None`` or ``inf`` meaning "no limit" (returned as ``None``)."""
+    """Like :func:`seconds`, with ``None`` or ``inf`` meaning "no limit" (returned as
+    ``None``) and a negative wait meaning none at all (returned as ``0.0``: already
+    expired)."""
     if value is None or (isinstance(value, float) and value == math.inf):
         return None
-    return seconds(value, what)
+    return max(seconds(value, what), 0.0)
 
 
 def _is_nan(value: float) -> bool:
@@ -61,9 +81,20 @@ def _is_nan(value: float) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def _no_nul(value: str, what: str) -> str:
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _clean_text(value: str, what: str) -> str:
+    """``value`` as text every provider carries: no NUL, and UTF-8 (no lone surrogates)."""
     if "\x00" in value:
         raise Invalid((what, "must not contain NUL"))
+    if not _utf8(value):
+        raise Invalid((what, "must be encodable as UTF-8 (no lone surrogates)"))
     return value
 
 
@@ -74,7 +105,7 @@ def str_args(args: object) -> tuple[str, ...]:
     for item in args:
         if not isinstance(item, str):
             raise TypeError(f"args entries must be str, got {type(item).__name__}")
-        _no_nul(item, "args")
+        _clean_text(item, "args")
     return tuple(args)
 
 
@@ -84,7 +115,7 @@ def command_name(cmd: object) -> str:
         raise TypeError(f"cmd must be a str, got {type(cmd).__name__}")
     if not cmd:
         raise Invalid("cmd must not be empty")
-    return _no_nul(cmd, "cmd")
+    return _clean_text(cmd, "cmd")
 
 
 def env_map(env: object) -> dict[str, str] | None:
@@ -103,7 +134,7 @@ def env_map(env: object) -> dict[str, str] | None:
             raise TypeError("env keys and values must be str")
         if not key or "=" in key:
             raise Invalid(("env", "a name must be non-empty and must not contain '='"))
-        out[_no_nul(key, "env")] = _no_nul(value, "env")
+        out[_clean_text(key, "env")] = _clean_text(value, "env")
     return out
 
 
@@ -113,7 +144,7 @@ def optional_str(value: object, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}")
-    return _no_nul(value, what)
+    return _clean_text(value, what)
 
 
 def flag(value: object, what: str) -> bool:
@@ -124,14 +155,16 @@ def flag(value: object, what: str) -> bool:
 
 
 def sandbox_name(name: object) -> str:
-    """A sandbox name: a non-empty str without NUL, at most 256 characters (not a str is
-    ``TypeError``, an unusable str ``Invalid``)."""
+    """A sandbox name: a non-empty str without NUL or lone surrogates, at most 256
+    characters (not a str is ``TypeError``, an unusable str ``Invalid``)."""
     if not isinstance(name, str):
         raise TypeError(f"sandbox name must be a str, got {type(name).__name__}")
     if not name:
         raise Invalid("sandbox name must not be empty")
     if "\x00" in name:
         raise Invalid("sandbox name must not contain NUL")
+    if not _utf8(name):
+        raise Invalid("sandbox name must be encodable as UTF-8 (no lone surrogates)")
     if len(name) > MAX_NAME_LENGTH:
         raise Invalid(f"sandbox name is longer than {MAX_NAME_LENGTH} characters")
     return name
@@ -162,19 +195,14 @@ def file_path(path: object) -> str:
         raise TypeError(f"path must be a str, got {type(path).__name__}")
     if not path:
         raise Invalid(("path", "must not be empty"))
-    if "\x00" in path:
-        raise Invalid(("path", "must not contain NUL"))
+    _clean_text(path, "path")
     if not path.startswith("/"):
         raise Invalid(("path", f"must be absolute (start with /), got {path!r}"))
     if path.endswith("/"):
         raise Invalid(("path", f"must name a file, not end with /, got {path!r}"))
     if any(part in (".", "..") for part in path.split("/")):
         raise Invalid(("path", f"must not have a . or .. component, got {path!r}"))
-    try:
-        encoded = path.encode("utf-8")
-    except UnicodeEncodeError:
-        raise Invalid(("path", "must be encodable as UTF-8 (no lone surrogates)")) from None
-    if len(encoded) > MAX_PATH_BYTES:
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise Invalid(("path", f"is longer than {MAX_PATH_BYTES} bytes"))
     return path
 
@@ -196,7 +224,7 @@ def max_bytes(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"max_bytes must be an int or None, got {type(value).__name__}")
     if value < 0:
-        raise Invalid(("max_bytes", f"must be >= 0, got {value}"))
+        raise Invalid(("max_bytes", f"must be >= 0, got {shown(value)}"))
     return value
 
 
@@ -210,7 +238,7 @@ def file_mode(mode: object) -> int | None:
     if isinstance(mode, bool) or not isinstance(mode, int):
         raise TypeError("mode must be an int such as 0o600")
     if not 0 <= mode <= MAX_MODE:
-        raise Invalid(("mode", f"must be a permission between 0 and 0o7777, got {mode:#o}"))
+        raise Invalid(("mode", f"must be a permission between 0 and 0o7777, got {shown(mode)}"))
     return mode
 
 
@@ -218,8 +246,8 @@ def flatten_bytes(data: Any) -> bytes:
     """Flatten bytes-like, str (UTF-8) or a nested iterable of those to bytes.
 
     A wrong type is ``TypeError``; nesting deeper than :data:`MAX_DATA_DEPTH`
-    (a self-referential list included) is ``Invalid``. Iterative, so no input
-    can exhaust the interpreter's stack.
+    (a self-referential list included) or a str with a lone surrogate is
+    ``Invalid``. Iterative, so no input can exhaust the interpreter's stack.
     """
     chunks: list[bytes] = []
     pending: list[Iterator[Any]] = [iter((data,))]
@@ -230,7 +258,7 @@ def flatten_bytes(data: Any) -> bytes:
         elif isinstance(item, (bytes, bytearray, memoryview)):
             chunks.append(bytes(item))
         elif isinstance(item, str):
-            chunks.append(item.encode("utf-8"))
+            chunks.append(_data_text(item).encode("utf-8"))
         elif isinstance(item, Iterable) and not isinstance(item, Mapping):
             if len(pending) > MAX_DATA_DEPTH:
                 raise Invalid(("data", f"nested deeper than {MAX_DATA_DEPTH} levels"))
@@ -242,6 +270,23 @@ def flatten_bytes(data: Any) -> bytes:
 
 
 _DONE = object()
+
+
+def _data_text(text: str) -> str:
+    """``text`` as data (NUL is data there), refused only when it is not UTF-8."""
+    if not _utf8(text):
+        raise Invalid(("data", "must be encodable as UTF-8 (no lone surrogates)"))
+    return text
+
+
+def one_of(value: object, known: frozenset[str], what: str) -> str:
+    """``value`` when it is one of ``known``: not a str is ``TypeError``, another str
+    ``Invalid((what, ...))``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    if value not in known:
+        raise Invalid((what, f"must be one of {sorted(known)}, got {shown(value)}"))
+    return value
 
 
 TERMINATION_MODES = ("graceful", "force")
@@ -267,7 +312,7 @@ def termination_request(session: object, timeout: object, mode: object) -> tuple
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise _bad_termination(f"{bounds}, got {type(timeout).__name__}")
     if _is_nan(timeout) or not low <= timeout <= high:
-        raise _bad_termination(f"{bounds}, got {timeout!r}")
+        raise _bad_termination(f"{bounds}, got {shown(timeout)}")
     if mode not in TERMINATION_MODES:
         raise _bad_termination(f"mode must be one of {', '.join(TERMINATION_MODES)}")
     return session, math.ceil(timeout * 1000 - 1e-9), str(mode)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 from . import config
+from ._settings import read
 
 __all__ = ["REFUND", "Budget", "budget_for"]
 
@@ -32,11 +33,8 @@ class Budget:
 
     @staticmethod
     def capacity() -> float:
-        """The configured capacity (``retry.budget``), checked."""
-        value = config.get("retry", "budget")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError("config retry.budget must be a number >= 0 (retries per provider)")
-        return float(value)
+        """The configured capacity (``retry.budget``), checked by its rule."""
+        return float(read("retry", "budget"))
 
     def _level(self, capacity: float) -> float:
         tokens = capacity if self._tokens is None else min(self._tokens, capacity)

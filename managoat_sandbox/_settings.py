@@ -1,27 +1,36 @@
-"""The one way a provider reads and validates its settings.
+"""The one way the library reads and validates its settings.
 
-Each hosted adapter reads its config scope at call time through a
-:class:`ProviderSettings`, so every provider reports the same problems the
-same way:
+:func:`read` is the effective value of a setting (:func:`config.get
+<managoat_sandbox.config.get>`) checked by the setting's rule
+(:mod:`managoat_sandbox._setting_rules`) — the same rule ``configure`` applied,
+now also to what came from an environment variable. Each hosted adapter reads
+its config scope at call time through a :class:`ProviderSettings`, so every
+provider reports the same problems the same way:
 
 * a missing credential is ``Denied``, raised before any request, naming the
   setting and its environment variable, never a value;
-* a base URL that is not ``http(s)://host…`` is ``Invalid(("config", scope, key))``;
-* a duration that is not a positive number of milliseconds is
-  ``Invalid(("config", scope, key))``.
+* a setting its rule refuses (a base URL that is not ``http(s)://host…``, a
+  duration that is not a positive number of milliseconds, ...), or a required
+  one that is unset, is ``Invalid(("config", scope, key))``.
 """
 
 from __future__ import annotations
 
-import math
-from urllib.parse import urlsplit
+from typing import Any
 
 import attrs
 
 from . import config
+from ._setting_rules import check
 from .errors import Denied, Invalid
 
-__all__ = ["ProviderSettings"]
+__all__ = ["ProviderSettings", "read"]
+
+
+def read(scope: str | None, key: str) -> Any:
+    """Setting ``key`` of ``scope`` now, normalised by its rule (``None`` when unset);
+    a value the rule refuses is ``Invalid(("config", scope, key))``."""
+    return check(scope, key, config.get(scope, key))
 
 
 @attrs.frozen
@@ -32,12 +41,18 @@ class ProviderSettings:
     label: str
 
     def _invalid(self, key: str) -> Invalid:
-        return Invalid(("config", self.scope, key))
+        return Invalid(("config", self.scope, key), reason=f"{self.scope}.{key} is not set")
+
+    def _required(self, key: str) -> Any:
+        value = read(self.scope, key)
+        if value is None:
+            raise self._invalid(key)
+        return value
 
     def credential(self, key: str) -> str:
         """The credential ``key``; ``Denied`` naming the setting and its environment
         variable (never a value) when it is missing or empty."""
-        value = config.get(self.scope, key)
+        value = read(self.scope, key)
         if isinstance(value, str) and value:
             return value
         env = config.ENV_VARS.get((self.scope, key))
@@ -48,48 +63,27 @@ class ProviderSettings:
 
     def text(self, key: str) -> str:
         """Setting ``key`` as text (``Invalid`` when it is unset)."""
-        value = config.get(self.scope, key)
-        if value is None:
-            raise self._invalid(key)
-        return str(value)
+        return str(self._required(key))
 
     def optional_text(self, key: str) -> str | None:
         """Setting ``key`` as text, or ``None`` when it is unset or empty."""
-        value = config.get(self.scope, key)
+        value = read(self.scope, key)
         return str(value) if value not in (None, "") else None
 
     def flag(self, key: str, default: bool) -> bool:
-        """Setting ``key`` when it is a bool, else ``default``."""
-        value = config.get(self.scope, key)
-        return value if isinstance(value, bool) else default
+        """Setting ``key``, or ``default`` when it is unset."""
+        value = read(self.scope, key)
+        return default if value is None else bool(value)
 
     def url(self, key: str) -> str:
         """Setting ``key`` as an ``http(s)`` URL naming a host, without a trailing slash."""
-        value = config.get(self.scope, key)
-        if not isinstance(value, str):
-            raise self._invalid(key)
-        parts = urlsplit(value)
-        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-            raise self._invalid(key)
-        return value.rstrip("/")
+        return str(self._required(key))
 
     def optional_url(self, key: str) -> str | None:
         """Like :meth:`url`, but ``None`` when the setting is unset or empty."""
-        if config.get(self.scope, key) in (None, ""):
-            return None
-        return self.url(key)
+        return self.optional_text(key)
 
     def seconds(self, key: str) -> float:
         """Setting ``key``, a positive number of milliseconds (a number or its decimal
         text), in seconds."""
-        value = config.get(self.scope, key)
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                raise self._invalid(key) from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._invalid(key)
-        if math.isnan(value) or math.isinf(value) or value <= 0:
-            raise self._invalid(key)
-        return float(value) / 1000
+        return float(self._required(key))

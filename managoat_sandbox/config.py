@@ -4,8 +4,11 @@ Settings live in scopes (``"sprites"``, ``"e2b"``, ``"daytona"``, ``"local"``,
 ``"retry"``; ``None`` is the top level, which holds the ``adapters`` map).
 :func:`get` answers, in order: the configured value unless it is ``None``; the
 key's environment variable (read at call time) for keys that have one; the
-library's built-in default; the caller's ``default``. Everything here is
-thread-safe. The library reads only its own settings, never a host's.
+library's built-in default; the caller's ``default``. Every setting the
+library reads has a rule (:mod:`managoat_sandbox._setting_rules`):
+:func:`configure` refuses a value its rule refuses, before storing anything.
+Everything here is thread-safe. The library reads only its own settings,
+never a host's.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from ._setting_rules import check
 
 __all__ = ["ENV_VARS", "configure", "generation", "get", "override", "reset", "snapshot"]
 
@@ -85,9 +90,13 @@ def _check_scope(scope: object) -> str | None:
 def configure(scope: str | None = None, **settings: Any) -> None:
     """Merge ``settings`` into ``scope``; a key set to ``None`` is unset.
 
-    ``configure(adapters={...})`` replaces the explicit adapter map.
+    ``configure(adapters={...})`` replaces the explicit adapter map. A value
+    its setting's rule refuses is ``Invalid(("config", scope, key))``, with a
+    ``reason`` naming the setting and what it must be; then nothing is stored.
     """
     scope = _check_scope(scope)
+    for key, value in settings.items():
+        check(scope, key, value)
     with _lock:
         current = _settings.setdefault(scope, {})
         for key, value in settings.items():

@@ -4,7 +4,8 @@ Every operational failure of a contract operation is an instance of one of the
 classes below. Each carries ``.detail`` (what went wrong, safe to log: never a
 credential) and ``.transient`` (whether an idempotent caller may retry).
 Nothing else escapes a contract operation except :class:`UnknownProvider` and
-``TypeError``/``ValueError`` for malformed arguments.
+``TypeError`` for arguments of the wrong type (a well-typed value that cannot be
+used is :class:`Invalid`).
 """
 
 from __future__ import annotations

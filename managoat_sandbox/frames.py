@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 import attrs
 
 from ._args import optional_seconds
-from .errors import SandboxError
+from .errors import Invalid, SandboxError
 from .types import Command
 
 __all__ = ["Error", "Exit", "Frame", "Stderr", "Stdout", "iter_frames"]
@@ -69,12 +69,12 @@ def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) ->
 
     ``timeout`` bounds the wait for *each* frame (``None`` or ``inf``: no
     bound); expiry raises ``TimeoutError``. A ``Command`` whose frames go to a callback is
-    ``ValueError``. A command stopped with ``stop_command`` never gets a
+    ``Invalid(("owner", ...))``. A command stopped with ``stop_command`` never gets a
     terminal frame: iterate with a timeout when you might stop it.
     """
     if isinstance(source, Command):
         if source.frames is None:
-            raise ValueError("this command delivers to a callback, not a queue")
+            raise Invalid(("owner", "this command delivers to a callback, not a queue"))
         frames: _Gettable = source.frames
     elif callable(getattr(source, "get", None)):
         frames = source

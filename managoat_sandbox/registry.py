@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import config
+from ._settings import read
 from .contract import Adapter
 from .errors import UnknownProvider
 
@@ -58,12 +59,9 @@ def _load_entry_points() -> dict[str, Any]:
 
 
 def _explicit() -> Mapping[str, Any]:
-    value = config.get(None, "adapters")
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise TypeError("config 'adapters' must be a mapping of provider name to adapter")
-    return value
+    """The explicit map, checked by its rule (``Invalid(("config", None, "adapters"))``)."""
+    value = read(None, "adapters")
+    return {} if value is None else value
 
 
 def provider_names() -> frozenset[str]:

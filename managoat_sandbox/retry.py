@@ -18,8 +18,9 @@ from typing import Any, TypeVar, overload
 
 import attrs
 
-from . import config
+from . import _setting_rules
 from ._budget import Budget, budget_for
+from ._settings import read
 from .contract import IDEMPOTENT_OPERATIONS
 from .errors import RateLimited, SandboxError, Unavailable
 
@@ -42,8 +43,23 @@ def transient(error: BaseException) -> bool:
     return True
 
 
-def _seconds(value: float | None, key_ms: str) -> float:
-    return float(config.get("retry", key_ms)) / 1000 if value is None else float(value)
+#: The backoff ceiling stops doubling after this many tries (at 2**64 times ``base``, past
+#: any useful delay), so ``base * 2**n`` stays a finite float for any ``attempts``.
+_MAX_DOUBLINGS = 64
+
+
+def _seconds(value: float | None, key_ms: str, name: str) -> float:
+    """Argument ``name`` (seconds), else config ``retry.<key_ms>``; both by one rule."""
+    if value is None:
+        return float(read("retry", key_ms))
+    return float(_setting_rules.argument(_setting_rules.delay_seconds, name, value))
+
+
+def _attempts(value: int | None) -> int:
+    """Argument ``attempts``, else config ``retry.attempts``; both by one rule."""
+    if value is None:
+        return int(read("retry", "attempts"))
+    return int(_setting_rules.argument(_setting_rules.count(1), "attempts", value))
 
 
 def with_backoff(
@@ -63,7 +79,10 @@ def with_backoff(
     ``attempts`` counts every try (default: config ``retry.attempts``, 3).
     The delay before try ``n+1`` is uniform in ``[c/2, c]`` with
     ``c = min(base * 2**(n-1), max_delay)`` (seconds; defaults from config
-    ``retry.base_ms``/``retry.max_ms``). A ``RateLimited`` or ``Unavailable``
+    ``retry.base_ms``/``retry.max_ms``). Each argument follows its setting's
+    rule: ``attempts`` an int from 1, the delays numbers of seconds from 0 up
+    to ``threading.TIMEOUT_MAX``; a wrong type is ``TypeError``, a value out of
+    range ``Invalid``. A ``RateLimited`` or ``Unavailable``
     carrying a ``retry_after`` waits at least that long, and is re-raised at
     once when it asks for more than ``max_retry_after``. With a ``budget``
     (:mod:`managoat_sandbox._budget`) every retry takes a token from it and a
@@ -72,15 +91,12 @@ def with_backoff(
     made (and its message, when more than one). ``KeyboardInterrupt`` and
     ``SystemExit`` are never caught.
     """
-    total = int(config.get("retry", "attempts")) if attempts is None else attempts
-    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-        raise ValueError("attempts must be an int >= 1")
     policy = _Policy(
-        total,
+        _attempts(attempts),
         retriable,
-        _seconds(base, "base_ms"),
-        _seconds(max_delay, "max_ms"),
-        _seconds(max_retry_after, "max_retry_after_ms"),
+        _seconds(base, "base_ms", "base"),
+        _seconds(max_delay, "max_ms", "max_delay"),
+        _seconds(max_retry_after, "max_retry_after_ms", "max_retry_after"),
         budget,
         label,
     )
@@ -125,7 +141,7 @@ class _Policy:
         """Seconds to wait before the next try after ``error``, or ``None`` to re-raise it."""
         if attempt >= self.total or not self.retriable(error):
             return None
-        ceiling = min(self.base * 2 ** (attempt - 1), self.max_delay)
+        ceiling = min(self.base * 2.0 ** min(attempt - 1, _MAX_DOUBLINGS), self.max_delay)
         delay = random.uniform(ceiling / 2, ceiling)
         advice = error.retry_after if isinstance(error, (RateLimited, Unavailable)) else None
         if advice is not None:

@@ -223,19 +223,26 @@ def test_a_missing_credential_is_denied_alike_by_every_provider_before_any_reque
     assert len(mock.calls) == 0
 
 
-@pytest.mark.parametrize("value", ["ftp://host.test", "no-scheme", "http://", 42])
-def test_a_url_setting_that_cannot_be_used_is_invalid_naming_it(value: object) -> None:
-    config.configure("sprites", base_url=value)
+@pytest.mark.parametrize("value", ["ftp://host.test", "no-scheme", "http://", "http://[x", 42])
+def test_a_url_setting_that_cannot_be_used_is_invalid_naming_it(
+    value: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(Invalid) as caught:
-        ProviderSettings("sprites", "Sprites").url("base_url")
+        config.configure("sprites", base_url=value)
     assert caught.value.detail == ("config", "sprites", "base_url")
+    if isinstance(value, str):  # from the environment it is refused when read
+        monkeypatch.setenv("SPRITES_BASE_URL", value)
+        with pytest.raises(Invalid) as caught:
+            ProviderSettings("sprites", "Sprites").url("base_url")
+        assert caught.value.detail == ("config", "sprites", "base_url")
 
 
-@pytest.mark.parametrize("value", [0, -5, "soon", True, float("nan"), float("inf")])
+@pytest.mark.parametrize(
+    "value", [0, -5, "soon", True, float("nan"), float("inf"), 10**400, "1e400"]
+)
 def test_a_duration_setting_that_is_not_positive_milliseconds_is_invalid(value: object) -> None:
-    config.configure("e2b", timeout_ms=value)
     with pytest.raises(Invalid) as caught:
-        ProviderSettings("e2b", "E2B").seconds("timeout_ms")
+        config.configure("e2b", timeout_ms=value)
     assert caught.value.detail == ("config", "e2b", "timeout_ms")
     config.configure("e2b", timeout_ms="1500")
     assert ProviderSettings("e2b", "E2B").seconds("timeout_ms") == 1.5

@@ -148,8 +148,10 @@ def test_attempts_one_turns_retries_off_and_below_one_is_an_error() -> None:
     with pytest.raises(Unavailable):
         with_backoff(fn, attempts=1, sleep=no_sleep([]))
     assert fn.calls == 1
-    with pytest.raises(ValueError):
+    with pytest.raises(Invalid) as caught:
         with_backoff(fn, attempts=0)
+    assert caught.value.detail[0] == "attempts"
+    assert fn.calls == 1
 
 
 def test_retry_after_is_honoured_as_a_minimum_delay() -> None:
@@ -259,3 +261,34 @@ def test_the_facade_retries_idempotent_operations_and_runs_the_others_once() -> 
     with pytest.raises(Denied):
         sandbox.get(handle)
     assert sandbox.get(handle).status == "running"
+
+
+def test_more_tries_than_a_float_can_double_never_overflow() -> None:
+    delays: list[float] = []
+    fn = Script(*[Unavailable("down")] * 1099, "ok")
+    assert (
+        with_backoff(fn, attempts=1100, base=1e-9, max_delay=1e-6, sleep=no_sleep(delays)) == "ok"
+    )
+    assert fn.calls == 1100 and max(delays) <= 1e-6
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"attempts": True}, TypeError),
+        ({"attempts": 2.0}, TypeError),
+        ({"attempts": -1}, Invalid),
+        ({"base": "1"}, TypeError),
+        ({"base": -1}, Invalid),
+        ({"base": float("nan")}, Invalid),
+        ({"max_delay": 10**400}, Invalid),
+        ({"max_retry_after": float("inf")}, Invalid),
+    ],
+)
+def test_arguments_follow_the_rules_of_the_settings_they_stand_in_for(
+    options: dict[str, Any], error: type[Exception]
+) -> None:
+    fn = Script(Unavailable("x"), "ok")
+    with pytest.raises(error):
+        with_backoff(fn, sleep=no_sleep([]), **options)
+    assert fn.calls == 0

@@ -104,11 +104,12 @@ def test_budgets_are_per_provider_and_start_full_under_a_new_configuration() -> 
     assert budget_for("a") is not before
 
 
-@pytest.mark.parametrize("value", [-1, "many", True])
-def test_a_bad_budget_setting_is_a_clear_error(value: object) -> None:
-    config.configure("retry", budget=value)
-    with pytest.raises(ValueError, match=r"retry\.budget"):
-        Budget().take()
+@pytest.mark.parametrize("value", [-1, "many", True, float("inf"), float("nan"), 10**400])
+def test_a_bad_budget_setting_is_refused_naming_it(value: object) -> None:
+    with pytest.raises(Invalid, match=r"retry\.budget") as caught:
+        config.configure("retry", budget=value)
+    assert caught.value.detail == ("config", "retry", "budget")
+    assert Budget().take()
 
 
 def test_a_script_without_logging_set_up_prints_no_retry_lines() -> None:

@@ -36,6 +36,8 @@ from typing import Any
 CHILD_OPEN_FILES = 1024
 _GIB = 1024**3
 _MINIMUM = {"processes": 16, "memory": 256 * 1024**2, "open_files": 256, "file_size": 1024**2}
+#: The largest limit the kernel takes through ``setrlimit`` (a C long).
+_MAXIMUM = 2**63 - 1
 
 
 def _default_memory() -> int:
@@ -77,6 +79,8 @@ class Limits:
                 raise TypeError(f"limit {name!r} must be an int or None")
             if value < _MINIMUM[name]:
                 raise ValueError(f"limit {name!r} must be at least {_MINIMUM[name]}")
+            if value > _MAXIMUM:
+                raise ValueError(f"limit {name!r} must be at most {_MAXIMUM}")
         return replace(cls(), **dict(values))
 
     @classmethod

@@ -112,10 +112,13 @@ def test_require_refuses_a_sandbox_created_unisolated(local: Local) -> None:
     assert local.list_all_names() == frozenset()
 
 
-def test_a_bad_mode_is_invalid(local: Local) -> None:
-    config.configure("local", isolation="sometimes")
+def test_a_bad_mode_is_invalid(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(Invalid):
+        config.configure("local", isolation="sometimes")
+    monkeypatch.setenv("MANAGOAT_SANDBOX_LOCAL_ISOLATION", "sometimes")
+    with pytest.raises(Invalid) as caught:
         local.create("box")
+    assert caught.value.detail == ("config", "local", "isolation")
 
 
 @requires_isolation

@@ -67,6 +67,8 @@ class LocalCommandEnd:
     #: Requests on the channel not yet answered, and whether the command has ended.
     _in_flight: int = 0
     _ended: bool = False
+    #: Whether this end has sent EOF (so a stdin found closed was closed by its caller).
+    _eof_sent: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def _check(self) -> Channel | None:
@@ -130,17 +132,24 @@ class LocalCommandEnd:
         """Write to the process's stdin: total, as the contract says. Sent in pieces of
         :data:`STDIN_PIECE` bytes, each taken once the agent holds less than that for the
         process, so a write of any size blocks while the process does not read;
-        :meth:`stop` interrupts that (``CommandExited``)."""
+        :meth:`stop` interrupts that (``CommandExited``).
+
+        A stdin the agent reports closed is ``Invalid("stdin_not_open")`` after this
+        end's own :meth:`close_stdin`. Otherwise the process's end of it is gone —
+        the process is exiting (the agent finds the pipe broken before it reaps the
+        process) or closed its stdin — and nothing will read the write:
+        ``CommandExited``, as for a write that raced the exit."""
         view = memoryview(data)
         for start in range(0, max(len(view), 1), STDIN_PIECE):
             status = self._send("stdin", bytes(view[start : start + STDIN_PIECE]))
-            if status == "exited":
+            if status == "exited" or (status == "closed" and not self._eof_sent):
                 raise CommandExited("exited")
             if status in ("closed", "not_open"):
                 raise Invalid(reasons.STDIN_NOT_OPEN)
 
     def close_stdin(self) -> None:
         """Send EOF; idempotent while connected, also after the process ended."""
+        self._eof_sent = True
         if self._send("eof") == "not_open":
             raise Invalid(reasons.STDIN_NOT_OPEN)
 

@@ -27,9 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ... import _args, config
+from ... import _args
 from ..._engine import records
 from ..._engine.errors import EngineError
+from ..._settings import read
 from ...errors import Invalid, NotFound
 
 MAX_NAME_BYTES = 200
@@ -48,8 +49,9 @@ def default_root() -> Path:
 
 
 def root() -> Path:
-    """The configured root, created if missing; a root that cannot be made is ``Invalid``."""
-    path = Path(config.get("local", "root") or default_root()).expanduser().absolute()
+    """The configured root, created if missing; a root its rule refuses (a NUL, a lone
+    surrogate) or that cannot be made is ``Invalid``."""
+    path = Path(read("local", "root") or default_root()).expanduser().absolute()
     if os.path.isdir(path):
         return path
     try:
@@ -66,7 +68,7 @@ def check_name(name: object) -> str:
     name = _args.sandbox_name(name)
     if "/" in name or name in (".", "..") or name.startswith("."):
         raise Invalid(f"local sandbox name {name!r} must be one path component, not hidden")
-    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise Invalid(f"local sandbox name is longer than {MAX_NAME_BYTES} bytes")
     return name
 

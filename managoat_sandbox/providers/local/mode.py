@@ -15,23 +15,21 @@ import logging
 import threading
 import warnings
 
-from ... import config
 from ..._engine import isolation
+from ..._setting_rules import ISOLATION_MODES
+from ..._settings import read
 from ...contract import IsolationWarning
 from ...errors import Invalid, Unavailable
 
 log = logging.getLogger("managoat_sandbox.local")
 
-MODES = ("auto", "require", "off")
+MODES = ISOLATION_MODES
 _warned = threading.Event()
 
 
 def setting() -> str:
-    """The configured mode, checked."""
-    mode = config.get("local", "isolation")
-    if mode not in MODES:
-        raise Invalid(("isolation", f"local.isolation must be one of {list(MODES)}, got {mode!r}"))
-    return str(mode)
+    """The configured mode, checked by its rule (``Invalid(("config", "local", "isolation"))``)."""
+    return str(read("local", "isolation"))
 
 
 def new_sandbox_isolated() -> bool:

@@ -12,19 +12,10 @@ behind at all.
 
 from __future__ import annotations
 
-from ... import config
-from ...errors import Invalid
+from ..._settings import read
 
 
 def bound() -> int:
-    """The configured bound, checked: an int >= 0, else ``Invalid`` naming the setting."""
-    value = config.get("local", "retained_sessions")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise Invalid(
-            (
-                "retained_sessions",
-                "local.retained_sessions must be an int >= 0 "
-                f"(finished sessions kept per sandbox), got {value!r}",
-            )
-        )
-    return value
+    """The configured bound, checked by its rule: an int from 0, else
+    ``Invalid(("config", "local", "retained_sessions"))`` naming the setting."""
+    return int(read("local", "retained_sessions"))

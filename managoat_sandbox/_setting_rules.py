@@ -1,0 +1,313 @@
+"""What each setting may hold: the one place that decides it.
+
+:data:`RULES` gives every setting the library reads its rule. :func:`check`
+applies it twice: :func:`managoat_sandbox.config.configure` (and ``override``)
+before storing a value, so a setting that cannot be used is refused where it
+is set; and the readers (:func:`managoat_sandbox._settings.read`) at call
+time, because an environment variable, or a mapping changed after it was
+configured, reaches them unchecked. Either way a refusal is
+``Invalid(("config", scope, key))`` whose ``reason`` names the setting and says
+what it must be; it shows the value (bounded, so no nesting can exhaust the
+stack) only for settings that cannot hold a credential. ``None`` is never
+checked: it means "unset". A setting without a rule (another package's scope)
+is stored as given.
+
+Each rule returns the value normalised for its reader (milliseconds become
+seconds, a URL loses its trailing ``/``, host names are lowercased).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+import attrs
+
+from ._args import MAX_SECONDS, shown
+from .contract import Adapter
+from .errors import Invalid
+
+__all__ = ["ISOLATION_MODES", "MAX_COUNT", "RULES", "argument", "check", "count", "delay_seconds"]
+
+#: The values of ``local.isolation``.
+ISOLATION_MODES = ("auto", "require", "off")
+
+#: The largest count a setting takes (``retry.attempts``, ``local.retained_sessions``).
+MAX_COUNT = 2**31 - 1
+
+
+class _Unusable(Exception):
+    """A value its rule refuses; ``args[0]`` says what the value must be."""
+
+
+class _WrongType(_Unusable):
+    """A value of a type its rule never takes."""
+
+
+def _refuse(expectation: str) -> NoReturn:
+    raise _Unusable(expectation)
+
+
+def _str(value: object, expectation: str) -> str:
+    if not isinstance(value, str):
+        raise _WrongType(expectation)
+    return value
+
+
+def _number(value: object, expectation: str) -> float:
+    """``value`` (an int or float, not a bool) as a float; too large for one is refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _WrongType(expectation)
+    try:
+        return float(value)
+    except OverflowError:
+        _refuse(expectation)
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _header_safe(value: str) -> bool:
+    """Printable ASCII: what an HTTP header or a URL carries as it is."""
+    return value.isascii() and value.isprintable()
+
+
+@attrs.frozen
+class _Rule:
+    """A setting's rule: ``convert`` normalises a value or raises :class:`_Unusable`;
+    ``shown`` says whether a refused value may appear in the message (never for a
+    setting that may hold a credential)."""
+
+    convert: Callable[[Any], Any]
+    shown: bool = True
+
+
+# -- the kinds of setting ---------------------------------------------------------------
+
+
+def _token(value: object) -> str:
+    """A credential or a header value: printable ASCII, as an HTTP header carries it."""
+    expectation = "a str of printable ASCII (empty: not configured)"
+    text = _str(value, expectation)
+    if text and not _header_safe(text):
+        _refuse(expectation)
+    return text
+
+
+def _url(*, optional: bool) -> Callable[[object], str]:
+    expectation = "an http:// or https:// URL naming a host, in printable ASCII"
+    if optional:
+        expectation += " (empty: not set)"
+
+    def convert(value: object) -> str:
+        text = _str(value, expectation)
+        if optional and not text:
+            return text
+        if not _header_safe(text) or " " in text:
+            _refuse(expectation)
+        try:
+            parts = urlsplit(text)
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            _refuse(expectation)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or not port_ok:
+            _refuse(expectation)
+        return text.rstrip("/")
+
+    return convert
+
+
+def _seconds(value: object, *, positive: bool, expectation: str) -> float:
+    """``value`` as seconds within ``0..MAX_SECONDS`` (above 0 when ``positive``)."""
+    number = _number(value, expectation)
+    low_ok = number > 0 if positive else number >= 0
+    if not (low_ok and number <= MAX_SECONDS):
+        _refuse(expectation)
+    return number
+
+
+def delay_seconds(value: object) -> float:
+    """A retry delay given in seconds: an int or float from 0 to ``MAX_SECONDS``."""
+    expectation = f"a number of seconds from 0 to {MAX_SECONDS:.0f}"
+    return _seconds(value, positive=False, expectation=expectation)
+
+
+def _milliseconds(*, positive: bool) -> Callable[[object], float]:
+    low = "above 0" if positive else "from 0"
+    expectation = f"a number of milliseconds {low} up to {MAX_SECONDS * 1000:.0f} (or its text)"
+
+    def convert(value: object) -> float:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                _refuse(expectation)
+        number = _number(value, expectation) / 1000
+        return _seconds(number, positive=positive, expectation=expectation)
+
+    return convert
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _WrongType("True or False")
+    return value
+
+
+def _text(*, optional: bool) -> Callable[[object], str]:
+    expectation = "a str of printable characters (no lone surrogates)"
+    expectation += " (empty: not set)" if optional else ", not empty"
+
+    def convert(value: object) -> str:
+        text = _str(value, expectation)
+        if not (text or optional) or not text.isprintable() or not _utf8(text):
+            _refuse(expectation)
+        return text
+
+    return convert
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
+    expectation = f"one of {list(options)}"
+
+    def convert(value: object) -> str:
+        text = _str(value, expectation)
+        if text not in options:
+            _refuse(expectation)
+        return text
+
+    return convert
+
+
+def count(low: int) -> Callable[[object], int]:
+    """The rule of a count: an int (not a bool) from ``low`` to :data:`MAX_COUNT`."""
+    expectation = f"an int from {low} to {MAX_COUNT}"
+
+    def convert(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _WrongType(expectation)
+        if not low <= value <= MAX_COUNT:
+            _refuse(expectation)
+        return value
+
+    return convert
+
+
+def _budget(value: object) -> float:
+    expectation = "a finite number >= 0 (retries per provider)"
+    number = _number(value, expectation)
+    if not (math.isfinite(number) and number >= 0):
+        _refuse(expectation)
+    return number
+
+
+def _path(value: object) -> str:
+    expectation = "a path (str or os.PathLike of str) without NUL or lone surrogates"
+    if not isinstance(value, (str, os.PathLike)):
+        raise _WrongType(expectation)
+    text = _str(os.fspath(value), expectation)
+    if "\x00" in text or not _utf8(text):
+        _refuse(expectation)
+    return text
+
+
+def _host_map(value: object) -> dict[str, str]:
+    expectation = "a mapping of host names (printable ASCII) to IP addresses (str)"
+    if not isinstance(value, Mapping):
+        raise _WrongType(expectation)
+    pins: dict[str, str] = {}
+    for host, address in value.items():
+        name = _str(host, expectation).lower().rstrip(".")
+        if not name or not _header_safe(name) or " " in name:
+            _refuse(expectation)
+        try:
+            ipaddress.ip_address(_str(address, expectation))
+        except ValueError:
+            _refuse(expectation)
+        pins[name] = address
+    return pins
+
+
+def _adapter_map(value: object) -> Mapping[str, Any]:
+    expectation = "a mapping of provider name (str) to an Adapter instance or subclass"
+    if not isinstance(value, Mapping):
+        raise _WrongType(expectation)
+    for name, source in value.items():
+        usable = isinstance(source, Adapter) or (
+            isinstance(source, type) and issubclass(source, Adapter)
+        )
+        if not isinstance(name, str) or not usable:
+            raise _WrongType(expectation)
+    return value
+
+
+_POSITIVE_MS = _Rule(_milliseconds(positive=True))
+_DELAY_MS = _Rule(_milliseconds(positive=False))
+
+#: (scope, key) → the rule of that setting (scope ``None`` is the top level).
+RULES: dict[tuple[str | None, str], _Rule] = {
+    (None, "adapters"): _Rule(_adapter_map),
+    ("sprites", "token"): _Rule(_token, shown=False),
+    ("sprites", "base_url"): _Rule(_url(optional=False), shown=False),
+    ("sprites", "timeout_ms"): _POSITIVE_MS,
+    ("sprites", "policy_timeout_ms"): _POSITIVE_MS,
+    ("sprites", "public_urls"): _Rule(_flag),
+    ("sprites", "checkpoint_creation_enabled"): _Rule(_flag),
+    ("e2b", "api_key"): _Rule(_token, shown=False),
+    ("e2b", "base_url"): _Rule(_url(optional=False), shown=False),
+    ("e2b", "template"): _Rule(_text(optional=False)),
+    ("e2b", "user"): _Rule(_text(optional=False)),
+    ("e2b", "timeout_ms"): _POSITIVE_MS,
+    ("e2b", "sandbox_url"): _Rule(_url(optional=True), shown=False),
+    ("daytona", "api_key"): _Rule(_token, shown=False),
+    ("daytona", "api_url"): _Rule(_url(optional=False), shown=False),
+    ("daytona", "snapshot"): _Rule(_text(optional=True)),
+    ("daytona", "organization_id"): _Rule(_token),
+    ("local", "root"): _Rule(_path),
+    ("local", "isolation"): _Rule(_choice(ISOLATION_MODES)),
+    ("local", "egress_hosts"): _Rule(_host_map),
+    ("local", "retained_sessions"): _Rule(count(0)),
+    ("retry", "attempts"): _Rule(count(1)),
+    ("retry", "base_ms"): _DELAY_MS,
+    ("retry", "max_ms"): _DELAY_MS,
+    ("retry", "max_retry_after_ms"): _DELAY_MS,
+    ("retry", "budget"): _Rule(_budget),
+}
+
+
+def check(scope: str | None, key: str, value: Any) -> Any:
+    """``value`` of setting ``key`` in ``scope``, normalised by its rule; ``None`` (unset)
+    and settings without a rule pass as they are. A refused value is
+    ``Invalid(("config", scope, key))`` with a ``reason`` naming the setting."""
+    rule = RULES.get((scope, key))
+    if rule is None or value is None:
+        return value
+    try:
+        return rule.convert(value)
+    except _Unusable as refused:
+        name = key if scope is None else f"{scope}.{key}"
+        reason = f"{name} must be {refused.args[0]}"
+        if rule.shown:
+            reason += f", got {shown(value)}"
+        raise Invalid(("config", scope, key), reason=reason) from None
+
+
+def argument(convert: Callable[[object], Any], name: str, value: object) -> Any:
+    """``value`` of argument ``name`` by a setting's rule ``convert`` (for an argument
+    that stands in for a setting): a wrong type is ``TypeError``, an unusable value
+    ``Invalid((name, "must be ..."))``."""
+    try:
+        return convert(value)
+    except _WrongType as refused:
+        raise TypeError(f"{name} must be {refused.args[0]}, got {type(value).__name__}") from None
+    except _Unusable as refused:
+        raise Invalid((name, f"must be {refused.args[0]}")) from None
