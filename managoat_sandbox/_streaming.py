@@ -13,7 +13,15 @@ frame contract, kept here once:
 * an owner callback that raises is logged and delivery goes on;
 * a full bounded queue blocks the reader, and ``stop`` interrupts that wait;
 * without an owner, frames go to a :class:`~._frame_queue.FrameQueue`, which
-  hands output to a consumer that lags behind in fewer, larger frames;
+  hands output to a consumer that lags behind in fewer, larger frames, and
+  holds at most :data:`~._frame_queue.COMMAND_QUEUE_BYTES` of output: past
+  that the reader waits, and stops reading its transport, so a consumer that
+  does not read holds up the command (as far back as the transport carries
+  back-pressure) instead of filling this process's memory;
+* a queue-like owner (one with ``put`` that is not a ``queue.Queue``) may
+  raise a taxonomy error from ``put`` to end the command's delivery (the exec
+  collector's output limit does): the delivery raises it into the pump, and a
+  pump that lets it through ends with it, delivered as the terminal ``Error``;
 * ``stop`` never deadlocks, also from inside the owner's callback, and from
   another thread it waits for a delivery in flight to finish.
 """
@@ -28,7 +36,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from . import reasons
-from ._frame_queue import FrameQueue
+from ._frame_queue import COMMAND_QUEUE_BYTES, FrameQueue
 from .contract import Adapter, Owner
 from .errors import CommandExited, Invalid, SandboxError, Unavailable
 from .frames import Error, Exit, Frame, Stderr, Stdout
@@ -63,7 +71,7 @@ class Stream:
 
     def __init__(self, ref: Hashable, owner: Owner | None, *, label: str, stdin: bool = False):
         if owner is None:
-            owner = FrameQueue()
+            owner = FrameQueue(max_bytes=COMMAND_QUEUE_BYTES)
         if not _is_queue(owner) and not callable(owner):
             raise TypeError("owner must be a callable taking a frame, or a queue")
         self.ref = ref

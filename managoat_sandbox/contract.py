@@ -36,6 +36,15 @@ class Capability:
     DESTROY_ONCE = "destroy_once"
     READ_FILE = "read_file"
     LIST_FILES = "list_files"
+    ISOLATION = "isolation"
+
+
+class IsolationWarning(UserWarning):
+    """A sandbox is being created without isolation from the host (``local`` where
+    the host cannot isolate and ``local.isolation`` is ``"auto"``): its commands run
+    as the caller's processes, with the caller's files and network. Issued through
+    :mod:`warnings` (shown by default), never raised as an error; the CLI prints it.
+    """
 
 
 KNOWN_CAPABILITIES: frozenset[str] = frozenset(
@@ -172,8 +181,17 @@ class Adapter(ABC):
         dir: str | None = None,
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
+        max_bytes: int | None = None,
     ) -> ExecResult:
-        """Run to exit and collect output; a nonzero exit is data."""
+        """Run to exit and collect output; a nonzero exit is data.
+
+        More than ``max_bytes`` bytes of output, stdout and stderr together
+        (``None``: no limit), is ``Truncated(("max_bytes", n))`` as soon as it is
+        seen, and the command is stopped (killed, where the provider can). Output
+        is held once, not copied on the way
+        (:class:`managoat_sandbox.streaming.ExecOutput`, or
+        :func:`~managoat_sandbox.streaming.collect_exec` for a spawned command).
+        """
 
     @abstractmethod
     def spawn(

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import attrs
 
 from . import _args, reasons
+from ._deadline import EXEC_MAX_BYTES
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
 from .errors import DeadlineExpired, NotSupported, SandboxError
 from .registry import adapter_for, adapters
@@ -143,15 +144,13 @@ def supports(target: str | Handle | Command, capability: str) -> bool:
     """Whether the adapter behind ``target`` advertises ``capability``.
 
     ``target`` is a provider name, a ``Handle`` or a ``Command``; an unknown
-    capability name is ``ValueError``.
+    capability name is ``Invalid(("capability", ...))`` (not a str: ``TypeError``).
     """
     if isinstance(target, (Handle, Command)):
         adapter = adapter_for(target.provider)
     else:
         adapter = adapter_for(target)
-    if capability not in KNOWN_CAPABILITIES:
-        raise ValueError(f"unknown capability {capability!r}; known: {sorted(KNOWN_CAPABILITIES)}")
-    return capability in adapter.capabilities()
+    return _args.one_of(capability, KNOWN_CAPABILITIES, "capability") in adapter.capabilities()
 
 
 # -- handle side --------------------------------------------------------------
@@ -255,6 +254,7 @@ def exec(
     dir: str | None = None,
     timeout: float | None = None,
     stderr_to_stdout: bool = False,
+    max_bytes: int | None = EXEC_MAX_BYTES,
 ) -> ExecResult:
     """Run a command to exit and collect its output; a nonzero exit is data.
 
@@ -262,6 +262,12 @@ def exec(
     result's ``stderr`` holds the command's stderr. With
     ``stderr_to_stdout=True`` both streams go to ``output`` in arrival order
     and ``stderr`` is empty.
+
+    ``max_bytes`` bounds the output exec holds, stdout and stderr together
+    (default :data:`~managoat_sandbox.streaming.EXEC_MAX_BYTES`, 64 MiB;
+    ``None``: no limit; negative: ``Invalid``). A command that writes more
+    ends the exec with ``Truncated(("max_bytes", n))`` as soon as the limit is
+    passed, and is stopped; use ``spawn`` to stream more than you want to hold.
 
     ``timeout`` is one monotonic deadline in seconds that output never
     extends; expiry is ``Unavailable(("exec_timeout", timeout))`` (the remote
@@ -273,7 +279,13 @@ def exec(
     """
     adapter = _for_handle(handle)
     clean = _args.normalised(
-        cmd=cmd, args=args, env=env, dir=dir, timeout=timeout, stderr_to_stdout=stderr_to_stdout
+        cmd=cmd,
+        args=args,
+        env=env,
+        dir=dir,
+        timeout=timeout,
+        stderr_to_stdout=stderr_to_stdout,
+        max_bytes=max_bytes,
     )
     if clean["timeout"] is not None and clean["timeout"] <= 0:
         raise DeadlineExpired((reasons.EXEC_TIMEOUT, timeout))
@@ -295,8 +307,13 @@ def spawn(
     """Start a streaming command; frames go to ``owner`` (a callable or a queue).
 
     With ``owner=None`` a ``queue.Queue`` is made and exposed as
-    ``command.frames``. ``tty=True`` needs the ``tty`` capability and
-    ``detachable=True`` the ``attach`` capability (else ``NotSupported``).
+    ``command.frames``; it holds at most 8 MiB of output that has not been
+    read, after which the command's reader waits (and ``stop_command`` still
+    returns at once): unread output waits in the sandbox, not in this
+    process. A queue you pass keeps the bound you gave it; a callback holds up
+    the reader for as long as it runs. ``tty=True`` needs the ``tty``
+    capability and ``detachable=True`` the ``attach`` capability (else
+    ``NotSupported``).
     """
     adapter = _for_handle(handle)
     clean = _args.normalised(

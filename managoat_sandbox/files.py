@@ -5,6 +5,11 @@ into one ``bytes`` without holding the file twice: pieces go into a
 ``BytesIO`` whose buffer becomes the result without a copy, and each piece is
 dropped once written. It enforces ``max_bytes`` as the pieces arrive, so a
 file over the limit is refused before it is read to the end.
+
+:func:`denied` is every adapter's answer to a path the sandbox's user may not
+read, list or write, and :func:`refused` tells a provider's message that says
+so (the hosted providers' file daemons are written in Go and word the
+refusal as Go words ``EACCES`` and ``EPERM``).
 """
 
 from __future__ import annotations
@@ -13,14 +18,30 @@ import io
 from collections.abc import Iterable
 
 from . import reasons
-from .errors import Truncated
+from .errors import Denied, Truncated
 
-__all__ = ["collect", "truncated"]
+__all__ = ["REFUSALS", "collect", "denied", "refused", "truncated"]
+
+#: Go's text for ``EACCES`` and for ``EPERM``: how a provider's file daemon words a
+#: refusal by file permissions (``open /p: permission denied``).
+REFUSALS = ("permission denied", "operation not permitted")
 
 
 def truncated(max_bytes: int) -> Truncated:
     """The error of a file holding more than ``max_bytes`` bytes."""
     return Truncated((reasons.MAX_BYTES, max_bytes))
+
+
+def denied(path: str) -> Denied:
+    """``Denied(("path", path))``: the error of a path the sandbox's user may not read,
+    list or write (file operations act as that user, on every adapter)."""
+    return Denied(("path", path))
+
+
+def refused(text: object) -> bool:
+    """Whether ``text`` (a provider's error message; anything else is not one) reports a
+    refusal by file permissions: it holds one of :data:`REFUSALS`, in any case."""
+    return isinstance(text, str) and any(words in text.lower() for words in REFUSALS)
 
 
 def collect(

@@ -417,6 +417,18 @@ def test_exec_prints_stdout_and_stderr_apart_and_exits_with_the_real_code(
     assert (captured.out, captured.err) == (b"hello", b"oops")
 
 
+def test_exec_max_bytes_bounds_the_output_it_holds(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    cli("create", "box")
+    capsysbinary.readouterr()
+    assert cli("exec", "box", "--max-bytes", "9", "--", "emit", "out:hello", "err:oops") == 0
+    assert capsysbinary.readouterr() == (b"hello", b"oops")
+    assert cli("exec", "box", "--max-bytes", "8", "--", "emit", "out:hello", "err:oops") == 1
+    captured = capsysbinary.readouterr()
+    assert captured.out == b"" and b"Truncated" in captured.err and b"8" in captured.err
+
+
 def test_exec_merge_stderr_sends_both_to_stdout(
     fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:

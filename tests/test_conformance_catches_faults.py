@@ -193,6 +193,13 @@ class AlwaysMergesStderr(Fake):
         return super().exec(handle, cmd, args, **{**opts, "stderr_to_stdout": True})
 
 
+class IgnoresMaxBytes(Fake):
+    """exec holds any amount of output, whatever its ``max_bytes``."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        return super().exec(handle, cmd, args, **{**opts, "max_bytes": None})
+
+
 class NoUrlWhileAdvertised(Fake):
     """Advertises ``public_url`` but answers ``None``."""
 
@@ -238,6 +245,7 @@ MUTANTS: list[tuple[type[Fake], str]] = [
     ),
     (MislabelledExecTimeout, "test_exec_deadline_is_one_bound_that_output_never_extends"),
     (AlwaysMergesStderr, "test_exec_merges_stderr_only_when_asked"),
+    (IgnoresMaxBytes, "test_exec_output_past_max_bytes_is_truncated"),
     (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
     (UnknownCapability, "test_capabilities_are_a_frozenset_of_known_names"),
     (CreateNewAdopts, "test_create_new_refuses_adoption_and_mints_a_new_incarnation_after_destroy"),

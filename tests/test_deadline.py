@@ -5,14 +5,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from managoat_sandbox import reasons
-from managoat_sandbox._deadline import Deadline, collect_exec
-from managoat_sandbox.errors import DeadlineExpired, Unavailable
+from managoat_sandbox._deadline import Deadline, ExecOutput, ExecSink, collect_exec
+from managoat_sandbox._streaming import Stream
+from managoat_sandbox.errors import DeadlineExpired, Truncated, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
 from managoat_sandbox.types import Command
 
@@ -146,29 +148,23 @@ def test_output_cannot_renew_the_deadline(stream: type[Stdout] | type[Stderr], m
     assert len(starter.stopped) == 1
 
 
-def test_queued_frames_stop_once_the_budget_is_spent() -> None:
-    answers = iter([1.0, 1.0, 1.0, 1.0])
+def test_output_is_collected_as_it_is_delivered_never_queued() -> None:
+    """No frame waits for the collector (nothing queued can outrun the deadline): each
+    output frame is in the result the moment its ``put`` returns."""
+    collected: list[int] = []
 
-    class Scripted(Deadline):
-        def remaining(self) -> float | None:
-            return next(answers, 0.0)
-
-    owners: list[queue.SimpleQueue[Any]] = []
-
-    def start(owner: queue.SimpleQueue[Any]) -> Command:
+    def start(owner: ExecSink) -> Command:
         for _ in range(10):
             owner.put(Stdout("r", b"x"))
+            collected.append(owner.output.size)
         owner.put(Exit("r", 0))
-        owners.append(owner)
         return Command("test", "r")
 
     stopped: list[Command] = []
-    with pytest.raises(Unavailable) as caught:
-        collect_exec(start, stopped.append, deadline=Scripted(1.0))
-    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 1.0)
-    # One answer went to the check before dispatch, three to the first three waits.
-    assert 11 - owners[0].qsize() == 3
-    assert stopped
+    result = collect_exec(start, stopped.append, deadline=Deadline(1.0))
+    assert collected == list(range(1, 11))
+    assert result == (b"x" * 10, 0)
+    assert stopped == [Command("test", "r")]
 
 
 def test_queued_success_after_startup_used_the_deadline_is_refused() -> None:
@@ -244,3 +240,75 @@ def test_a_silent_command_times_out_on_the_deadline() -> None:
     with pytest.raises(Unavailable):
         collect_exec(starter.start, starter.stop, deadline=Deadline(0.05))
     assert time.monotonic() - began < 2.0
+
+
+def test_exec_output_counts_both_streams_against_max_bytes() -> None:
+    output = ExecOutput(10)
+    output.add(b"12345")
+    output.add(b"67890", stderr=True)
+    assert output.result(0) == (b"12345", 0) and output.result(0).stderr == b"67890"
+    output = ExecOutput(10, stderr_to_stdout=True)
+    output.add(b"12345", stderr=True)
+    with pytest.raises(Truncated) as caught:
+        output.add(b"678901")
+    assert caught.value.detail == (reasons.MAX_BYTES, 10)
+    assert ExecOutput(None).result(3) == (b"", 3)
+
+
+def test_exec_output_holds_each_byte_once() -> None:
+    piece = b"x" * (64 * 1024)
+    total = 64 * 1024 * 1024
+    tracemalloc.start()
+    try:
+        output = ExecOutput(None)
+        for _ in range(total // len(piece)):
+            output.add(piece)
+        result = output.result(0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(result.output) == total
+    assert peak < 1.25 * total, f"collecting peaked at {peak / total:.2f}x the output"
+
+
+def test_output_past_max_bytes_ends_an_endless_command_kills_then_stops_it() -> None:
+    calls: list[str] = []
+    streams: list[Stream] = []
+
+    def endless(stream: Stream) -> None:
+        while not stream.stopped.is_set():
+            stream.stdout(b"y\n" * 512)
+
+    def start(owner: ExecSink) -> Command:
+        stream = Stream("r", owner, label="test")
+        streams.append(stream)
+        stream.start(endless)
+        return Command("test", "r", private=stream)
+
+    def stop(command: Command) -> None:
+        calls.append("stop")
+        command.private.stop()
+
+    with pytest.raises(Truncated) as caught:
+        collect_exec(
+            start,
+            stop,
+            deadline=Deadline(30),
+            max_bytes=4096,
+            kill=lambda command: calls.append("kill"),
+        )
+    assert caught.value.detail == (reasons.MAX_BYTES, 4096)
+    assert calls == ["kill", "stop"]
+    streams[0].join(5)
+    assert streams[0].finished.is_set(), "the pump went on past the limit"
+
+
+def test_a_deadline_or_an_error_never_kills() -> None:
+    killed: list[Command] = []
+    starter = Starter(frames_every([Stdout("r", b"x"), Error("r", Unavailable("drop"))], 0))
+    with pytest.raises(Unavailable):
+        collect_exec(starter.start, starter.stop, deadline=Deadline(5), kill=killed.append)
+    starter = Starter(frames_every([], 0))
+    with pytest.raises(Unavailable):
+        collect_exec(starter.start, starter.stop, deadline=Deadline(0.05), kill=killed.append)
+    assert killed == []

@@ -328,8 +328,11 @@ def test_public_url_none_means_no_such_concept(fake: Fake) -> None:
 
 
 def test_supports_rejects_an_unknown_capability(fake: Fake) -> None:
-    with pytest.raises(ValueError, match="unknown capability"):
+    with pytest.raises(Invalid) as caught:
         sandbox.supports("fake", "teleport")
+    assert caught.value.detail[0] == "capability" and "teleport" in caught.value.detail[1]
+    with pytest.raises(TypeError):
+        sandbox.supports("fake", 42)  # type: ignore[arg-type]
 
 
 def test_spawn_refuses_tty_and_detachable_without_the_capabilities(fake: Fake) -> None:
@@ -441,9 +444,10 @@ def test_wrong_argument_types_are_type_errors(fake: Fake, call: Callable[[Handle
     assert fake.list_sessions(handle) == []
 
 
-def test_nan_timeout_is_a_value_error(fake: Fake) -> None:
-    with pytest.raises(ValueError):
+def test_nan_timeout_is_invalid(fake: Fake) -> None:
+    with pytest.raises(Invalid) as caught:
         sandbox.exec(sandbox.create("fake", "nan"), "emit", [], timeout=float("nan"))
+    assert caught.value.detail == ("timeout", "must not be NaN")
 
 
 def test_an_unknown_fake_instruction_is_invalid_before_anything_starts(fake: Fake) -> None:
@@ -476,7 +480,7 @@ def test_iter_frames_rules(fake: Fake) -> None:
     handle = sandbox.create("fake", "iter")
     seen: list[Any] = []
     command = sandbox.spawn(handle, "emit", ["out:x"], owner=seen.append)
-    with pytest.raises(ValueError):
+    with pytest.raises(Invalid):
         list(sandbox.iter_frames(command))
     frames: queue.Queue[Any] = queue.Queue()
     stay = sandbox.spawn(handle, "emit", ["stay"], owner=frames, stdin=True)

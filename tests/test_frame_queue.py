@@ -1,12 +1,16 @@
-"""The library's own frame queue: merged output for a lagging consumer, nothing else changed."""
+"""The library's own frame queue: merged output for a lagging consumer, bounded by the output
+it holds when asked; nothing else changed."""
 
 from __future__ import annotations
 
 import queue
 import threading
 
+import pytest
+
 from managoat_sandbox import _frame_queue, reasons
 from managoat_sandbox._frame_queue import FrameQueue
+from managoat_sandbox._streaming import Stream
 from managoat_sandbox.errors import Unavailable
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 
@@ -71,3 +75,39 @@ def test_join_counts_the_frames_taken() -> None:
         frames.task_done()
     frames.join()
     assert isinstance(frames, queue.Queue)
+
+
+def test_a_byte_bound_holds_up_output_but_never_a_terminal_frame() -> None:
+    frames = FrameQueue(max_bytes=1000)
+    frames.put(Stdout("a", b"x" * 600))
+    frames.put(Stdout("a", b"y" * 600))  # room was left: one piece may pass the bound
+    assert frames.held >= 1000
+    with pytest.raises(queue.Full):
+        frames.put(Stderr("a", b"z"), timeout=0.01)
+    with pytest.raises(queue.Full):
+        frames.put(Stderr("a", b"z"), block=False)
+    frames.put(Exit("a", 0), block=False)
+    assert frames.qsize() == 2, "qsize counts items, as with a plain queue"
+    assert frames.get_nowait() == Stdout("a", b"x" * 600 + b"y" * 600)
+    assert frames.held == 0
+    frames.put(Stderr("a", b"z"), block=False)
+    assert [frames.get_nowait() for _ in range(2)] == [Exit("a", 0), Stderr("a", b"z")]
+
+
+def test_a_put_waiting_for_room_goes_in_once_a_get_makes_it_in_order() -> None:
+    frames = FrameQueue(max_bytes=10)
+    frames.put(Stdout("a", b"first"))
+    waiting = threading.Thread(target=frames.put, args=(Stdout("a", b"second"),), daemon=True)
+    waiting.start()
+    waiting.join(0.05)
+    assert waiting.is_alive(), "the second put did not wait for room"
+    assert frames.get(timeout=5) == Stdout("a", b"first")
+    waiting.join(5)
+    assert not waiting.is_alive()
+    assert frames.get_nowait() == Stdout("a", b"second")
+
+
+def test_a_stream_without_an_owner_queues_at_most_its_bound() -> None:
+    stream = Stream("r", None, label="test")
+    assert isinstance(stream.frames, FrameQueue)
+    assert stream.frames.max_bytes == _frame_queue.COMMAND_QUEUE_BYTES

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._args import TERMINATION_TIMEOUT_RANGE
+from .._deadline import EXEC_MAX_BYTES
 from .._version import __version__
 from . import files, sandboxes, sessions, streaming
 from .console import PROG, Console
@@ -292,6 +293,15 @@ def _running(add: Add) -> None:
         help="collect the command's stderr into stdout, in arrival order "
         "(otherwise stderr is printed to stderr after the exit; spawn "
         "streams both, live)",
+    )
+    run.add_argument(
+        "--max-bytes",
+        type=_byte_count,
+        metavar="N",
+        default=EXEC_MAX_BYTES,
+        help="fail with Truncated, printing nothing, once the output (stdout and "
+        f"stderr together) passes N bytes; the command is stopped (default {EXEC_MAX_BYTES}: "
+        "64 MiB; spawn streams any amount)",
     )
     spawn = add(
         "spawn",

@@ -51,8 +51,9 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
     The options are exec's arguments: ``--timeout`` is its one deadline (and
     the adapter's clean-up on expiry is exec's: ``local`` kills the command,
     which leaves no session behind), ``--merge-stderr`` is
-    ``stderr_to_stdout``. Otherwise the result's stdout is printed to stdout
-    and its stderr (``ExecResult.stderr``) to stderr, after the exit. On
+    ``stderr_to_stdout``, ``--max-bytes`` is ``max_bytes``. Otherwise the
+    result's stdout is printed to stdout and its stderr
+    (``ExecResult.stderr``) to stderr, after the exit. On
     expiry the status is :data:`~managoat_sandbox._cli.exits.TIMEOUT` with
     exec's ``Unavailable(("exec_timeout", S))`` on one line; nothing collected
     is printed. ``--timeout 0`` fails at once without starting anything.
@@ -68,6 +69,7 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
             dir=args.dir,
             timeout=args.timeout,
             stderr_to_stdout=args.merge_stderr,
+            max_bytes=args.max_bytes,
         )
     except Unavailable as error:
         if not is_exec_timeout(error):

@@ -7,8 +7,9 @@ session's ``journal`` before anyone sees it, and the end is recorded in
 connection that started it, and nothing touches the disk).
 
 The end of a process is decided once: after its exit status was reaped and
-its output pipes reached end of file — or :data:`DRAIN_TIMEOUT` seconds after
-the exit if descendants keep the pipes open. The end is the real exit
+its output pipes reached end of file — or :data:`DRAIN_TIMEOUT` seconds of
+reading after the exit if descendants keep the pipes open (a pause in reading,
+for back-pressure, does not count). The end is the real exit
 (``{"code", "signal"}``, 128 + N for a signal) or, when output could not be
 journaled, ``{"lost": reason}``; it is never guessed.
 """
@@ -194,11 +195,20 @@ class Process(Generic[Client]):
         if self.popen is not None:
             self.popen.returncode = os.waitstatus_to_exitcode(status)
 
+    def restart_drain(self) -> None:
+        """Reading resumed after a pause: a reaped process's drain window starts afresh,
+        since output is given up on only while it is being read."""
+        if self.status is not None:
+            self.drain_deadline = time.monotonic() + DRAIN_TIMEOUT
+
     def ready_to_end(self, now: float) -> bool:
-        """Whether the end can be decided: reaped, and output drained or given up on."""
+        """Whether the end can be decided: reaped, and output drained or given up on —
+        never while reading is paused (what waits in the pipes is still to be read)."""
         if self.end is not None or self.status is None:
             return False
-        return not self.outputs or (self.drain_deadline is not None and now >= self.drain_deadline)
+        if not self.outputs:
+            return True
+        return not self.paused and self.drain_deadline is not None and now >= self.drain_deadline
 
     def decide_end(self) -> dict[str, Any]:
         """The end record: the real exit, or ``lost`` for a broken journal."""

@@ -32,8 +32,12 @@ Class attributes:
     ``exec_slow`` ``(cmd, args)`` — runs for at least 5 s, printing as it
     goes; ``exec_mixed`` ``(cmd, args, out_part, err_part)`` — prints to both
     streams; ``spawn_bulk`` ``(cmd, args, nbytes)`` — prints exactly
-    ``nbytes`` bytes of stdout, then exits 0. Expected parts are ``str``
-    (compared as UTF-8) or ``bytes``.
+    ``nbytes`` bytes of stdout, then exits 0 (spawned, and run by ``exec``
+    against its ``max_bytes``); ``print_file`` ``(cmd, args)`` — prints the
+    file whose path is appended as its last argument; ``make_private``
+    ``(cmd, args)`` — takes every permission off the path appended as its
+    last argument (``chmod 000``). Expected parts are ``str`` (compared as
+    UTF-8) or ``bytes``.
 ``name_factory``
     Looked up on the class and called with no arguments; mints sandbox names
     (for adapters whose names carry routing). The default,
@@ -67,6 +71,7 @@ import logging
 import os
 import queue
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -77,6 +82,7 @@ from ..contract import KNOWN_CAPABILITIES, Adapter, Capability
 from ..errors import (
     AlreadyExists,
     CommandExited,
+    Denied,
     Invalid,
     NotFound,
     NotSupported,
@@ -98,7 +104,9 @@ __all__ = ["OPTIONAL_FIXTURES", "REQUIRED_FIXTURES", "ConformanceTests", "defaul
 log = logging.getLogger("managoat_sandbox.testing")
 
 REQUIRED_FIXTURES = frozenset({"exec_ok", "exec_fail", "spawn_ok", "spawn_stay"})
-OPTIONAL_FIXTURES = frozenset({"spawn_drop", "exec_slow", "exec_mixed", "spawn_bulk"})
+OPTIONAL_FIXTURES = frozenset(
+    {"spawn_drop", "exec_slow", "exec_mixed", "spawn_bulk", "print_file", "make_private"}
+)
 
 #: How long "no further terminal frame" is watched for (docs/protocols/contract.md#quiet-window).
 QUIET_WINDOW = 0.05
@@ -483,6 +491,45 @@ class ConformanceTests(_Base):
 
     # -- exec -------------------------------------------------------------
 
+    def test_an_isolated_sandbox_cannot_read_the_caller_s_files(self) -> None:
+        """With ``isolation`` advertised, a path means the sandbox's own file, never the
+        caller's: a command given the path of a secret file on the caller's machine
+        reads the sandbox's file of that name (written first, so the test cannot pass
+        by a command that reads nothing)."""
+        self._require(Capability.ISOLATION)
+        cmd, args = self._fixture("print_file")
+        secret = f"caller-secret-{secrets.token_hex(8)}"
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "secret.txt")
+            with open(path, "w") as target:
+                target.write(secret)
+            handle = self._created()
+            self.adapter_instance.write_file(handle, path, b"the sandbox's own")
+            result = self.adapter_instance.exec(handle, cmd, [*args, path])
+        self.assertNotIn(secret.encode(), result.output + result.stderr)
+        self.assertIn(b"the sandbox's own", result.output)
+
+    def test_file_operations_have_the_sandbox_user_s_rights(self) -> None:
+        """read_file, list_files and write_file act as the sandbox's user: what its
+        commands may not read, list or write is ``Denied`` to them too."""
+        self._require(Capability.READ_FILE)
+        self._require(Capability.LIST_FILES)
+        cmd, args = self._fixture("make_private")
+        adapter = self.adapter_instance
+        handle = self._created()
+        base = f"{self.files_root}/private-{secrets.token_hex(4)}"
+        adapter.write_file(handle, f"{base}/file.txt", b"kept from the caller")
+        adapter.write_file(handle, f"{base}/closed/inside.txt", b"x")
+        for path in (f"{base}/file.txt", f"{base}/closed"):
+            result = adapter.exec(handle, cmd, [*args, path])
+            self.assertEqual(result.exit_code, 0, result.stderr)
+        with self.assertRaises(Denied):
+            adapter.read_file(handle, f"{base}/file.txt")
+        with self.assertRaises(Denied):
+            adapter.list_files(handle, f"{base}/closed")
+        with self.assertRaises(Denied):
+            adapter.write_file(handle, f"{base}/closed/new.txt", b"y")
+
     def test_exec_collects_output_with_zero_exit(self) -> None:
         """exec returns ExecResult(output, 0) whose output holds the expected stdout."""
         cmd, args, expected = self._fixture("exec_ok")
@@ -552,6 +599,20 @@ class ConformanceTests(_Base):
         elapsed = time.monotonic() - started
         self.assertEqual(error.detail, (reasons.EXEC_TIMEOUT, 0))
         self.assertLess(elapsed, self.frame_timeout, "timeout=0 must raise at once")
+
+    def test_exec_output_past_max_bytes_is_truncated(self) -> None:
+        """exec holds at most ``max_bytes`` bytes of output: a command printing exactly
+        ``nbytes`` comes back whole with ``max_bytes=nbytes``, and one byte less is
+        ``Truncated(("max_bytes", nbytes - 1))``, after which the sandbox runs on."""
+        cmd, args, nbytes = self._fixture("spawn_bulk")
+        adapter = self.adapter_instance
+        handle = self._created()
+        result = adapter.exec(handle, cmd, args, max_bytes=nbytes)
+        self.assertEqual((len(result.output), result.exit_code), (nbytes, 0))
+        error = self._raises(Truncated, adapter.exec, handle, cmd, args, max_bytes=nbytes - 1)
+        self.assertEqual(error.detail, (reasons.MAX_BYTES, nbytes - 1))
+        ok_cmd, ok_args, expected = self._fixture("exec_ok")
+        self.assertIn(_as_bytes(expected), adapter.exec(handle, ok_cmd, ok_args).output)
 
     def test_exec_merges_stderr_only_when_asked(self) -> None:
         """stderr_to_stdout=True collects both streams; by default stderr is left out."""

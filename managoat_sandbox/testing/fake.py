@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from .. import _args, reasons
-from .._deadline import Deadline
+from .._deadline import Deadline, ExecOutput
 from .._streaming import Stream, new_ref
 from ..contract import Adapter, Capability, Owner
 from ..errors import (
@@ -380,11 +380,13 @@ class Fake(Adapter):
         dir: str | None = None,
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
+        max_bytes: int | None = None,
     ) -> ExecResult:
         """Run the script as a spawn would, without a session, and collect it.
 
         ``stay`` meets a closed stdin and exits 0; ``sleep`` really waits, so
-        ``timeout`` is one deadline over the whole run.
+        ``timeout`` is one deadline over the whole run. The ``emit`` that takes the
+        output past ``max_bytes`` is ``Truncated``: the script runs no further.
         """
         program = parse(tuple(args))
         deadline = Deadline(timeout)
@@ -392,15 +394,11 @@ class Fake(Adapter):
         self._inject("exec")
         with self._lock:
             _check_dir(self._sandbox(handle), dir)
-        output = bytearray()
-        errors = bytearray()
+        output = ExecOutput(max_bytes, stderr_to_stdout=stderr_to_stdout)
         code = 0
         for step in program:
             if isinstance(step, Emit):
-                if step.stream == 1 or stderr_to_stdout:
-                    output += step.data
-                else:
-                    errors += step.data
+                output.add(step.data, stderr=step.stream == 2)
             elif isinstance(step, Sleep):
                 remaining = deadline.remaining()
                 if remaining is not None and remaining < step.seconds:
@@ -412,7 +410,7 @@ class Fake(Adapter):
             elif isinstance(step, Drop):
                 raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
         deadline.check()
-        return ExecResult(bytes(output), code, bytes(errors))
+        return output.result(code)
 
     # -- streaming ------------------------------------------------------------
 
