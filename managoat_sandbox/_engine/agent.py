@@ -11,7 +11,8 @@ inherits and never from a path a command could reach:
   agent does itself in the state directory (so only the library reaches it);
 * ``--ready FD``: a pipe the agent writes ``R`` to once it serves;
 * ``--egress FD`` (optional): a socket to the host-side egress proxy, to
-  which the agent hands each connection a command makes to the proxy port.
+  which the agent hands each connection a command makes to the proxy port
+  and notices of policy changes, which the keeper confirms (see :mod:`.keeper`).
 
 The agent makes itself non-dumpable (no command can read its memory or
 descriptors through ``/proc``, nor ptrace it), takes the exclusive lock
@@ -23,6 +24,16 @@ output, records exits, keeps finished sessions within the bound the library
 last sent (:mod:`.retention`), and pushes output to subscribers as it arrives.
 Every descriptor it reads from a command is non-blocking; nothing a command
 does can make it wait.
+
+Output is back-pressured, never hoarded: a command's pipes are read only
+while one of its subscribers keeps up (see :meth:`Agent.pace`); when none
+does, the agent stops reading them and the command blocks on its next write.
+What waits is then in the command's pipes and, for a detachable session, in
+its journal on the sandbox's disk (at most :data:`JOURNAL_LEAD` bytes ahead
+of the closest subscriber while one is connected; without subscribers a
+session runs free, its journal bounded by the sandbox's ``file_size``) — not
+in the agent's memory, nor in its subscribers'. A subscriber that does not
+read holds up only the command it follows.
 """
 
 from __future__ import annotations
@@ -62,14 +73,19 @@ from .stdin_feed import LIMIT as STDIN_LIMIT
 from .tree import signal_sandbox, start_time
 
 LOCK = "agent.lock"
+_KEEPER_GONE = "the sandbox's egress proxy (its keeper) is not running"
 SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 #: In-memory backlog per subscriber before it is served from the journal instead
 #: (or, for an ephemeral process, before its pipes stop being read).
 BACKLOG = 256 * 1024
+#: How far a detachable session's journal may run ahead of the closest of its
+#: subscribers before its pipes stop being read (:meth:`Agent.pace`).
+JOURNAL_LEAD = 4 * BACKLOG
 _READ = 64 * 1024
 _IDLE = 1.0
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_CAPBSET_DROP = 24
 _LIMITS = {
     "processes": resource.RLIMIT_NPROC,
     "memory": resource.RLIMIT_AS,
@@ -168,7 +184,7 @@ class Connection:
         Caught-up subscribers take it from memory; one that lags behind by more
         than :data:`BACKLOG` catches up from the journal later. An ephemeral
         process has no journal, so its subscriber always takes it (and the
-        process stops being read while the backlog is full).
+        process stops being read while the backlog is full: :meth:`Agent.pace`).
         """
         if not process.journaled:
             self.out += frame
@@ -196,10 +212,18 @@ class Connection:
         if self.closed:
             return
         self._watch()
-        if self.sub is not None and self.sub.paused and len(self.out) < BACKLOG // 2:
-            self.agent.resume_reading(self.sub)
+        if self.sub is not None:
+            self.agent.pace(self.sub)
         if self.sub is None and self.waiting is None and self.parser.has_frame():
             self.process()
+
+    def behind(self, process: Process) -> int:
+        """How far this subscriber trails ``process`` (which it follows): the bytes
+        waiting in its buffer for an ephemeral process, the bytes journaled that it
+        has not taken yet for a session."""
+        if process.journaled:
+            return process.size - self.offset
+        return len(self.out)
 
     def _refill(self) -> bool:
         process = self.sub
@@ -256,7 +280,7 @@ class Agent:
         listener.setblocking(False)
         self.sel.register(listener, selectors.EVENT_READ, self._accept)
         self.egress = egress
-        self.bridge: socket.socket | None = None
+        self.bridge: Bridge | None = None
         if egress is not None:
             egress.setblocking(False)
             self.set_egress(bool(config.get("egress", True)))
@@ -296,7 +320,7 @@ class Agent:
                     *(
                         p.drain_deadline - now
                         for p in self.processes.values()
-                        if p.drain_deadline is not None and p.end is None
+                        if p.drain_deadline is not None and p.end is None and not p.paused
                     ),
                 ]
             )
@@ -358,6 +382,8 @@ class Agent:
             process.subscribers.remove(conn)
         if process.end is not None and not process.subscribers:
             self._forget(process)
+        else:
+            self.pace(process)
 
     def _on_wakeup(self, mask: int) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -373,6 +399,7 @@ class Agent:
             process = self.by_pid.pop(pid, None)
             if process is not None:
                 process.reaped(status)
+                self.pace(process)
                 if process.stdin is not None:
                     process.stdin.process_exited()
                     self._sync_stdin(process)
@@ -412,21 +439,34 @@ class Agent:
         for conn in list(process.subscribers):
             conn.offer(process, frame, at)
             conn.flush()
-        if (
-            not process.journaled
-            and not process.paused
-            and any(len(conn.out) >= BACKLOG for conn in process.subscribers)
-        ):
-            self._pause_reading(process)
+        self.pace(process)
 
-    def _pause_reading(self, process: Process) -> None:
-        for fd in process.outputs:
-            self.sel.unregister(fd)
-        process.paused = True
+    def pace(self, process: Process) -> None:
+        """Read ``process``'s pipes only while one of its subscribers keeps up.
 
-    def resume_reading(self, process: Process) -> None:
-        if process.paused:
+        Every subscriber trailing by its limit (:meth:`Connection.behind`:
+        :data:`BACKLOG` buffered for an ephemeral process, :data:`JOURNAL_LEAD`
+        journaled for a session) stops the reading, so the command blocks on
+        write; reading resumes once one of them is back within half of it, or
+        none is left. A session whose process has been reaped is always read:
+        what is left is bounded (its pipes, and descendants for the drain
+        window), and its end must not wait for a subscriber (``terminate_session``
+        waits for it). Never waits for anyone: a slow subscriber holds up only
+        the command it follows.
+        """
+        if process.end is not None:
+            return
+        limit = JOURNAL_LEAD if process.journaled else BACKLOG
+        lags = [conn.behind(process) for conn in process.subscribers]
+        free = process.journaled and process.status is not None
+        if not process.paused:
+            if lags and not free and min(lags) >= limit:
+                for fd in process.outputs:
+                    self.sel.unregister(fd)
+                process.paused = True
+        elif free or not lags or min(lags) < limit // 2:
             process.paused = False
+            process.restart_drain()
             self._watch_outputs(process)
 
     def _journal_failed(self, process: Process, exc: OSError) -> None:
@@ -671,9 +711,30 @@ class Agent:
         signal_sandbox(signal.SIGKILL, namespace=self.namespace)
         return {"ok": True}
 
-    def _egress(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
-        self.set_egress(bool(req.get("open")))
-        return {"ok": self.egress is not None}
+    def _egress(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any] | None:
+        """Put a policy change in force: open the proxy port or close it (``open``), then
+        have the keeper cut every connection the policy now in force does not permit.
+
+        The reply waits for the keeper's confirmation (the caller's request deadline
+        bounds that wait), so once it is ``ok`` no connection the policy forbids is
+        left. ``egress_failed`` when the port cannot be opened, or when the change
+        opens it and the keeper is gone; a change that closes the port succeeds
+        without the keeper (with it gone, no connection is left to cut). The
+        caller sends nothing more on ``conn`` before the reply.
+        """
+        open_ = bool(req.get("open"))
+        self.set_egress(open_)
+        bridge = self.bridge
+        if self.egress is None or bridge is None:
+            return {"ok": False}
+        if bridge.gone:
+            if open_:
+                raise Refused("egress_failed", _KEEPER_GONE)
+            return {"ok": True}
+        bridge.waiters.append((conn, open_))
+        bridge.unsent += 1
+        self._write_keeper()
+        return None
 
     def _shutdown(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
         self.exiting = True
@@ -682,30 +743,148 @@ class Agent:
     # -- egress bridge ----------------------------------------------------------------
 
     def set_egress(self, open_: bool) -> None:
-        """Listen on the proxy port inside the sandbox, or stop listening (deny all)."""
+        """Listen on the proxy port inside the sandbox, or stop listening (deny all)
+        while keeping the port bound (:class:`Bridge`).
+
+        The first call, as the agent starts and before any command runs, binds the
+        port and starts watching the channel to the keeper. Refused
+        (``egress_failed``) when the port cannot be bound, listened on again or
+        closed; the agent serves on either way.
+        """
         if self.egress is None:
             return
-        if open_ and self.bridge is None:
-            bridge = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            bridge.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            bridge.bind(("127.0.0.1", EGRESS_PORT))
-            bridge.listen(64)
-            bridge.setblocking(False)
-            self.sel.register(bridge, selectors.EVENT_READ, self._on_bridge)
-            self.bridge = bridge
-        elif not open_ and self.bridge is not None:
-            self.sel.unregister(self.bridge)
-            self.bridge.close()
-            self.bridge = None
+        try:
+            if self.bridge is None:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.bind(("127.0.0.1", EGRESS_PORT))
+                except OSError:
+                    sock.close()
+                    raise
+                sock.setblocking(False)
+                self.bridge = Bridge(sock)
+                self.sel.register(self.egress, selectors.EVENT_READ, self._on_keeper)
+            bridge = self.bridge
+            if open_ and not bridge.listening:
+                try:
+                    bridge.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    bridge.sock.listen(64)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        bridge.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+                    raise
+                self.sel.register(bridge.sock, selectors.EVENT_READ, self._on_bridge)
+                bridge.listening = True
+            elif not open_ and bridge.listening:
+                bridge.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+                bridge.sock.shutdown(socket.SHUT_RD)
+                self.sel.unregister(bridge.sock)
+                bridge.listening = False
+        except OSError as exc:
+            state = "opened" if open_ else "closed"
+            raise Refused(
+                "egress_failed", f"the proxy port cannot be {state}: {exc.strerror or exc}"
+            ) from None
 
     def _on_bridge(self, mask: int) -> None:
-        assert self.bridge is not None and self.egress is not None
+        bridge = self.bridge
+        assert bridge is not None and self.egress is not None
         try:
-            client, _ = self.bridge.accept()
+            client, _ = bridge.sock.accept()
         except OSError:
             return
         with client, contextlib.suppress(OSError):
             socket.send_fds(self.egress, [b"c"], [client.fileno()])
+
+    def _on_keeper(self, mask: int) -> None:
+        """The channel to the keeper: its confirmations (one ``a`` per policy notice),
+        its end, and room for the notices not written yet."""
+        bridge = self.bridge
+        assert bridge is not None and self.egress is not None
+        if mask & selectors.EVENT_WRITE:
+            self._write_keeper()
+        if not mask & selectors.EVENT_READ or bridge.gone:
+            return
+        try:
+            data = self.egress.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._keeper_gone()
+            return
+        for _ in range(data.count(b"a")):
+            if not bridge.waiters:
+                break
+            conn, _ = bridge.waiters.pop(0)
+            if not conn.closed:
+                conn.send_reply({"ok": True})
+                conn.flush()
+
+    def _write_keeper(self) -> None:
+        """Write the policy notices not sent yet (``p``); the rest waits for room."""
+        bridge = self.bridge
+        assert bridge is not None and self.egress is not None
+        while bridge.unsent and not bridge.gone:
+            try:
+                sent = self.egress.send(b"p" * bridge.unsent)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._keeper_gone()
+                return
+            bridge.unsent -= sent
+        if not bridge.gone:
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if bridge.unsent else 0)
+            self.sel.modify(self.egress, mask, self._on_keeper)
+
+    def _keeper_gone(self) -> None:
+        """The keeper has exited, and every connection it relayed with it. A waiting
+        change that closed the port is in force; one that opened it cannot be."""
+        bridge = self.bridge
+        assert bridge is not None and self.egress is not None
+        bridge.gone = True
+        bridge.unsent = 0
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(self.egress)
+        while bridge.waiters:
+            conn, opened = bridge.waiters.pop(0)
+            if conn.closed:
+                continue
+            if opened:
+                conn.send_reply({"error": "egress_failed", "message": _KEEPER_GONE})
+            else:
+                conn.send_reply({"ok": True})
+            conn.flush()
+
+
+class Bridge:
+    """The proxy port inside the sandbox, and the agent's state of its channel to the keeper.
+
+    ``sock`` is bound to ``127.0.0.1:3128`` as the agent starts and stays bound
+    for the agent's whole life, so no command can ever bind the port, whatever
+    the policy. While egress is open it listens, with ``SO_REUSEADDR`` (the
+    ``TIME_WAIT`` of connections it accepted never keeps it from listening
+    again; while it listens nothing else may bind the port). Under deny-all it
+    is bound without listening and without ``SO_REUSEADDR`` — nothing can
+    share the port, and a connection to it is refused. Reopening sets the
+    option back and listens, two calls apart: a command that binds and
+    listens in between makes that reopening fail (``egress_failed``), never
+    the agent.
+
+    ``waiters``: connections awaiting the keeper's confirmation of a policy
+    change, in order, each with whether that change opened the port;
+    ``unsent``: policy notices not written to the channel yet; ``gone``: the
+    keeper has exited.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.listening = False
+        self.waiters: list[tuple[Connection, bool]] = []
+        self.unsent = 0
+        self.gone = False
 
 
 def _field(record: dict[str, Any], key: str, kind: type) -> Any:
@@ -722,6 +901,25 @@ def _prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _become(uid: int) -> None:
+    """Drop from the namespace's root to the sandbox user ``uid`` (and group ``uid``) for
+    good: every capability leaves the bounding set first, then ``setres[ug]id`` clears
+    the rest, so neither the agent nor anything it forks can get them back.
+
+    Only for a root caller's sandbox (``"user"`` in the configuration): bubblewrap
+    leaves the uid switch to the agent there (see :mod:`.launch`). Verified, not assumed.
+    """
+    with open("/proc/sys/kernel/cap_last_cap") as source:
+        last = int(source.read())
+    for capability in range(last + 1):
+        _prctl(_PR_CAPBSET_DROP, capability)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid) or os.getgroups():
+        raise SystemExit("managoat_sandbox agent: could not become the sandbox user")
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:
@@ -793,6 +991,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = json.loads(options.get("config", "{}"))
     for fd in (state, ready, *([] if egress_fd is None else [egress_fd])):
         os.set_inheritable(fd, False)
+    if isinstance(config.get("user"), int):
+        _become(config["user"])
     _prctl(_PR_SET_DUMPABLE, 0)
     if not config.get("namespace"):
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)

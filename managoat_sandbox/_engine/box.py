@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import egress, launch, records, safefs, tree, trees, wire
+from . import egress, identity, launch, records, safefs, tree, trees, wire
 from .agent_process import write_record
 from .errors import EngineError
 from .options import SOCKET
@@ -198,16 +198,24 @@ class Box:
     def layout(cls, directory: Path, settings: BoxSettings) -> Box:
         """Make the box's directories and records in ``directory`` (which must exist and
         hold no box); the agent is not started."""
-        (directory / "fs").mkdir(mode=0o755)
+        fs = directory / "fs"
+        fs.mkdir(mode=0o755)
         state = directory / "state"
         state.mkdir(mode=0o700)
         (state / records.SESSIONS).mkdir(mode=0o700)
         launch.write_generated_etc(state, settings)
-        home = directory / "fs" / settings.home.lstrip("/")
+        home = fs / settings.home.lstrip("/")
         home.mkdir(parents=True, mode=0o755)
-        tmp = directory / "fs" / "tmp"
+        tmp = fs / "tmp"
         tmp.mkdir(mode=0o755)
         tmp.chmod(0o1777)
+        if settings.host_uid is not None:
+            # The sandbox's user owns its files and its agent's records; nobody else
+            # may enter them (its commands see fs/ as their / from the inside).
+            fs.chmod(0o700)
+            owned = [fs, *home.relative_to(fs).parents, home.relative_to(fs), Path("tmp")]
+            for path in {fs / part for part in owned} | {state, state / records.SESSIONS}:
+                os.chown(path, settings.host_uid, settings.host_uid, follow_symlinks=False)
         state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             write_record(state_fd, BOX, settings.to_json())
@@ -246,12 +254,26 @@ class Box:
             self._masked = found
         return self._masked
 
+    @property
+    def owner(self) -> tuple[int, int]:
+        """The host uid and gid the sandbox's user is, which own the files it makes: its
+        own uid for a root caller's box (``settings.host_uid``), else the caller's."""
+        if self.settings.host_uid is not None:
+            return self.settings.host_uid, self.settings.host_uid
+        return os.geteuid(), os.getegid()
+
     @contextlib.contextmanager
     def root(self) -> Iterator[int]:
-        """A descriptor of the sandbox's ``/`` (its ``fs/``) for :mod:`.safefs`, closed after."""
+        """A descriptor of the sandbox's ``/`` (its ``fs/``) for :mod:`.safefs`, closed after.
+
+        Within the block this thread's file operations have the sandbox user's rights
+        (:func:`.identity.acting_as`): what its commands cannot read or write, the
+        caller cannot through the box either, root or not.
+        """
         root_fd = safefs.open_root(self.fs)
         try:
-            yield root_fd
+            with identity.acting_as(self.settings.host_uid):
+                yield root_fd
         finally:
             os.close(root_fd)
 
@@ -626,8 +648,11 @@ class Box:
             os.close(state_fd)
 
     def set_policy(self, policy: egress.Policy) -> None:
-        """Put ``policy`` in force for every new connection; the agent closes the proxy
-        port for a deny-all policy. Survives agent restarts (it is on disk)."""
+        """Put ``policy`` in force at once: new connections follow it, and the keeper
+        cuts the relayed ones it no longer permits (all of them under deny-all, when
+        the agent also stops accepting on the proxy port, which it keeps bound).
+        Survives agent restarts (it is on disk). ``Refused`` (``egress_failed``) when
+        the agent could not put it in force; nothing to do without an agent."""
         state_fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             write_record(state_fd, egress.POLICY, policy.to_json())

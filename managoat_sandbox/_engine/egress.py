@@ -1,18 +1,19 @@
-"""The egress policy and the filtering proxy that enforces it, outside the sandbox.
+"""The egress policy, and the proxy requests it is applied to, outside the sandbox.
 
 An isolated sandbox's network namespace holds only loopback: no route leads
 out. The one way out is the proxy port inside the sandbox (``127.0.0.1:3128``,
 announced to commands in ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``), whose
-connections the agent hands to the keeper — a host process — which speaks
-HTTP proxy to them (``CONNECT host:port`` for TLS and anything else, absolute
-``http://`` URLs for plain HTTP) and decides with the sandbox's current
-policy, read from ``policy.json`` for every new connection:
+connections the agent hands to the keeper — a host process, :mod:`.keeper` —
+which speaks HTTP proxy to them (``CONNECT host:port`` for TLS and anything
+else, absolute ``http://`` URLs for plain HTTP: :func:`parse_request`) and
+decides with the sandbox's current policy, read from ``policy.json``
+(:func:`read_policy`) for every new connection and again whenever it changes:
 
 * no policy (``allow`` is null): any host name, but only *public* addresses;
 * an allow-list: only the named hosts — ``example.com`` exactly, or
   ``*.example.com`` for its subdomains. A host named in the list may resolve
   to a private address (an internal service you chose); never to a blocked one;
-* an empty allow-list: nothing (the agent also stops listening on the port).
+* an empty allow-list: nothing (the agent's proxy port refuses connections).
 
 Blocked always: loopback, link-local (and so the cloud metadata address
 169.254.169.254), multicast, unspecified and reserved addresses, and the
@@ -21,23 +22,21 @@ carry one of those IPv4 addresses (IPv4-mapped, 6to4). *Private* means any
 other address that is not globally routable (RFC 1918, unique local,
 shared, documentation ranges). The check applies to every address a name
 resolves to, after resolution, so DNS cannot smuggle in a blocked address.
-``resolve`` pins names to addresses (like curl's ``--resolve``).
+``resolve`` pins names to addresses (like curl's ``--resolve``). A connection
+already relayed is checked again, by :func:`permits`, when the policy changes.
 
 A program that ignores proxy settings gets no network at all: the safe failure.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import os
 import re
 import socket
-import threading
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 POLICY = "policy.json"
 METADATA = frozenset(
@@ -49,11 +48,25 @@ METADATA = frozenset(
     }
 )
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)\Z")
-_HEAD_LIMIT = 64 * 1024
-_HEAD_TIMEOUT = 30.0
-_CONNECT_TIMEOUT = 10.0
-_RELAY = 64 * 1024
+#: A label of a host name in a request: looser than an allow-list entry (``_`` is
+#: seen in the wild), but ASCII, 1 to 63 characters.
+_HOST_LABEL = re.compile(r"[a-z0-9_-]{1,63}\Z")
+_METHOD = re.compile(rb"[A-Z]{1,20}\Z")
+_PORT = re.compile(r"[0-9]{1,5}\Z")
+_VERSIONS = (b"HTTP/1.0", b"HTTP/1.1")
+#: Longest request head the proxy reads (answered 431 beyond it).
+HEAD_LIMIT = 64 * 1024
+_POLICY_LIMIT = 64 * 1024
 _DROPPED_HEADERS = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
+_REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -145,30 +158,75 @@ def permitted(policy: Policy, host: str, addresses: list[Address]) -> list[Addre
     return [a for a in addresses if classify(a) == "public" or (classify(a) == "private" and named)]
 
 
-def decide(policy: Policy, host: str, port: int) -> list[tuple[Address, int]]:
-    """Where a connection to ``host:port`` may go, or Refusal saying why not."""
+def _literal(host: str) -> Address | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def plan(policy: Policy, host: str) -> list[Address] | None:
+    """The addresses a connection to ``host`` may be tried at without a lookup (``host``
+    is an address, or a name ``policy`` pins), or None when the name must be looked up
+    (:func:`lookup`); Refusal when ``policy`` refuses ``host`` whatever it resolves to."""
     if policy.deny_all:
         raise Refusal(403, "the sandbox's network policy denies all egress")
-    try:
-        literal: Address | None = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        literal = None
+    literal = _literal(host)
     if policy.allow is not None and (literal is not None or not policy.names(host)):
         raise Refusal(403, f"{host} is not in the sandbox's network policy")
     if literal is not None:
-        addresses = [literal]
-    elif host.lower().rstrip(".") in policy.resolve:
-        addresses = [ipaddress.ip_address(policy.resolve[host.lower().rstrip(".")])]
-    else:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError:
-            raise Refusal(502, f"{host} could not be resolved") from None
-        addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+        return [literal]
+    pinned = policy.resolve.get(host.lower().rstrip("."))
+    if pinned is None:
+        return None
+    try:
+        return [ipaddress.ip_address(pinned)]
+    except ValueError:
+        raise Refusal(502, f"{host} is pinned to {pinned!r}, which is not an address") from None
+
+
+def lookup(host: str, port: int) -> list[Address]:
+    """The addresses ``host`` resolves to (blocking); Refusal(502) if it does not resolve.
+
+    The name is passed to the resolver as ASCII bytes: what :func:`check_host`
+    accepted, never re-encoded on the way.
+    """
+    try:
+        infos = socket.getaddrinfo(host.encode("ascii"), port, type=socket.SOCK_STREAM)
+        return [ipaddress.ip_address(info[4][0]) for info in infos]
+    except (OSError, UnicodeError, ValueError):
+        raise Refusal(502, f"{host} could not be resolved") from None
+
+
+def choose(
+    policy: Policy, host: str, port: int, addresses: list[Address]
+) -> list[tuple[Address, int]]:
+    """Where a connection to ``host:port``, which resolves to ``addresses``, may be
+    tried, in order; Refusal(403) when ``policy`` permits none of them."""
     allowed = permitted(policy, host, addresses)
     if not allowed:
         raise Refusal(403, f"{host} resolves only to addresses the sandbox may not reach")
-    return [(address, port) for address in allowed]
+    return [(address, port) for address in dict.fromkeys(allowed)]
+
+
+def decide(policy: Policy, host: str, port: int) -> list[tuple[Address, int]]:
+    """Where a connection to ``host:port`` may go, or Refusal saying why not (blocking:
+    it may look the name up)."""
+    addresses = plan(policy, host)
+    if addresses is None:
+        addresses = lookup(host, port)
+    return choose(policy, host, port, addresses)
+
+
+def permits(policy: Policy, host: str, address: Address) -> bool:
+    """Whether a connection relayed to ``host`` at ``address`` may go on under ``policy``:
+    false for every connection once all egress is denied, for a host the allow-list
+    no longer names, and for an address the policy would not connect to now."""
+    try:
+        plan(policy, host)
+    except Refusal:
+        return False
+    return bool(permitted(policy, host, [address]))
 
 
 def read_policy(state_fd: int) -> Policy:
@@ -182,7 +240,7 @@ def read_policy(state_fd: int) -> Policy:
     except OSError:
         return Policy(allow=())
     try:
-        record = json.loads(os.read(fd, _HEAD_LIMIT))
+        record = json.loads(os.read(fd, _POLICY_LIMIT))
         return Policy.from_json(record)
     except (OSError, ValueError, TypeError, AttributeError):
         return Policy(allow=())
@@ -190,115 +248,112 @@ def read_policy(state_fd: int) -> Policy:
         os.close(fd)
 
 
-# -- the proxy -----------------------------------------------------------------------------
+# -- requests ------------------------------------------------------------------------------
 
 
-def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        if len(data) > _HEAD_LIMIT:
-            raise Refusal(431, "request head too large")
-        chunk = sock.recv(8192)
-        if not chunk:
-            raise Refusal(400, "connection closed before a request")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
+@dataclass(frozen=True)
+class Request:
+    """A proxy request: where it goes, and the head to send there (None for ``CONNECT``,
+    which is answered ``200`` and then relays bytes as they are)."""
+
+    host: str
+    port: int
+    upstream_head: bytes | None
 
 
-def _target(method: bytes, target: bytes) -> tuple[str, int, bytes | None]:
-    """Host, port and (for plain HTTP) the origin-form path of a proxy request."""
+def check_host(text: str) -> str:
+    """The host of a request, normalised (lower case, no trailing dot, an IPv6 address
+    without brackets); Refusal(400) unless it is an IP address or an ASCII host name of
+    at most 253 characters whose labels are 1 to 63 letters, digits, ``-`` or ``_``.
+
+    Names that are not ASCII are refused, not encoded: a client sends the
+    ``xn--`` form of an international name, which must be valid Punycode.
+    """
+    if text.startswith("[") or ":" in text:
+        inner = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+        try:
+            return str(ipaddress.IPv6Address(inner))
+        except ValueError:
+            raise Refusal(400, f"{text!r} is not a host") from None
+    name = text.lower()
+    name = name[:-1] if name.endswith(".") else name
+    if (
+        not name
+        or len(name) > 253
+        or not name.isascii()
+        or not all(_HOST_LABEL.match(label) and _idna(label) for label in name.split("."))
+    ):
+        raise Refusal(400, f"{text!r} is not a host")
+    return name
+
+
+def _idna(label: str) -> bool:
+    """Whether an ASCII ``label`` is well formed as IDNA: an ``xn--`` label must hold
+    a non-empty Punycode encoding."""
+    if not label.startswith("xn--"):
+        return True
+    try:
+        return bool(label[4:].encode("ascii").decode("punycode"))
+    except UnicodeError:
+        return False
+
+
+def check_port(text: str) -> int:
+    """A port given in a request (1-65535, decimal digits only); Refusal(400) if not."""
+    if not _PORT.match(text) or not 0 < int(text) < 65536:
+        raise Refusal(400, f"{text!r} is not a port")
+    return int(text)
+
+
+def parse_request(head: bytes) -> Request:
+    """The request whose head (up to the blank line, excluded) is ``head``.
+
+    Refusal(400) for anything that is not a well-formed ``CONNECT host:port`` or
+    absolute ``http://`` request of HTTP/1.0 or 1.1: a bad request line, port or
+    host, a second port, a URL of another scheme.
+    """
+    lines = head.split(b"\r\n")
+    request = lines[0].split(b" ")
+    if len(request) != 3 or not _METHOD.match(request[0]) or request[2] not in _VERSIONS:
+        raise Refusal(400, "malformed request line")
+    method, target, version = request
     text = target.decode("latin-1")
     if method == b"CONNECT":
         host, sep, port = text.rpartition(":")
-        if not sep or not port.isdigit():
+        if not sep:
             raise Refusal(400, "CONNECT needs host:port")
-        return host.strip("[]"), int(port), None
-    parts = urlsplit(text)
-    if parts.scheme != "http" or not parts.hostname:
+        return Request(check_host(host), check_port(port), None)
+    if text[:7].lower() != "http://":
         raise Refusal(400, "a proxy request needs an absolute http:// URL (use CONNECT for https)")
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    return parts.hostname, parts.port or 80, path.encode("latin-1")
+    rest = text[7:]
+    ends = [i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0]
+    authority, path = rest[: min(ends, default=len(rest))], rest[min(ends, default=len(rest)) :]
+    authority = authority.rpartition("@")[2]
+    if authority.startswith("["):
+        host, bracket, after = authority.partition("]")
+        host += bracket
+        if after and not after.startswith(":"):
+            raise Refusal(400, f"{authority!r} is not host:port")
+        port = after[1:]
+    else:
+        host, _, port = authority.partition(":")
+    path = path.partition("#")[0]
+    path = "/" + path if not path.startswith("/") else path
+    kept = [
+        line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS
+    ]
+    upstream = b"\r\n".join(
+        [b" ".join((method, path.encode("latin-1"), version)), *kept, b"Connection: close"]
+    )
+    return Request(check_host(host), check_port(port) if port else 80, upstream + b"\r\n\r\n")
 
 
-def _answer(sock: socket.socket, status: int, reason: str) -> None:
+def answer(status: int, reason: str) -> bytes:
+    """The proxy's own answer ``status`` (a refusal), saying ``reason``, closing."""
     body = f"managoat-sandbox egress: {reason}\n".encode()
     head = (
-        f"HTTP/1.1 {status} {'Forbidden' if status == 403 else 'Refused'}\r\n"
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Refused')}\r\n"
         f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
         "X-Managoat-Egress: refused\r\nConnection: close\r\n\r\n"
     ).encode()
-    with contextlib.suppress(OSError):
-        sock.sendall(head + body)
-
-
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(_RELAY):
-            sink.sendall(data)
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
-
-
-def relay(client: socket.socket, upstream: socket.socket) -> None:
-    """Copy both directions until both ends closed; closes both sockets."""
-    other = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-    other.start()
-    _pipe(client, upstream)
-    other.join()
-    client.close()
-    upstream.close()
-
-
-def serve_connection(client: socket.socket, state_fd: int) -> None:
-    """Handle one proxy connection from the sandbox (blocking; run on its own thread)."""
-    try:
-        client.settimeout(_HEAD_TIMEOUT)
-        head, rest = _read_head(client)
-        lines = head.split(b"\r\n")
-        request = lines[0].split(b" ")
-        if len(request) != 3:
-            raise Refusal(400, "malformed request line")
-        method, target, version = request
-        host, port, path = _target(method, target)
-        destinations = decide(read_policy(state_fd), host, port)
-        upstream = _connect(destinations)
-        client.settimeout(None)
-        if path is None:
-            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            if rest:
-                upstream.sendall(rest)
-        else:
-            kept = [
-                line
-                for line in lines[1:]
-                if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS
-            ]
-            upstream.sendall(
-                b"\r\n".join(
-                    [b" ".join((method, path, version)), *kept, b"Connection: close", b"", b""]
-                )
-                + rest
-            )
-    except Refusal as refusal:
-        _answer(client, refusal.status, str(refusal))
-        client.close()
-        return
-    except OSError:
-        client.close()
-        return
-    relay(client, upstream)
-
-
-def _connect(destinations: list[tuple[Address, int]]) -> socket.socket:
-    last: OSError | None = None
-    for address, port in destinations:
-        try:
-            return socket.create_connection((str(address), port), timeout=_CONNECT_TIMEOUT)
-        except OSError as exc:
-            last = exc
-    raise Refusal(502, f"cannot connect: {last.strerror if last else 'no address'}")
+    return head + body

@@ -44,6 +44,7 @@ from pathlib import Path
 from . import cgroup, isolation, tree
 from .agent_process import write_record
 from .errors import EngineError
+from .keeper import LOG_LIMIT
 from .limits import CHILD_OPEN_FILES
 from .mounts import Mount, system_mounts
 from .mounts import args as mount_args
@@ -56,7 +57,6 @@ AGENT_HOME = "/run/managoat"
 LOG = "agent.log"
 LAUNCH_LOCK = "launch.lock"
 POLICY = "policy.json"
-_LOG_LIMIT = 1024 * 1024
 _INFO_LIMIT = 64 * 1024
 #: Longest socket path bound or connected by name (sun_path holds 108 bytes).
 SUN_PATH = 100
@@ -100,6 +100,11 @@ ETC = (
     "timezone",
 )
 GENERATED_ETC = ("passwd", "group", "hosts", "hostname")
+#: An empty file of ``state/etc``, bound over the /proc files of :data:`PROC_MASKED`.
+EMPTY = ".empty"
+#: /proc files every user may read that tell of the host rather than the sandbox: the
+#: keys of the caller's keyring (names and owners), kernel timers and scheduler state.
+PROC_MASKED = ("keys", "key-users", "timer_list", "sched_debug")
 
 
 class _Launched(subprocess.Popen[bytes]):
@@ -140,7 +145,11 @@ def _under(path: str, top: str) -> bool:
 
 
 def mounts(settings: BoxSettings, state: Path, python_paths: tuple[str, ...]) -> list[Mount]:
-    """Everything mounted over ``fs/`` in an isolated sandbox, in bubblewrap order."""
+    """Everything mounted over ``fs/`` in an isolated sandbox, in bubblewrap order.
+
+    The kernel's settings (``/proc/sys``) are read-only whoever the sandbox's user
+    is, and the ``/proc`` files of :data:`PROC_MASKED` read as empty files.
+    """
     found = system_mounts()
     found += [
         Mount("ro-bind", f"/etc/{name}", f"/etc/{name}")
@@ -148,9 +157,52 @@ def mounts(settings: BoxSettings, state: Path, python_paths: tuple[str, ...]) ->
         if os.path.lexists(f"/etc/{name}")
     ]
     found += [Mount("ro-bind", f"/etc/{name}", str(state / "etc" / name)) for name in GENERATED_ETC]
-    found += [Mount("proc", "/proc"), Mount("dev", "/dev"), Mount("tmpfs", "/run")]
+    found += [Mount("proc", "/proc"), Mount("ro-bind", "/proc/sys", "/proc/sys")]
+    found += [
+        Mount("ro-bind", f"/proc/{name}", str(state / "etc" / EMPTY))
+        for name in PROC_MASKED
+        if os.path.exists(f"/proc/{name}")
+    ]
+    found += [Mount("dev", "/dev"), Mount("tmpfs", "/run")]
     found += [Mount("ro-bind", path, path) for path in python_paths]
     return found
+
+
+def identity_args(settings: BoxSettings, userns_block_fd: int | None) -> list[str]:
+    """How bubblewrap makes the sandbox's user.
+
+    An unprivileged caller: bubblewrap maps ``settings.uid`` to the caller and
+    forbids further user namespaces. A root caller (``settings.host_uid`` set):
+    bubblewrap would map the sandbox user to host root, so it waits on
+    ``userns_block_fd`` while :func:`launch` writes a map of its own (the
+    namespace's root to host root, so that bubblewrap can reach the paths it
+    mounts, and ``settings.uid`` to ``settings.host_uid``), and keeps the three
+    capabilities the agent needs to drop to ``settings.uid`` before it does
+    anything else; the system call filter forbids new namespaces there.
+    """
+    if settings.host_uid is None:
+        uid = str(settings.uid)
+        return ["--uid", uid, "--gid", uid, "--disable-userns"]
+    if userns_block_fd is None:
+        raise EngineError("a root caller's sandbox needs its user namespace mapped")
+    caps = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+    return [
+        "--userns-block-fd",
+        str(userns_block_fd),
+        *(arg for cap in caps for arg in ("--cap-add", cap)),
+    ]
+
+
+def map_user(pid: int, settings: BoxSettings) -> None:
+    """Write the user namespace map of bubblewrap's process ``pid`` (a root caller's
+    sandbox, see :func:`identity_args`)."""
+    line = f"0 0 1\n{settings.uid} {settings.host_uid} 1\n"
+    for name in ("uid_map", "gid_map"):
+        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
 
 def bwrap_command(
@@ -161,15 +213,16 @@ def bwrap_command(
     state: Path,
     python: str,
     python_paths: tuple[str, ...],
+    seccomp_fd: int | None = None,
+    userns_block_fd: int | None = None,
 ) -> list[str]:
-    """The bubblewrap command line that starts the agent inside the sandbox."""
+    """The bubblewrap command line that starts the agent inside the sandbox, under the
+    system call filter read from ``seccomp_fd`` if given."""
     args = [
         bwrap,
         *isolation.NAMESPACE_FLAGS,
-        "--uid",
-        str(settings.uid),
-        "--gid",
-        str(settings.uid),
+        *identity_args(settings, userns_block_fd),
+        *([] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]),
         "--hostname",
         settings.hostname,
         "--bind",
@@ -212,6 +265,7 @@ def write_generated_etc(state: Path, settings: BoxSettings) -> None:
         "group": f"root:x:0:\n{user}:x:{uid}:\nnogroup:x:65534:\n",
         "hosts": f"127.0.0.1\tlocalhost {settings.hostname}\n::1\tlocalhost ip6-localhost\n",
         "hostname": f"{settings.hostname}\n",
+        EMPTY: "",
     }
     for name, text in files.items():
         (etc / name).write_text(text)
@@ -242,10 +296,11 @@ def _fits(name: str, dir_fd: int, info: os.stat_result, mount: Mount) -> bool:
     return stat.S_ISDIR(info.st_mode)
 
 
-def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
+def prepare_mount_point(fs_fd: int, mount: Mount, owner: int | None = None) -> None:
     """Make ``mount.dest`` mountable under the root ``fs_fd``: real directories on the
-    way, and either nothing or the right kind of node at the end (anything else is
-    moved aside). Never follows a symlink."""
+    way (made ``owner``'s, when given, like the rest of the sandbox's files), and either
+    nothing or the right kind of node at the end (anything else is moved aside). Never
+    follows a symlink."""
     parts = [p for p in mount.dest.split("/") if p]
     fd = os.dup(fs_fd)
     try:
@@ -256,6 +311,8 @@ def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
                 info = None
             if info is None:
                 os.mkdir(part, 0o755, dir_fd=fd)
+                if owner is not None:
+                    os.chown(part, owner, owner, dir_fd=fd, follow_symlinks=False)
             child = os.open(
                 part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
             )
@@ -272,13 +329,21 @@ def prepare_mount_point(fs_fd: int, mount: Mount) -> None:
 
 
 def _open_log(state_fd: int) -> int:
+    """The sandbox's log (``state/agent.log``) for its agent, bubblewrap and keeper to
+    append to, emptied first once it has grown past :data:`.keeper.LOG_LIMIT`.
+
+    The bound holds while they run too: the keeper — which serves what a command
+    sends, and so could be made to write without end — writes through
+    :class:`.keeper.BoundedLog`, which stops at the limit; the agent and bubblewrap
+    write only when they fail to start or end, a few lines each start.
+    """
     fd = os.open(
         LOG,
         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
         0o600,
         dir_fd=state_fd,
     )
-    if os.fstat(fd).st_size > _LOG_LIMIT:
+    if os.fstat(fd).st_size > LOG_LIMIT:
         os.ftruncate(fd, 0)
     return fd
 
@@ -348,16 +413,30 @@ def reap(directory: Path, deadline: float) -> None:
 
 
 def agent_config(settings: BoxSettings, *, egress_open: bool) -> dict[str, object]:
-    """The configuration the agent starts with."""
+    """The configuration the agent starts with (``user``: the uid it drops to first, for
+    a root caller's sandbox)."""
     limits = settings.limits.to_json()
     if not settings.isolated:
         limits["processes"] = None
-    return {
+    config: dict[str, object] = {
         "namespace": settings.isolated,
         "limits": limits,
         "child_open_files": CHILD_OPEN_FILES if settings.limits.open_files else None,
         "egress": egress_open,
     }
+    if settings.host_uid is not None:
+        config["user"] = settings.uid
+    return config
+
+
+def _check_identity(settings: BoxSettings) -> None:
+    """Refuse to start an isolated box whose user would be host root: one made by an
+    unprivileged caller or an earlier version, now started by root."""
+    if settings.isolated and settings.host_uid is None and os.geteuid() == 0:
+        raise EngineError(
+            "this sandbox was not created by root, and started by root its user would be "
+            "host root: destroy it and create it again"
+        )
 
 
 def launch(
@@ -374,6 +453,8 @@ def launch(
     state, fs = directory / "state", directory / "fs"
     ours: list[int] = []  # closed here at the end
     passed: list[int] = []  # closed here once the child has them
+    passed_open: list[int] = []  # passed too, closed by ``stack``
+    stack = contextlib.ExitStack()
     try:
         state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         ours.append(state_fd)
@@ -389,11 +470,22 @@ def launch(
             agent_args += ["--socket", str(socket_path)]
         python, python_paths = agent_python()
         group: Path | None = None
+        block_w: int | None = None
         if settings.isolated:
+            _check_identity(settings)
             support = isolation.support()
             if not support.available or support.bwrap is None:
                 raise EngineError(f"isolation is unavailable: {support.reason}")
-            _prepare(fs, mounts(settings, state, python_paths))
+            _prepare(fs, mounts(settings, state, python_paths), settings.host_uid)
+            block_r: int | None = None
+            if settings.host_uid is not None:
+                block_r, block_w = os.pipe()
+                ours.append(block_w)
+                passed.append(block_r)
+            seccomp_fd: int | None = None
+            if support.filter is not None:
+                seccomp_fd = stack.enter_context(isolation.program_fd(support.filter))
+                passed_open.append(seccomp_fd)
             keeper_sock, agent_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             channel = keeper_sock.detach()
             ours.append(channel)
@@ -409,6 +501,8 @@ def launch(
                 state=state,
                 python=python,
                 python_paths=python_paths,
+                seccomp_fd=seccomp_fd,
+                userns_block_fd=block_r,
             )
             argv = [
                 command[0],
@@ -433,34 +527,47 @@ def launch(
                 str(ENGINE_DIR.parent),
                 *agent_args,
             ]
-        proc = _start(directory, argv, (state_fd, *passed), log)
+        proc = _start(directory, argv, (state_fd, *passed, *passed_open), log)
         while passed:
             os.close(passed.pop())
-        _await_ready(ready_r, proc, state, deadline)
+        stack.close()
+        pid = None
         if settings.isolated:
-            _start_keeper(
-                directory,
-                state_fd,
-                info_r=info_r,
-                channel=channel,
-                log=log,
-                group=group,
-                deadline=deadline,
-            )
+            pid = _agent_pid(info_r, state, deadline)
+            if block_w is not None:
+                map_user(pid, settings)
+                os.write(block_w, b"1")
+        _await_ready(ready_r, proc, state, deadline)
+        if pid is not None:
+            _start_keeper(directory, state_fd, pid=pid, channel=channel, log=log, group=group)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
+        stack.close()
         for fd in (*ours, *passed):
             os.close(fd)
 
 
-def _prepare(fs: Path, found: list[Mount]) -> None:
+def _prepare(fs: Path, found: list[Mount], owner: int | None) -> None:
     fs_fd = os.open(fs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         for mount in found:
-            prepare_mount_point(fs_fd, mount)
+            prepare_mount_point(fs_fd, mount, owner)
     finally:
         os.close(fs_fd)
+
+
+def _agent_pid(info_r: int, state: Path, deadline: float) -> int:
+    """The host pid of the process bubblewrap starts the agent in (from ``--info-fd``);
+    EngineError with the reason from the log when bubblewrap never got that far."""
+    try:
+        pid = _read_info(info_r, deadline).get("child-pid")
+    except EngineError as error:
+        tail = log_tail(state)
+        raise EngineError(f"the agent failed to start: {tail}" if tail else str(error)) from None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise EngineError("bubblewrap did not say which process runs the agent")
+    return pid
 
 
 def _read_info(fd: int, deadline: float) -> dict[str, object]:
@@ -482,19 +589,9 @@ def _read_info(fd: int, deadline: float) -> dict[str, object]:
 
 
 def _start_keeper(
-    directory: Path,
-    state_fd: int,
-    *,
-    info_r: int,
-    channel: int,
-    log: int,
-    group: Path | None,
-    deadline: float,
+    directory: Path, state_fd: int, *, pid: int, channel: int, log: int, group: Path | None
 ) -> None:
-    """Record the agent's host pid (``agent.json``) and start the keeper beside it."""
-    pid = _read_info(info_r, deadline).get("child-pid")
-    if not isinstance(pid, int):
-        raise EngineError("bubblewrap did not say which process runs the agent")
+    """Record the agent's host pid ``pid`` (``agent.json``) and start the keeper beside it."""
     write_record(state_fd, "agent.json", {"pid": pid, "start": tree.start_time(pid)})
     python, _ = agent_python()
     argv = [

@@ -30,6 +30,8 @@ class LocalConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done"]),
         "exec_mixed": ("bash", ["-c", "echo OUT; echo ERR >&2"], "OUT", "ERR"),
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
+        "print_file": ("cat", []),
+        "make_private": ("chmod", ["000"]),
     }
 
     @classmethod

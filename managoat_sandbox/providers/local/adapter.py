@@ -15,7 +15,13 @@ Sessions outlive the Python process that started them: any process can
 exit code). Every ``spawn`` is such a detachable session, kept after it ends
 up to ``local.retained_sessions`` finished ones (:mod:`.retention`); ``exec``
 is a private process that leaves nothing on disk and is killed if its deadline
-expires. An agent that dies ends its commands with
+expires or its output passes ``max_bytes``. Output is back-pressured all the
+way to the command: a caller that does not read its frames holds up the
+command's reader, then the agent, which stops reading the command's pipes so
+that the command blocks on write (:mod:`managoat_sandbox._engine.agent`);
+unread output never piles up in the caller's memory. A spawn's journal keeps
+everything on the sandbox's disk (within its ``file_size`` limit), where a
+detached session goes on writing it. An agent that dies ends its commands with
 ``Error(…, Unavailable("closed_before_exit"))``; the next operation starts a
 new one.
 
@@ -36,14 +42,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import _args, config, reasons
-from ..._deadline import Deadline
-from ..._engine import egress, events, safefs, trees
+from ... import _args, reasons
+from ..._deadline import Deadline, ExecOutput
+from ..._engine import egress, events, isolation, safefs, trees
 from ..._engine.box import AgentDown, Box, Refused
 from ..._engine.errors import EngineError
 from ..._engine.limits import Limits
 from ..._engine.settings import BoxSettings, hostname_for
 from ..._engine.subscription import Subscription
+from ..._settings import read
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
@@ -100,9 +107,10 @@ class Local(StreamingAdapter):
         self._lock = threading.Lock()
 
     def capabilities(self) -> frozenset[str]:
-        """``network_policy`` only where sandboxes are isolated (egress can be enforced)."""
+        """``isolation`` and ``network_policy`` only where new sandboxes are isolated
+        (commands kept from the host, egress enforceable)."""
         if mode.isolated_by_default():
-            return self._BASE | {Capability.NETWORK_POLICY}
+            return self._BASE | {Capability.ISOLATION, Capability.NETWORK_POLICY}
         return self._BASE
 
     # -- boxes ----------------------------------------------------------------------
@@ -198,6 +206,7 @@ class Local(StreamingAdapter):
                     continue
                 self._start(name, path, pins)
                 return self.build_handle(name)
+            mode.check_adoptable(box.settings.isolated)
             if "limits" in opts and box.settings.limits != settings.limits:
                 raise Invalid(
                     (
@@ -231,6 +240,8 @@ class Local(StreamingAdapter):
         raw = {
             **meta,
             "isolation": "namespaces" if box.settings.isolated else "none",
+            "isolation_note": _isolation_note(box),
+            "host_uid": box.settings.host_uid,
             "limits": box.settings.limits.to_json(),
             "agent": "running" if box.alive() else "stopped",
             "network_policy": None if policy.allow is None else list(policy.allow),
@@ -270,6 +281,14 @@ class Local(StreamingAdapter):
         self._wake(self._box(handle.name))
         return handle
 
+    def _runnable(self, handle: Handle) -> Box:
+        """The sandbox's box, awake, for running a command; ``Unavailable`` under
+        ``local.isolation="require"`` if it would run unisolated."""
+        box = self._box(handle.name)
+        mode.check_adoptable(box.settings.isolated)
+        self._wake(box)
+        return box
+
     def _wake(self, box: Box) -> None:
         marker = box.directory / layout.SUSPENDED
         if marker.exists():
@@ -297,6 +316,8 @@ class Local(StreamingAdapter):
         try:
             with box.root() as root_fd:
                 safefs.write_file(root_fd, target, payload, mode=mode, masked=box.masked())
+        except PermissionError as error:
+            raise files.error_for(error, target, "write_failed") from None
         except safefs.PathRefused as refused:
             raise Invalid(("path", str(refused))) from None
         except OSError as error:
@@ -338,15 +359,17 @@ class Local(StreamingAdapter):
         dir: str | None = None,
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
+        max_bytes: int | None = None,
     ) -> ExecResult:
         """Run a private process to its exit; one deadline, and the process is killed
-        when it expires. Nothing is written to disk."""
+        when it expires or its output passes ``max_bytes``. Nothing is written to disk.
+        The agent reads the process's pipes only as fast as this collects (it blocks on
+        write meanwhile), so what waits is in the sandbox."""
         argv = tuple(args)
         deadline = Deadline(timeout)
         deadline.check()
-        box = self._box(handle.name)
+        box = self._runnable(handle)
         cwd = self._cwd(box, dir)
-        self._wake(box)
         try:
             _, _, subscription = box.run(
                 [cmd, *argv], env=box.environment(env), cwd=cwd, timeout=deadline.remaining()
@@ -357,8 +380,7 @@ class Local(StreamingAdapter):
             raise _refusal(refusal, dir) from None
         except EngineError as error:
             raise _engine_error(error) from None
-        output = bytearray()
-        errors = bytearray()
+        output = ExecOutput(max_bytes, stderr_to_stdout=stderr_to_stdout)
         try:
             while True:
                 remaining = deadline.remaining()
@@ -370,16 +392,14 @@ class Local(StreamingAdapter):
                     raise deadline.error() from None
                 for event in batch:
                     if isinstance(event, events.Output):
-                        if event.stream == 1 or stderr_to_stdout:
-                            output += event.data
-                        else:
-                            errors += event.data
+                        output.add(event.data, stderr=event.stream == 2)
                     elif isinstance(event, events.Exited):
                         deadline.check()
-                        return ExecResult(bytes(output), event.code, bytes(errors))
+                        return output.result(event.code)
                     else:
                         raise end_error(event)
         finally:
+            # Before its end, closing kills the process (see Box.run).
             subscription.close()
 
     def spawn(
@@ -399,9 +419,8 @@ class Local(StreamingAdapter):
         ``local.retained_sessions`` are removed, oldest end first (:mod:`.retention`)."""
         argv = tuple(args)
         retain = retention.bound()
-        box = self._box(handle.name)
+        box = self._runnable(handle)
         cwd = self._cwd(box, dir)
-        self._wake(box)
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
         session_id = _new_id("s")
         try:
@@ -502,9 +521,13 @@ class Local(StreamingAdapter):
     # -- policy and URLs ----------------------------------------------------------------
 
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
-        """Enforce ``policy`` for every new connection of the sandbox, at once and across
-        suspend/resume; ``allow=[]`` closes the only way out. ``Invalid`` for an entry
-        that is not a domain; ``NotSupported`` for an unisolated sandbox."""
+        """Put ``policy`` in force at once, across suspend/resume and agent restarts: once
+        this returns, every new connection is decided by it and every relayed connection
+        it does not permit has been cut (``allow=[]`` cuts them all and closes the proxy
+        port). ``Invalid`` for an entry that is not a domain; ``NotSupported`` for an
+        unisolated sandbox; ``Unavailable(("policy_failed", reason))`` when the running
+        sandbox could not put it in force (it is recorded all the same, and is in force
+        from the agent's next start)."""
         if not isinstance(policy, NetworkPolicy):
             raise TypeError(f"expected a NetworkPolicy, got {type(policy).__name__}")
         box = self._box(handle.name)
@@ -552,14 +575,30 @@ class Local(StreamingAdapter):
             raise RestoreFailed(("restore_failed", error.strerror)) from None
 
 
+def _isolation_note(box: Box) -> str:
+    """What isolates the sandbox, or why nothing does, in words (for ``get``)."""
+    support = isolation.support()
+    if not box.settings.isolated:
+        why = support.reason or "created under local.isolation='off'"
+        return f"unisolated (commands run as the caller, with its files and network): {why}"
+    filtered = (
+        "a system call filter"
+        if support.filter is not None
+        else f"no system call filter ({support.filter_reason})"
+    )
+    user = (
+        "the caller's uid"
+        if box.settings.host_uid is None
+        else f"host uid {box.settings.host_uid}, its own"
+    )
+    return f"namespaces, {filtered}; its user is {user}"
+
+
 def _pins() -> dict[str, str]:
-    """``local.egress_hosts``: names the egress proxy resolves to a fixed address."""
-    pins = config.get("local", "egress_hosts") or {}
-    if not isinstance(pins, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in pins.items()
-    ):
-        raise Invalid(("egress_hosts", "local.egress_hosts must map host names to addresses"))
-    return {k.lower().rstrip("."): v for k, v in pins.items()}
+    """``local.egress_hosts``: names the egress proxy resolves to a fixed address, by the
+    setting's rule (names lowercased, ``Invalid(("config", "local", "egress_hosts"))``)."""
+    pins: dict[str, str] = read("local", "egress_hosts") or {}
+    return pins
 
 
 def _refusal(refusal: Refused, dir: str | None) -> Exception:
