@@ -5,6 +5,7 @@ once it accepts connections (then, when it made its own credential, a second
 line ``credential: <value>``). Port 0 picks a free port. The credential is
 ``--token``/``--api-key``, else the first line of ``--credential-file``, else
 the provider's environment variable, else a random one (docs/emulators.md).
+``--idle-timeout SECONDS`` closes connections silent for that long (default 60).
 When it cannot serve (the ``emulators`` extra is not installed, the port is in
 use, the host cannot be bound) it says so in one line on stderr, saying what
 to do, and exits 1.
@@ -50,6 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--workdir", default=None, help="where sandboxes live (default: a temp dir)"
     )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="close a connection silent for this long while none of its requests is "
+        "being answered (default 60)",
+    )
     return parser
 
 
@@ -86,9 +95,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"cannot read the credential file: {error}", file=sys.stderr)
         return 1
-    emulator = emulator_class(
-        host=args.host, port=args.port, credential=credential, workdir=args.workdir
-    )
+    try:
+        emulator = emulator_class(
+            host=args.host,
+            port=args.port,
+            credential=credential,
+            workdir=args.workdir,
+            **_idle_timeout(args),
+        )
+    except ValueError as error:
+        print(f"cannot serve: {error}", file=sys.stderr)
+        return 1
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
@@ -131,6 +148,11 @@ def _credential(args: argparse.Namespace) -> str | None:
     if args.credential_file is not None:
         return read_credential_file(args.credential_file)
     return args.credential  # type: ignore[no-any-return]
+
+
+def _idle_timeout(args: argparse.Namespace) -> dict[str, float]:
+    """``idle_timeout`` for the emulator when ``--idle-timeout`` gives one."""
+    return {} if args.idle_timeout is None else {"idle_timeout": args.idle_timeout}
 
 
 def _banner(emulator: Emulator) -> str:

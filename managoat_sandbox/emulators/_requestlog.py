@@ -1,46 +1,69 @@
-"""The request log of an emulator: bounded, and free of secrets unless a test opts in.
+"""The request log of an emulator: bounded, free of secrets, and only of the authenticated.
 
-Every request is logged with its method, path, query and headers; credential
-headers and credential-like query parameters are always redacted. Bodies are
-not kept unless the emulator was made with ``log_bodies=True`` (tests that
-assert on what a client sent opt in): a request body is often a file being
-written, secrets included. A kept body is cut to :data:`MAX_BODY` bytes
-(``truncated`` says so). The log holds at most :data:`MAX_ENTRIES` entries and
-:data:`MAX_BODY_BYTES` bytes of bodies; past either, the oldest entries go.
+Every request that carries the emulator's credential is logged with its
+method, path, query and headers, redacted by :func:`redact_request`, the one
+place that decides what is a secret:
+
+* a header or query parameter whose *name* looks like a credential's
+  (:func:`credential_like`) has its value replaced by ``<redacted>``;
+* every occurrence of a *value* that is a live credential (the emulator's
+  own, and the tokens it issued to its sandboxes) is replaced by
+  ``<redacted>`` wherever it stands: in a header's name or value, a query
+  parameter's name or value, or the path.
+
+Requests without a valid credential are not logged, only counted
+(:attr:`RequestLog.unauthenticated`), so that whoever reaches the port cannot
+push real entries out. Bodies are not kept unless the emulator was made with
+``log_bodies=True`` (tests that assert on what a client sent opt in): a
+request body is often a file being written, secrets included. A kept body is
+cut to :data:`MAX_BODY` bytes (``truncated`` says so). The log holds at most
+:data:`MAX_ENTRIES` entries and :data:`MAX_BODY_BYTES` bytes of bodies; past
+either, the oldest entries go.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
 __all__ = [
+    "CREDENTIAL_STEMS",
+    "CREDENTIAL_WORDS",
     "REDACTED",
-    "SECRET_HEADERS",
     "LoggedRequest",
     "RequestLog",
-    "redact_headers",
-    "redact_query",
+    "credential_like",
+    "redact_request",
 ]
 
 REDACTED = "<redacted>"
-SECRET_HEADERS = frozenset(
-    {
-        "authorization",
-        "x-api-key",
-        "x-access-token",
-        "x-daytona-api-key",
-        "x-daytona-preview-token",
-        "cookie",
-        "proxy-authorization",
-    }
+#: A header or query parameter name holding any of these (case-insensitively,
+#: anywhere in it) names a credential: ``X-Sprite-Token``, ``X-Auth-Key``,
+#: ``Authorization``, ``Set-Cookie``, ``password``, ``signature_expiration``…
+CREDENTIAL_STEMS = (
+    "token",
+    "key",
+    "auth",
+    "secret",
+    "pass",
+    "signature",
+    "session",
+    "cookie",
+    "credential",
+    "jwt",
+    "bearer",
 )
-_SECRET_WORDS = ("token", "key", "signature", "secret", "password", "auth")
+#: Short names that name a credential only as a whole word of the name (split
+#: at anything but a letter or digit, and where a lowercase letter meets an
+#: uppercase one): ``pw`` and ``X-Sig`` are credentials, ``signal`` is not.
+CREDENTIAL_WORDS = frozenset({"pw", "pwd", "sig"})
+_WORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|[^A-Za-z0-9]+")
 #: Bounds of one emulator's log.
 MAX_ENTRIES = 10_000
 MAX_BODY = 1024 * 1024
@@ -65,15 +88,46 @@ class LoggedRequest:
         return json.loads(self.body)
 
 
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """``headers`` with every credential header's value replaced by ``<redacted>``."""
-    return {k: (REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+def credential_like(name: str) -> bool:
+    """Whether a header or query parameter called ``name`` carries a credential:
+    it holds one of :data:`CREDENTIAL_STEMS`, or one of its words is one of
+    :data:`CREDENTIAL_WORDS`."""
+    lowered = name.lower()
+    if any(stem in lowered for stem in CREDENTIAL_STEMS):
+        return True
+    return any(word.lower() in CREDENTIAL_WORDS for word in _WORD_BREAK.split(name))
 
 
-def redact_query(query: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The query's pairs, with the values of credential-like names redacted."""
-    return tuple(
-        (k, REDACTED if any(w in k.lower() for w in _SECRET_WORDS) else v) for k, v in query.items()
+def redact_request(
+    method: str,
+    path: str,
+    query: Iterable[tuple[str, str]],
+    headers: Mapping[str, str],
+    secrets: Iterable[str],
+    *,
+    body: bytes = b"",
+    truncated: bool = False,
+) -> LoggedRequest:
+    """The entry logging this request: the values of credential-like names replaced by
+    ``<redacted>``, and every occurrence of each of ``secrets`` (the live credentials)
+    in the path, the query and the headers replaced by ``<redacted>``."""
+    known = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+
+    def scrub(text: str) -> str:
+        for secret in known:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def kept(name: str, value: str) -> tuple[str, str]:
+        return scrub(name), REDACTED if credential_like(name) else scrub(value)
+
+    return LoggedRequest(
+        method,
+        scrub(path),
+        tuple(kept(name, value) for name, value in query),
+        dict(kept(name, value) for name, value in headers.items()),
+        body,
+        truncated,
     )
 
 
@@ -86,6 +140,7 @@ class RequestLog:
         self._lock = threading.Lock()
         self._entries: collections.deque[LoggedRequest] = collections.deque()
         self._body_bytes = 0
+        self._unauthenticated = 0
         self._max_entries = max_entries
         self._max_body_bytes = max_body_bytes
 
@@ -99,13 +154,25 @@ class RequestLog:
             ):
                 self._body_bytes -= len(self._entries.popleft().body)
 
+    def count_unauthenticated(self) -> None:
+        """Count one request refused for a missing or wrong credential (never logged)."""
+        with self._lock:
+            self._unauthenticated += 1
+
+    @property
+    def unauthenticated(self) -> int:
+        """How many requests were refused for their credential since the last :meth:`clear`."""
+        with self._lock:
+            return self._unauthenticated
+
     def snapshot(self) -> list[LoggedRequest]:
         """Every entry, oldest first."""
         with self._lock:
             return list(self._entries)
 
     def clear(self) -> None:
-        """Forget every entry."""
+        """Forget every entry, and the count of unauthenticated requests."""
         with self._lock:
             self._entries.clear()
             self._body_bytes = 0
+            self._unauthenticated = 0

@@ -10,8 +10,17 @@ A provider emulator subclasses :class:`Emulator`, adds its routes in
   random one in :attr:`Emulator.credential`); a request without it, or with
   a wrong one, gets :meth:`Emulator.unauthorized` before its body is read.
   A request whose ``Host`` does not name the emulator gets 421;
-* a bounded request log (:attr:`Emulator.requests`, :mod:`._requestlog`) with
-  credentials redacted and bodies kept only with ``log_bodies=True``;
+* a bounded request log (:attr:`Emulator.requests`, :mod:`._requestlog`) of
+  the authenticated requests, with credentials redacted and bodies kept only
+  with ``log_bodies=True``; the others are only counted
+  (:attr:`Emulator.unauthenticated_requests`);
+* bad input answered with :meth:`Emulator.bad_request` (a 400 in the
+  provider's shape), never a 500: the checks shared by every route are in
+  :mod:`._input`;
+* an idle timeout (:attr:`Emulator.idle_timeout`): a connection that sends no
+  request within it (after opening, or after its last answer), or whose
+  request body stops arriving for that long, is closed; a request being
+  answered — a stream, a WebSocket — is never cut by it;
 * generic faults applied before routing (:class:`Faults`, :mod:`._faults`): an
   HTTP status with headers and body (a 429 with ``Retry-After``, a 5xx), a
   stall, a dropped connection, an oversized body, a truncated body.
@@ -20,14 +29,15 @@ A provider emulator subclasses :class:`Emulator`, adds its routes in
 * a small HTTP control API, behind the same credential (the provider's way of
   presenting it, or ``Authorization: Bearer``): ``POST /_emulator/faults``,
   ``DELETE /_emulator/faults``, ``GET /_emulator/requests``,
-  ``DELETE /_emulator/requests``;
+  ``GET /_emulator/requests/unauthenticated``, ``DELETE /_emulator/requests``;
 * on :meth:`Emulator.stop`, an end to every process it started (:mod:`._reap`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import math
 import shutil
 import tempfile
 import threading
@@ -41,7 +51,8 @@ from aiohttp import web
 from . import _reap
 from ._access import HostCheck, credential_matches, resolve_credential
 from ._faults import Fault, FaultError, Faults, fault_from_spec
-from ._requestlog import MAX_BODY, LoggedRequest, RequestLog, redact_headers, redact_query
+from ._input import BadInput, load_json, request_problem
+from ._requestlog import MAX_BODY, LoggedRequest, RequestLog, redact_request
 
 __all__ = ["Emulator", "Fault", "Faults", "LoggedRequest"]
 
@@ -49,6 +60,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: The largest control-API request body read, in bytes.
 MAX_CONTROL_BODY = 1024 * 1024
 _OVERSIZE_CHUNK = 64 * 1024
+#: Seconds a connection may stay silent by default (see :attr:`Emulator.idle_timeout`).
+DEFAULT_IDLE_TIMEOUT = 60.0
+#: The longest idle timeout an emulator takes, in seconds.
+MAX_IDLE_TIMEOUT = 86_400.0
+_CONTROL_PREFIX = "/_emulator/"
 #: The environment variable that marks every process an emulator starts.
 MARKER_ENV = "MANAGOAT_EMULATOR_MARKER"
 
@@ -69,9 +85,15 @@ class Emulator:
         credential: str | None = None,
         workdir: str | Path | None = None,
         log_bodies: bool = False,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.host = host
         self.port = port
+        #: Seconds a connection may stay silent while no request of it is being
+        #: answered, or while the body of its request stops arriving, before the
+        #: emulator closes it: a number above 0, at most :data:`MAX_IDLE_TIMEOUT`
+        #: (ValueError otherwise).
+        self.idle_timeout = _checked_idle_timeout(idle_timeout)
         #: The only credential accepted: the one given, else the environment
         #: variable's, else a random one (:attr:`credential_generated` is then True).
         self.credential, self.credential_generated = resolve_credential(
@@ -107,9 +129,25 @@ class Emulator:
         """The provider's answer to a missing or wrong credential."""
         return web.json_response({"error": "unauthorized"}, status=401)
 
+    def bad_request(self, request: web.Request, message: str) -> web.StreamResponse:
+        """The provider's 400 for input no route takes (``message`` says why, without
+        repeating the input)."""
+        return _control_error(400, message)
+
+    def authenticated(self, request: web.Request) -> bool:
+        """Whether the request carries a valid credential (default: the emulator's own,
+        presented as :meth:`credential_of` finds it). Never raises."""
+        return credential_matches(self.credential_of(request), self.credential)
+
     def public_path(self, request: web.Request) -> bool:
-        """Provider routes that need no emulator credential (they check their own)."""
+        """Provider routes served without the emulator's credential: they answer a
+        request that is not :meth:`authenticated` themselves, as the provider does."""
         return False
+
+    def secrets(self) -> list[str]:
+        """Every live credential, redacted wherever it appears in the request log
+        (default: the emulator's own; emulators add the tokens they issued)."""
+        return [self.credential]
 
     def serves_host(self, host: str) -> bool:
         """Whether Host name ``host`` (lower case, no port) is one this emulator serves
@@ -133,8 +171,14 @@ class Emulator:
         """A snapshot of the request log, oldest first (bounded, see :mod:`._requestlog`)."""
         return self._log.snapshot()
 
+    @property
+    def unauthenticated_requests(self) -> int:
+        """How many requests were refused (or served by a public route) without a valid
+        credential since the log was last cleared; they are never logged."""
+        return self._log.unauthenticated
+
     def clear_requests(self) -> None:
-        """Forget the request log."""
+        """Forget the request log and the count of unauthenticated requests."""
         self._log.clear()
 
     # -- lifecycle ---------------------------------------------------------------
@@ -212,9 +256,14 @@ class Emulator:
         app.router.add_post("/_emulator/faults", self._control_add_fault)
         app.router.add_delete("/_emulator/faults", self._control_clear_faults)
         app.router.add_get("/_emulator/requests", self._control_requests)
+        app.router.add_get("/_emulator/requests/unauthenticated", self._control_unauthenticated)
         app.router.add_delete("/_emulator/requests", self._control_clear)
         self.add_routes(app)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        # aiohttp's keep-alive timer closes a connection that has no complete request
+        # head for this long after it opened or after its last answer.
+        self._runner = web.AppRunner(
+            app, handle_signals=False, access_log=None, keepalive_timeout=self.idle_timeout
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -227,59 +276,123 @@ class Emulator:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The door of every request: its Host, its credential (a refusal is counted,
+        never logged), then the route, its body watched for idleness."""
         if not self._hosts.allows(request.headers.get("Host")):
-            return web.json_response(
-                {
-                    "error": "misdirected_request",
-                    "message": "the Host header does not name this emulator",
-                },
-                status=421,
-            )
-        if request.path.startswith("/_emulator/"):
-            if not self._control_authorized(request):
-                return self.unauthorized(request)
-            return await handler(request)
-        authorized = self.public_path(request) or self._authorized(request)
-        body, truncated = b"", False
-        if authorized and self.log_bodies and not _is_websocket(request):
-            raw = await request.read()
-            body, truncated = raw[:MAX_BODY], len(raw) > MAX_BODY
-        self._log.append(
-            LoggedRequest(
-                request.method,
-                request.path,
-                redact_query(request.query),
-                redact_headers(request.headers),
-                body,
-                truncated,
-            )
+            return _misdirected()
+        control = request.path.startswith(_CONTROL_PREFIX)
+        authenticated = (
+            self._control_authorized(request) if control else self.authenticated(request)
         )
-        if not authorized:
-            return self.unauthorized(request)
+        if not authenticated:
+            self._log.count_unauthenticated()
+            if control or not self.public_path(request):
+                return self.unauthorized(request)
+        if control:
+            return await self._watched(request, lambda: self._admit_control(request, handler))
+        return await self._watched(
+            request, lambda: self._admit(request, handler, authenticated=authenticated)
+        )
+
+    async def _admit(
+        self, request: web.Request, handler: Handler, *, authenticated: bool
+    ) -> web.StreamResponse:
+        """A provider request past the credential check: logged when authenticated, then
+        the shared input checks, a queued fault, the route."""
+        problem = request_problem(request)
+        if authenticated:
+            await self._log_request(request, read_body=problem is None)
+        if problem is not None:
+            return self.bad_request(request, problem)
         fault = self.faults.take(None, request.method, request.path)
         if fault is not None:
             answer = await _apply(fault, request)
             if answer is not None:
                 return answer
-        return await handler(request)
+        try:
+            return await handler(request)
+        except BadInput as error:
+            return self.bad_request(request, str(error))
 
-    def _authorized(self, request: web.Request) -> bool:
-        return credential_matches(self.credential_of(request), self.credential)
+    async def _admit_control(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """An authenticated control-API request: the shared input checks, then the route."""
+        problem = request_problem(request)
+        if problem is not None:
+            return _control_error(400, problem)
+        try:
+            return await handler(request)
+        except BadInput as error:
+            return _control_error(400, str(error))
+
+    async def _watched(
+        self, request: web.Request, serve: Callable[[], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """``serve()``'s answer, the connection closed meanwhile once the request's body,
+        still incomplete, has had no new byte for :attr:`idle_timeout` (see
+        :meth:`_watch_body`); then a 408 that no one reads stands for the answer."""
+        if _is_websocket(request) or not request.body_exists:
+            return await serve()
+        watchdog = asyncio.ensure_future(self._watch_body(request))
+        try:
+            return await serve()
+        except ConnectionError:
+            if watchdog.done() and not watchdog.cancelled() and watchdog.result():
+                return web.Response(status=408)
+            raise
+        finally:
+            watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watchdog
+
+    async def _watch_body(self, request: web.Request) -> bool:
+        """Close the connection once the request's body, still incomplete, has had no new
+        byte for :attr:`idle_timeout` while the connection was free to deliver one (a
+        transport paused because a route reads slowly is not the client's silence);
+        whether it did."""
+        content, transport = request.content, request.transport
+        received = -1
+        while transport is not None and not content.is_eof():
+            if content.total_bytes == received and transport.is_reading():
+                transport.close()
+                return True
+            received = content.total_bytes
+            await asyncio.sleep(self.idle_timeout)
+        return False
+
+    async def _log_request(self, request: web.Request, *, read_body: bool) -> None:
+        """Log an authenticated request (its body too with :attr:`log_bodies`, when
+        ``read_body`` and it is not a WebSocket upgrade)."""
+        body, truncated = b"", False
+        if read_body and self.log_bodies and not _is_websocket(request):
+            raw = await request.read()
+            body, truncated = raw[:MAX_BODY], len(raw) > MAX_BODY
+        self._log.append(
+            redact_request(
+                request.method,
+                request.path,
+                request.query.items(),
+                request.headers,
+                self.secrets(),
+                body=body,
+                truncated=truncated,
+            )
+        )
 
     def _control_authorized(self, request: web.Request) -> bool:
-        """The control API takes the provider's way of presenting the credential, or a
-        Bearer header."""
-        return self._authorized(request) or credential_matches(_bearer(request), self.credential)
+        """The control API takes the emulator's credential presented the provider's way,
+        or as a Bearer header."""
+        given = (self.credential_of(request), _bearer(request))
+        return any(credential_matches(each, self.credential) for each in given)
 
     # -- control API -----------------------------------------------------------------
 
     async def _control_add_fault(self, request: web.Request) -> web.Response:
         try:
-            spec = json.loads(await _read_limited(request, MAX_CONTROL_BODY))
+            spec = load_json(await _read_limited(request, MAX_CONTROL_BODY))
         except _TooLarge:
             return _control_error(413, f"the body is larger than {MAX_CONTROL_BODY} bytes")
-        except ValueError:
-            return _control_error(400, "the body is not JSON")
+        except BadInput as error:
+            return _control_error(400, str(error))
         try:
             self.faults.queue(fault_from_spec(spec))
         except FaultError as error:
@@ -308,6 +421,9 @@ class Emulator:
             ]
         )
 
+    async def _control_unauthenticated(self, request: web.Request) -> web.Response:
+        return web.json_response({"unauthenticated": self.unauthenticated_requests})
+
     async def _control_clear(self, request: web.Request) -> web.Response:
         self.clear_requests()
         return web.json_response({"ok": True})
@@ -331,6 +447,25 @@ async def _read_limited(request: web.Request, limit: int) -> bytes:
 
 def _control_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def _misdirected() -> web.Response:
+    return web.json_response(
+        {"error": "misdirected_request", "message": "the Host header does not name this emulator"},
+        status=421,
+    )
+
+
+def _checked_idle_timeout(seconds: float) -> float:
+    """``seconds`` as an idle timeout; ValueError naming it unless it is a number
+    above 0 and at most :data:`MAX_IDLE_TIMEOUT`."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not (math.isfinite(seconds) and 0 < seconds <= MAX_IDLE_TIMEOUT)
+    ):
+        raise ValueError(f"idle_timeout: a number of seconds above 0, at most {MAX_IDLE_TIMEOUT:g}")
+    return float(seconds)
 
 
 def _bearer(request: web.Request) -> str | None:

@@ -7,6 +7,7 @@ import email.parser
 import email.policy
 import json
 import os
+import re
 import secrets
 import signal
 import stat
@@ -845,6 +846,58 @@ def test_listing_reports_the_fields_the_sdk_parses(client: Client, sandbox: dict
     not_dir = client.tb(sandbox, "GET", "/files", params={"path": "/tmp/ls/a.txt"})
     bad_depth = client.tb(sandbox, "GET", "/files", params={"path": "/tmp", "depth": "0"})
     assert (missing.status_code, not_dir.status_code, bad_depth.status_code) == (404, 400, 400)
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not isolation.support().available,
+    reason="a root caller's sandbox has no user of its own without isolation",
+)
+def test_what_the_sandboxs_user_may_not_use_is_refused_as_the_daemon_refuses_it(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
+    _upload(client, sandbox, "rights/secret", b"x")
+    _upload(client, sandbox, "rights/closed/inside", b"x")
+    chmod = {"command": "chmod 000 rights/secret rights/closed"}
+    assert client.tb(sandbox, "POST", "/process/execute", json=chmod).json()["exitCode"] == 0
+    download = client.tb(sandbox, "POST", "/files/bulk-download", json={"paths": ["rights/secret"]})
+    ((part, content),) = _multipart_parts(download)
+    assert part["content-disposition"] == 'form-data; name="error"; filename="rights/secret"'
+    error = json.loads(content)
+    assert (error["statusCode"], error["code"], error["message"]) == (
+        403,
+        "FILE_ACCESS_DENIED",
+        "permission denied: rights/secret",
+    )
+    listed = client.tb(sandbox, "GET", "/files", params={"path": "rights/closed"})
+    assert (listed.status_code, listed.json()["code"], listed.json()["message"]) == (
+        403,
+        "FORBIDDEN",
+        "open rights/closed: permission denied",
+    )
+    uploaded = client.tb(
+        sandbox,
+        "POST",
+        "/files/bulk-upload",
+        files=[("files[0].path", (None, "rights/closed/new")), ("files[0].file", ("f", b"y"))],
+    )
+    assert uploaded.status_code == 400 and uploaded.json()["files"] == []
+    (line,) = uploaded.json()["errors"]
+    assert re.fullmatch(
+        r"rights/closed/new: create temp: open rights/closed/\.daytona-upload-\d+: "
+        r"permission denied",
+        line,
+    ), line
+    single = client.tb(
+        sandbox,
+        "POST",
+        "/files/upload",
+        params={"path": "rights/closed/new"},
+        files={"file": ("new", b"y")},
+    )
+    assert (single.status_code, single.json()["message"]) == (
+        400,
+        "bad request: open rights/closed/new: permission denied",
+    )
 
 
 def test_go_mode_renders_every_file_type_as_go_does() -> None:

@@ -8,6 +8,7 @@ symlink out of the sandbox, and neither waits on a FIFO.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import requests
 
+from managoat_sandbox._engine import isolation
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
 from .test_e2b_emulator import KEY, Raw, file_url, stdout_of
@@ -161,6 +163,49 @@ def test_a_path_through_a_file_is_the_500_envd_answers_for_enotdir(raw: Raw) -> 
         "message": "error checking if path exists '/work/file/below': "
         "stat /work/file/below: not a directory",
     }
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not isolation.support().available,
+    reason="a root caller's sandbox has no user of its own without isolation",
+)
+def test_what_the_sandboxs_user_may_not_use_is_the_500_envd_answers_for_a_refused_open(
+    raw: Raw,
+) -> None:
+    """envd maps no permission error of its own: each call fails in its generic branch,
+    the message ending in Go's text for EACCES."""
+    sandbox = raw.create()
+    put(raw, sandbox, "rights/secret", b"x")
+    put(raw, sandbox, "rights/closed/inside", b"x")
+    run(raw, sandbox, "chmod 000 rights/secret rights/closed", cwd="/home/user")
+    base = "/home/user/rights"
+    read = get(raw, sandbox, f"{base}/secret")
+    assert (read.status_code, read.json()) == (
+        500,
+        {
+            "code": 500,
+            "message": f"error opening file '{base}/secret': open {base}/secret: permission denied",
+        },
+    )
+    written = requests.post(
+        file_url(raw, path=f"{base}/closed/new"),
+        data=b"y",
+        timeout=10,
+        headers=raw.envd_headers(sandbox, "application/octet-stream"),
+    )
+    assert (written.status_code, written.json()) == (
+        500,
+        {"code": 500, "message": f"error opening file: open {base}/closed/new: permission denied"},
+    )
+    listed = fs_call(raw, sandbox, "ListDir", {"path": f"{base}/closed"})
+    assert (listed.status_code, listed.json()) == (
+        500,
+        {
+            "code": "internal",
+            "message": f"error reading directory {base}/closed: open {base}/closed: "
+            "permission denied",
+        },
+    )
 
 
 def test_relative_paths_are_under_the_users_home(raw: Raw) -> None:

@@ -34,6 +34,12 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 isolated = pytest.mark.skipif(
     not isolation.support().available, reason="the host cannot isolate sandboxes"
 )
+#: A root caller's sprite has a user of its own only when isolated; unisolated, its
+#: files are reached as root, who may use any of them.
+has_a_user = pytest.mark.skipif(
+    os.geteuid() == 0 and not isolation.support().available,
+    reason="a root caller's sprite has no user of its own without isolation",
+)
 
 
 @pytest.fixture
@@ -134,6 +140,32 @@ def test_a_fifo_is_never_opened_by_the_api(emulator: SpritesEmulator) -> None:
     assert sh(emulator, "one", 'mkfifo "$HOME/pipe"')[1] == 0
     answer = read(emulator, "one", "/home/sprite/pipe")
     assert answer.status_code == 400 and answer.json()["code"] == "EINVAL"
+
+
+@has_a_user
+def test_what_the_sprites_user_may_not_use_is_refused_with_the_vendors_error_body(
+    emulator: SpritesEmulator,
+) -> None:
+    base = "/home/sprite/rights"
+    assert write(emulator, "one", f"{base}/secret", b"x").status_code == 200
+    assert write(emulator, "one", f"{base}/closed/inside", b"x").status_code == 200
+    assert sh(emulator, "one", 'cd "$HOME/rights" && chmod 000 secret closed')[1] == 0
+    answers = {
+        f"{base}/secret": read(emulator, "one", f"{base}/secret"),
+        f"{base}/closed": http(
+            emulator,
+            "GET",
+            "/v1/sprites/one/fs/list",
+            params={"path": f"{base}/closed", "workingDir": "/"},
+        ),
+        f"{base}/closed/new": write(emulator, "one", f"{base}/closed/new", b"y"),
+    }
+    for path, answer in answers.items():
+        text = f"open {path}: permission denied"
+        assert (answer.status_code, answer.json()) == (
+            403,
+            {"error": text, "message": text, "code": "EACCES", "path": path},
+        )
 
 
 # -- processes -----------------------------------------------------------------------------------

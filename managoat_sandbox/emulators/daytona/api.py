@@ -8,7 +8,6 @@ emulator module, which imports it.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -17,10 +16,14 @@ from aiohttp import web
 
 from .._blocking import run_blocking
 from .._faults import Faults
+from .._input import BadInput, load_json, parse_int
 from .sandboxes import ListQuery, Sandbox, SandboxStore
 from .shapes import ApiError, api_error_response
 
 __all__ = ["ApiHost", "ApiRoutes"]
+
+#: The API keeps intervals as 32-bit integers.
+_INT32 = 2**31 - 1
 
 
 class ApiHost(Protocol):
@@ -81,8 +84,8 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = load_json(raw)
+    except BadInput:
         raise ApiError(400, "Unexpected token in JSON body") from None
     if not isinstance(body, dict):
         raise ApiError(400, "Request body must be a JSON object")
@@ -252,8 +255,8 @@ class ApiRoutes:
     async def interval(self, request: web.Request) -> web.StreamResponse:
         """``POST …/autostop|autoarchive|autodelete/{minutes}`` → 201."""
         try:
-            minutes = int(request.match_info["minutes"])
-        except ValueError:
+            minutes = parse_int(request.match_info["minutes"], "minutes", low=-_INT32, high=_INT32)
+        except BadInput:
             raise ApiError(400, "Validation failed (numeric string is expected)") from None
         setting = request.match_info["setting"]
         if setting == "autostop" and minutes < 0:

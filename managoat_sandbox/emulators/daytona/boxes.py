@@ -6,7 +6,9 @@ bubblewrap when the host can, see :func:`isolation.support`) and survives
 stop/start; each run of the sandbox (each daemon incarnation) starts the
 box's agent anew. The sandbox's OS user (``daytona`` unless the create body
 names another valid user name) is the box's one user, with its home at
-``/home/<user>`` (``/root`` for ``root``).
+``/home/<user>`` (``/root`` for ``root``). Every directory the emulator makes
+on the way (and the workdir, when it makes it) is its user's alone
+(``0700``, :func:`~managoat_sandbox.emulators._fs.private_dirs`).
 
 Network settings map onto the box's egress policy where they can:
 ``networkBlockAll`` denies everything except the hosts of
@@ -25,6 +27,7 @@ from managoat_sandbox._engine import egress, isolation
 from managoat_sandbox._engine.box import Box
 from managoat_sandbox._engine.settings import BoxSettings, hostname_for
 
+from .._fs import private_dirs
 from .sandboxes import Sandbox
 
 __all__ = ["open_box", "policy_for", "settings_for"]
@@ -50,7 +53,7 @@ def open_box(directory: Path, sandbox: Sandbox) -> Box:
     try:
         return Box.open(directory)
     except FileNotFoundError:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(directory)
         return Box.create(directory, settings_for(sandbox))
 
 

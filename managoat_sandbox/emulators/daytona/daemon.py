@@ -544,8 +544,9 @@ class Daemon:
     def start_execute(self, script: str, *, cwd: str | None, envs: dict[str, str]) -> OneShot:
         """Start ``script`` in a fresh shell; the running exec.
 
-        400 for an invalid env name; OSError (ENOENT) for a cwd that is not a
-        directory in the sandbox; 500 if the box cannot run it.
+        400 for an invalid env name; OSError for a start that fails (ENOENT: a cwd
+        that is not a directory in the sandbox; EINVAL: a NUL in the script or an env
+        value); 500 if the box cannot run it.
         """
         for name in envs:
             if not _ENV_NAME.match(name):
@@ -561,6 +562,9 @@ class Daemon:
         except Refused as refusal:
             if refusal.code == "bad_cwd":
                 raise OSError(errno.ENOENT, f"chdir {workdir}: no such file or directory") from None
+            if refusal.code in ("bad_argv", "bad_env"):
+                # Go's exec refuses a NUL before it starts anything: a failed start.
+                raise OSError(errno.EINVAL, f"fork/exec {SHELL}: invalid argument") from None
             raise DaemonError(500, f"failed to execute command: {refusal}") from None
         except (EngineError, TimeoutError) as error:
             raise DaemonError(500, f"failed to execute command: {error}") from None

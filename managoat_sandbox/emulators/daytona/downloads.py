@@ -22,7 +22,8 @@ published behaviour:
   modTime, modifiedAt, isDir, owner, group, path}``: each entry stat'ed through
   symlinks, a dangling one left out (deeper levels descend into real
   directories only, never through a link); 404 for a missing path, 400 for one
-  that is not a directory.
+  that is not a directory, 403 (``open <path>: permission denied``) for one the
+  sandbox's user may not read.
 
 Files are reached only through :class:`~.files.SandboxFiles` (resolved inside
 the sandbox, a FIFO never opened) and read a piece at a time off the event
@@ -45,6 +46,7 @@ from aiohttp import web
 from managoat_sandbox._engine import safefs
 
 from .._blocking import run_blocking
+from .._input import BadInput, load_json, parse_int
 from .daemon import Daemon
 from .shapes import DaemonError, iso
 
@@ -122,6 +124,8 @@ def _refusal(path: str, error: BaseException) -> tuple[int, str, str]:
         if error.reason == "is_directory":
             return 400, "INVALID_FILE_PATH", f"path is a directory: {path}"
         return 400, "INVALID_FILE_PATH", f"invalid file path: {error}"
+    if isinstance(error, BadInput):
+        return 400, "INVALID_FILE_PATH", f"invalid file path: {error}"
     return 500, "FILE_READ_FAILED", f"error opening file: {error}"
 
 
@@ -151,7 +155,7 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
         return
     try:
         fd = await run_blocking(lambda: daemon.files.open(path), discard=os.close)
-    except (OSError, safefs.PathRefused) as error:
+    except (OSError, safefs.PathRefused, BadInput) as error:
         await parts.error(request, path, *_refusal(path, error))
         return
     reader = _Reader(fd)
@@ -176,8 +180,8 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
 async def bulk_download(request: web.Request, daemon: Daemon) -> web.StreamResponse:
     """``POST /files/bulk-download {"paths": [...]}`` → one multipart part per path."""
     try:
-        body = json.loads(await request.read() or b"null")
-    except ValueError:
+        body = load_json(await request.read() or b"null")
+    except BadInput:
         body = None
     paths = body.get("paths") if isinstance(body, dict) else None
     if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
@@ -256,12 +260,13 @@ def _walk(daemon: Daemon, directory: str, depth: int) -> list[dict[str, Any]]:
 async def list_files(request: web.Request, daemon: Daemon) -> web.StreamResponse:
     """``GET /files?path=&depth=`` → the entries' FileInfo list."""
     path = request.query.get("path") or "."
-    depth_text = request.query.get("depth", "1")
-    if not depth_text.isdigit() or not 1 <= int(depth_text) <= _MAX_DEPTH:
-        raise DaemonError(400, f"depth must be an integer from 1 to {_MAX_DEPTH}")
+    try:
+        depth = parse_int(request.query.get("depth", "1"), "depth", low=1, high=_MAX_DEPTH)
+    except BadInput as error:
+        raise DaemonError(400, str(error)) from None
     directory = daemon.files.absolute(path) if path != "." else daemon.home
     try:
-        entries = await run_blocking(lambda: _walk(daemon, directory, int(depth_text)))
+        entries = await run_blocking(lambda: _walk(daemon, directory, depth))
     except FileNotFoundError:
         raise DaemonError(404, f"open {path}: no such file or directory") from None
     except PermissionError:

@@ -53,6 +53,7 @@ from aiohttp import web
 from managoat_sandbox._engine import trees
 from managoat_sandbox._engine.box import Box
 
+from .._access import credential_matches
 from .._blocking import run_blocking
 from .._server import Emulator
 from . import boxes
@@ -129,7 +130,7 @@ class DaytonaEmulator(Emulator):
         parts = request.path.split("/")
         if preview and len(parts) > 2 and parts[1] == "toolbox":
             sandbox = self.store.by_id(parts[2])
-            if sandbox is not None and preview == sandbox.token:
+            if sandbox is not None and credential_matches(preview, sandbox.token):
                 return self.credential or preview
         return None
 
@@ -138,6 +139,16 @@ class DaytonaEmulator(Emulator):
         if request.path.startswith("/toolbox/"):
             return daemon_error_response(request, DaemonError(401, "Unauthorized"))
         return api_error_response(request, ApiError(401, "Unauthorized"))
+
+    def bad_request(self, request: web.Request, message: str) -> web.StreamResponse:
+        """Nest's 400 on ``/api``, the daemon's on ``/toolbox``."""
+        if request.path.startswith("/toolbox/"):
+            return daemon_error_response(request, DaemonError(400, message))
+        return api_error_response(request, ApiError(400, message))
+
+    def secrets(self) -> list[str]:
+        """The API key and every sandbox's preview token."""
+        return [self.credential, *(row.token for row in self.store.all())]
 
     # -- boxes and daemons ----------------------------------------------------------------
 

@@ -27,6 +27,8 @@ import stat
 from managoat_sandbox._engine import safefs
 from managoat_sandbox._engine.box import Box
 
+from .._input import BadInput
+
 __all__ = ["SandboxFiles"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -49,7 +51,10 @@ class SandboxFiles:
         self.home = box.settings.home
 
     def absolute(self, path: str) -> str:
-        """``path`` as an absolute sandbox path (a relative one is under the home)."""
+        """``path`` as an absolute sandbox path (a relative one is under the home);
+        :class:`~.._input.BadInput` (a 400) if it holds a NUL, which no path can."""
+        if "\0" in path:
+            raise BadInput("a path may not hold a NUL character")
         return path if path.startswith("/") else f"{self.home.rstrip('/')}/{path}"
 
     # -- the user's files ---------------------------------------------------------------
@@ -166,8 +171,9 @@ class SandboxFiles:
         return True
 
     def make_fifos(self, directory: str, names: tuple[str, ...]) -> None:
-        """Make the FIFOs ``names`` (owner-only) in the existing daemon directory
-        ``directory``; FileExistsError if one of them exists."""
+        """Make the FIFOs ``names`` (owner-only, the sandbox user's like every file made
+        through the box) in the existing daemon directory ``directory``;
+        FileExistsError if one of them exists."""
         with self._box.root() as root:
             where = safefs.resolve(root, self.absolute(directory), follow=False)
             try:
@@ -178,11 +184,11 @@ class SandboxFiles:
                 )
             finally:
                 where.close()
-        try:
-            for name in names:
-                os.mkfifo(name, 0o600, dir_fd=folder)
-        finally:
-            os.close(folder)
+            try:
+                for name in names:
+                    os.mkfifo(name, 0o600, dir_fd=folder)
+            finally:
+                os.close(folder)
 
     def open_fifo(self, path: str) -> int:
         """A non-blocking write descriptor of the FIFO at ``path``.

@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from .._input import BadInput, load_json
 from .shapes import ApiError, iso
 
 __all__ = ["DEFAULT_SNAPSHOT", "Clock", "Sandbox", "SandboxStore"]
@@ -179,6 +180,19 @@ def _string_map(value: object, field: str) -> dict[str, str]:
     return dict(value)
 
 
+_BAD_ENV = "env: a name must be non-empty without '=' or NUL, a value without NUL"
+
+
+def _environment(value: object) -> dict[str, str]:
+    """A create's ``env``: names non-empty without ``=`` or NUL, values without NUL (what
+    a process's environment can hold); ApiError 400 otherwise."""
+    env = _string_map(value, "env")
+    for name, text in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in text:
+            raise ApiError(400, _BAD_ENV)
+    return env
+
+
 def _interval(body: Mapping[str, Any], field: str, default: int) -> int:
     value = body.get(field)
     if value is None:
@@ -221,7 +235,7 @@ def encode_cursor(value: str | int, sandbox_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[str | int, str]:
     """The (sort value, id) of a cursor; ApiError 400 if it is not one of ours."""
     try:
-        record = json.loads(base64.b64decode(cursor.encode(), validate=True))
+        record = load_json(base64.b64decode(cursor.encode(), validate=True))
         value, sandbox_id = record["sortValue"], record["id"]
     except (ValueError, binascii.Error, KeyError, TypeError) as error:
         raise ApiError(400, f"Invalid cursor provided: {error}") from None
@@ -260,8 +274,8 @@ class ListQuery:
         parsed.cursor = query.get("cursor") or None
         if "labels" in query:
             try:
-                labels = json.loads(query["labels"])
-            except ValueError:
+                labels = load_json(query["labels"])
+            except BadInput:
                 raise ApiError(400, "Invalid labels JSON format") from None
             if not isinstance(labels, dict):
                 raise ApiError(400, "Invalid labels JSON format")
@@ -370,7 +384,7 @@ class SandboxStore:
             id=sandbox_id,
             name=name or sandbox_id,
             labels=_string_map(body.get("labels"), "labels"),
-            env=_string_map(body.get("env"), "env"),
+            env=_environment(body.get("env")),
             user=body.get("user") or "daytona",
             snapshot=snapshot or self.snapshots[0],
             public=bool(body.get("public", False)),

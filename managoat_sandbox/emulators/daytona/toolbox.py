@@ -10,8 +10,14 @@ unless ``X-Daytona-Skip-Last-Activity-Update: true``. The daemon part is
 The file reads (bulk download, listing) are :mod:`.downloads`. Every path a
 request names (``path=`` of the file endpoints, an execute's
 ``cwd``) is a sandbox path — absolute, or relative to the sandbox user's home
-— reached through the sandbox's :class:`~.files.SandboxFiles`, never on the
-host. Blocking work (the box, the files) runs on a short-lived thread
+— reached through the sandbox's :class:`~.files.SandboxFiles` as the
+sandbox's user, never on the host. An upload that user may not write is
+worded as the daemon words Go's ``EACCES``: the bulk upload's 400 lists
+``<path>: create temp: open <dir>/.daytona-upload-<n>: permission denied``
+(its temporary file in the destination's directory could not be made), a
+single upload's 400 says ``open <path>: permission denied``
+(docs/protocols/daytona.md#refused-by-file-permissions). Blocking work (the
+box, the files) runs on a short-lived thread
 (:func:`~managoat_sandbox.emulators._blocking.run_blocking`).
 
 The routes reach the emulator only through :class:`ToolboxHost`, the part of
@@ -23,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import posixpath
+import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -39,6 +46,8 @@ from managoat_sandbox._engine.errors import EngineError
 from .. import _cut
 from .._blocking import run_blocking
 from .._faults import Fault, Faults
+from .._fs import go_text
+from .._input import BadInput, load_json
 from . import downloads
 from .daemon import Command, Daemon, Session
 from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
@@ -46,6 +55,9 @@ from .sandboxes import Sandbox, SandboxStore
 from .shapes import DaemonError, daemon_error_response
 
 __all__ = ["ToolboxHost", "ToolboxRoutes"]
+
+#: The daemon takes an execute's ``timeout`` as a 32-bit unsigned number of seconds.
+_MAX_EXECUTE_TIMEOUT = 2**32 - 1
 
 
 class ToolboxHost(Protocol):
@@ -100,8 +112,8 @@ class _Follow:
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
-        body = json.loads(await request.read() or b"null")
-    except ValueError:
+        body = load_json(await request.read() or b"null")
+    except BadInput:
         raise DaemonError(400, "", bare=True) from None
     if not isinstance(body, dict):
         raise DaemonError(400, "", bare=True)
@@ -127,6 +139,15 @@ async def _form_parts(request: web.Request) -> list[tuple[str, bytes]]:
         if isinstance(name, str) and isinstance(payload, bytes):
             parts.append((name, payload))
     return parts
+
+
+def _refused_upload(dest: str, error: PermissionError) -> str:
+    """The bulk upload's error line for destination ``dest`` the sandbox's user may not
+    write: the daemon first makes a temporary file (a random decimal name) in the
+    destination's directory, and that is what fails."""
+    directory = posixpath.dirname(dest) or "."
+    temporary = f"{directory.rstrip('/')}/.daytona-upload-{secrets.randbelow(2**32)}"
+    return f"{dest}: create temp: open {temporary}: {go_text(error)}"
 
 
 class ToolboxRoutes:
@@ -204,6 +225,8 @@ class ToolboxRoutes:
             )
         except OSError as error:
             return web.json_response({"exitCode": -1, "result": str(error)})
+        if isinstance(timeout, int) and timeout > _MAX_EXECUTE_TIMEOUT:
+            raise DaemonError(400, "invalid body request: timeout is not a uint32")
         limit = timeout if isinstance(timeout, int) and timeout > 0 else None
         try:
             code, text = await run_blocking(lambda: shot.collect(limit))
@@ -455,13 +478,18 @@ class ToolboxRoutes:
 
     @staticmethod
     def _save(daemon: Daemon, path: str, data: bytes) -> str:
-        """Write ``data`` at sandbox path ``path`` (parents made); its absolute path.
+        """Write ``data`` at sandbox path ``path`` (parents made) as the sandbox's user;
+        its absolute path.
 
-        400 if the path cannot hold a file (a directory, a read-only system path…).
+        400 if the path cannot hold a file (a directory, a read-only system path…);
+        PermissionError where that user may not write, which each upload route
+        words as the daemon does.
         """
         try:
             return daemon.files.write(path, data)
-        except (OSError, safefs.PathRefused) as error:
+        except PermissionError:
+            raise
+        except (OSError, safefs.PathRefused, BadInput) as error:
             raise DaemonError(400, f"failed to save file {path}: {error}") from None
 
     async def _single_upload(self, request: web.Request, daemon: Daemon) -> str:
@@ -472,7 +500,10 @@ class ToolboxRoutes:
         if data is None:
             raise DaemonError(400, "", bare=True)
         payload = data
-        return await run_blocking(lambda: self._save(daemon, path, payload))
+        try:
+            return await run_blocking(lambda: self._save(daemon, path, payload))
+        except PermissionError as error:
+            raise DaemonError(400, f"open {path}: {go_text(error)}") from None
 
     async def upload(self, request: web.Request, daemon: Daemon) -> web.StreamResponse:
         """``POST /files/upload?path=`` (field ``file``) → 200, empty body."""
@@ -495,13 +526,19 @@ class ToolboxRoutes:
         for name, data in await _form_parts(request):
             index, _, field = name.rpartition(".")
             if field == "path":
-                paths[index] = data.decode()
+                try:
+                    paths[index] = data.decode()
+                except UnicodeDecodeError:
+                    errors.append(f"{name}: the path is not UTF-8 text")
             elif field == "file":
                 if index not in paths:
                     errors.append(f"{name}: no path given before the file")
                     continue
                 try:
                     target = await run_blocking(partial(self._save, daemon, paths[index], data))
+                except PermissionError as error:
+                    errors.append(_refused_upload(paths[index], error))
+                    continue
                 except DaemonError as error:
                     errors.append(f"{name}: {error.message}")
                     continue

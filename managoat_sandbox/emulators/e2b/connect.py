@@ -15,6 +15,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from .._input import BadInput, load_json
+
 __all__ = [
     "COMPRESSED",
     "DATA",
@@ -87,6 +89,6 @@ def decode_one(body: bytes) -> Any:
     if len(body) != HEADER.size + length:
         raise EnvelopeError("request body is not exactly one envelope")
     try:
-        return json.loads(body[HEADER.size :])
-    except ValueError as error:
-        raise EnvelopeError(f"envelope payload is not JSON: {error}") from None
+        return load_json(body[HEADER.size :])
+    except BadInput as error:
+        raise EnvelopeError(f"envelope payload: {error}") from None

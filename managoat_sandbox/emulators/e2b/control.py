@@ -15,7 +15,6 @@ always carries a fresh ``X-Next-Token``), ``list_empty_token`` (an empty
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,8 +22,9 @@ from typing import Any
 from aiohttp import web
 
 from .._blocking import run_blocking
+from .._input import BadInput, load_json
 from .._server import Faults
-from .state import ApiError, SandboxRecord, validate_network
+from .state import MAX_TIMEOUT_S, ApiError, SandboxRecord, validate_network
 from .world import World
 
 __all__ = ["ControlPlane", "api_error"]
@@ -45,9 +45,9 @@ async def _json_body(request: web.Request, *, required: bool) -> Any:
             raise ApiError(400, "request body is required")
         return {}
     try:
-        return json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "request body is not valid JSON") from None
+        return load_json(raw)
+    except BadInput as error:
+        raise ApiError(400, f"request body: {error}") from None
 
 
 def _timeout_field(body: Any, *, required: bool) -> int | None:
@@ -60,6 +60,8 @@ def _timeout_field(body: Any, *, required: bool) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, "timeout must be an integer number of seconds")
+    if value > MAX_TIMEOUT_S:
+        raise ApiError(400, "Max instance length exceeded")
     return value
 
 

@@ -8,7 +8,8 @@ from typing import Any
 from aiohttp import web
 
 from .._blocking import run_blocking
-from .._server import Emulator, Fault
+from .._input import load_json
+from .._server import DEFAULT_IDLE_TIMEOUT, Emulator, Fault
 from .control import ControlPlane, api_error
 from .envd import Envd, is_envd_request
 from .layout import check_users
@@ -66,10 +67,16 @@ class E2BEmulator(Emulator):
         users: tuple[str, ...] = ("user", "root"),
         seed: int | None = None,
         log_bodies: bool = False,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         check_users(users)
         super().__init__(
-            host=host, port=port, credential=credential, workdir=workdir, log_bodies=log_bodies
+            host=host,
+            port=port,
+            credential=credential,
+            workdir=workdir,
+            log_bodies=log_bodies,
+            idle_timeout=idle_timeout,
         )
         self.domain = domain
         self.world = World(self.workdir / "sandboxes", users=users, seed=seed)
@@ -94,9 +101,27 @@ class E2BEmulator(Emulator):
         """The API's 401."""
         return api_error(401, "Invalid API key")
 
+    def bad_request(self, request: web.Request, message: str) -> web.StreamResponse:
+        """envd's 400 for an envd request, else the API's."""
+        if is_envd_request(request):
+            return self.envd.bad_request(request, message)
+        return api_error(400, message)
+
+    def authenticated(self, request: web.Request) -> bool:
+        """An envd request by its sandbox's access token (or a signed ``/files`` URL),
+        anything else by the API key."""
+        if is_envd_request(request):
+            return self.envd.authenticates(request)
+        return super().authenticated(request)
+
     def public_path(self, request: web.Request) -> bool:
-        """envd requests skip the API key: envd checks ``X-Access-Token`` itself."""
+        """envd requests skip the API key: envd answers them itself, refusing those
+        without their sandbox's token as it does (or the proxy, an unknown sandbox)."""
         return is_envd_request(request)
+
+    def secrets(self) -> list[str]:
+        """The API key and every access and traffic token issued (gone sandboxes' too)."""
+        return [self.credential, *self.world.registry.issued_tokens()]
 
     def serves_host(self, host: str) -> bool:
         """The sandbox hosts of the configured ``domain`` (``<port>-<id>.<domain>``,
@@ -135,7 +160,7 @@ class E2BEmulator(Emulator):
             return api_error(405, "Method Not Allowed")
         if path == "clock":
             try:
-                seconds = (await request.json())["advance"]
+                seconds = load_json(await request.read())["advance"]
                 self.advance(seconds)
             except (ValueError, KeyError, TypeError) as error:
                 detail = str(error) if isinstance(error, ValueError) else ""

@@ -18,19 +18,18 @@ RPCs: ``process.Process`` Start and Connect (server streams, see
 it resizes a PTY); ``filesystem.Filesystem`` ListDir and Stat (unary, see
 :mod:`.filesystem`); ``StreamInput`` and the rest of ``filesystem.Filesystem``
 answer ``unimplemented``. Plain HTTP: ``POST /files`` (multipart part
-``file`` or octet-stream, gzip accepted), ``GET /files`` (the file streamed
-with its ``Content-Length``; 404 when missing, 400 for a directory or
-anything not a regular file), ``GET /health`` (204). ``/files`` and
-``filesystem.Filesystem`` paths are the sandbox's own (what its commands see
-at that path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
-
-
 ``file`` or octet-stream, gzip accepted; ``X-Metadata-<key>`` headers become
 ``user.e2b.<key>`` extended attributes of every file written and the entries'
-``metadata``), ``GET /files``, ``GET /health``
-(204). ``/files`` paths are the sandbox's own (what its commands see at that
-path), reached through :mod:`~managoat_sandbox._engine.safefs` (see
-:mod:`.layout`).
+``metadata``), ``GET /files`` (the file streamed with its ``Content-Length``;
+404 when missing, 400 for a directory or anything not a regular file),
+``GET /health`` (204). ``/files`` and ``filesystem.Filesystem`` paths are the
+sandbox's own (what its commands see at that path), reached through
+:mod:`~managoat_sandbox._engine.safefs` (see :mod:`.layout`) as the sandbox's
+user: what that user may not read or write is the 500 envd answers when its
+open fails, the message ending in Go's text for the errno (``error opening
+file '<p>': open <p>: permission denied`` for a read, ``error opening file:
+open <p>: permission denied`` for a write;
+docs/protocols/e2b.md#refused-by-file-permissions).
 
 Fault taken here: ``tag_selector_404`` (a tag selector misses, as after a
 pause/resume) and the stream faults of :meth:`Envd.plan`.
@@ -44,8 +43,6 @@ import binascii
 import errno
 import functools
 import hashlib
-import hmac
-import json
 import os
 import posixpath
 import re
@@ -57,7 +54,10 @@ from aiohttp import web
 
 from ..._engine import safefs
 from ..._engine.subscription import Subscription
+from .._access import credential_matches
 from .._blocking import run_blocking
+from .._fs import go_text
+from .._input import BadInput, load_json, parse_int
 from .._server import Faults
 from . import connect, filesystem
 from .processes import Process, ProcessTable, RpcError, decode_bytes
@@ -68,6 +68,12 @@ from .world import World
 __all__ = ["ENVD_PORT", "Envd", "is_envd_request", "sandbox_target"]
 
 ENVD_PORT = 49983
+_RPC_PREFIXES = ("/process.Process/", "/filesystem.Filesystem/")
+#: The Connect protocol's ``Connect-Timeout-Ms``: at most ten digits.
+_MAX_TIMEOUT_MS = 9_999_999_999
+#: The longest keep-alive interval and signed-URL expiration taken, in seconds.
+_MAX_KEEPALIVE = 86_400
+_MAX_EXPIRATION = 2**63 - 1
 STREAM_CONTENT_TYPE = "application/connect+json"
 #: Upload headers that carry file metadata (lowercase), and the xattr namespace it is kept in.
 METADATA_HEADER = "x-metadata-"
@@ -188,10 +194,32 @@ class Envd:
             return await self._filesystem_rpc(request, record, path.rsplit("/", 1)[1])
         return web.Response(status=404, text="404 page not found\n")
 
+    def authenticates(self, request: web.Request) -> bool:
+        """Whether an envd request carries its sandbox's access token (or, on ``/files``,
+        a valid signature): what :meth:`handle` asks of every route but ``/health``. For
+        a sandbox the emulator does not know (gone, or never made), which the proxy
+        answers whatever the token, an access token the emulator issued to any sandbox
+        will do: its holder is a client of this emulator. Never raises."""
+        sandbox_id, _ = sandbox_target(request)
+        record = None if sandbox_id is None else self.world.registry.find(sandbox_id)
+        if record is None:
+            given = request.headers.get("X-Access-Token")
+            return self.world.registry.issued_access_token(given)
+        if request.path == "/files":
+            operation = "read" if request.method == "GET" else "write"
+            return self._file_authorised(request, record, operation)
+        return self._token_ok(request, record)
+
+    @staticmethod
+    def bad_request(request: web.Request, message: str) -> web.Response:
+        """envd's 400: a Connect ``invalid_argument`` on an RPC path, else the plain shape."""
+        if request.path.startswith(_RPC_PREFIXES):
+            return _rpc_error(RpcError("invalid_argument", message))
+        return _http_error(400, message)
+
     @staticmethod
     def _token_ok(request: web.Request, record: SandboxRecord) -> bool:
-        given = request.headers.get("X-Access-Token", "")
-        return hmac.compare_digest(given.encode(), record.access_token.encode())
+        return credential_matches(request.headers.get("X-Access-Token"), record.access_token)
 
     def _user(self, request: web.Request) -> str:
         header = request.headers.get("Authorization", "")
@@ -234,13 +262,13 @@ class Envd:
             return web.Response(status=415, text="unsupported content type\n")
         try:
             self._user(request)
-            body = json.loads(await request.read() or b"{}")
+            body = load_json(await request.read() or b"{}")
             if not isinstance(body, dict):
                 raise RpcError("invalid_argument", "request must be a JSON object")
             table = self.world.table(record.sandbox_id)
             return web.json_response(await handler(request, table, body))
-        except ValueError:
-            return _rpc_error(RpcError("invalid_argument", "request body is not valid JSON"))
+        except ValueError as error:
+            return _rpc_error(RpcError("invalid_argument", str(error)))
         except KeyError:
             return _rpc_error(RpcError("unavailable", "sandbox is gone"))
         except RpcError as error:
@@ -309,13 +337,13 @@ class Envd:
             return web.Response(status=415, text="unsupported content type\n")
         try:
             user = self._user(request)
-            body = json.loads(await request.read() or b"{}")
+            body = load_json(await request.read() or b"{}")
             if not isinstance(body, dict):
                 raise RpcError("invalid_argument", "request must be a JSON object")
             sandbox = self.world.table(record.sandbox_id).sandbox
             return web.json_response(await run_blocking(lambda: handler(sandbox, body, user)))
-        except ValueError:
-            return _rpc_error(RpcError("invalid_argument", "request body is not valid JSON"))
+        except ValueError as error:
+            return _rpc_error(RpcError("invalid_argument", str(error)))
         except KeyError:
             return _rpc_error(RpcError("unavailable", "sandbox is gone"))
         except RpcError as error:
@@ -417,7 +445,7 @@ class Envd:
                 ended = process.end() is not None
                 subscription = None if ended else await run_blocking(lambda: table.follow(process))
             deadline = self._stream_deadline(request)
-        except connect.EnvelopeError as error:
+        except (connect.EnvelopeError, BadInput) as error:
             await writer.send(
                 connect.end_stream(connect.error_body("invalid_argument", str(error)))
             )
@@ -440,19 +468,27 @@ class Envd:
         )
 
     def _keepalive(self, request: web.Request) -> float | None:
+        """Seconds between keep-alive pings: ``Keepalive-Ping-Interval`` (whole seconds,
+        as envd reads it; the default when absent or not one), None for 0."""
         raw = request.headers.get("Keepalive-Ping-Interval")
         try:
-            seconds = float(raw) if raw else DEFAULT_KEEPALIVE
-        except ValueError:
+            seconds = (
+                parse_int(raw, "Keepalive-Ping-Interval", low=0, high=_MAX_KEEPALIVE)
+                if raw
+                else DEFAULT_KEEPALIVE
+            )
+        except BadInput:
             seconds = DEFAULT_KEEPALIVE
         return seconds * self.keepalive_scale if seconds > 0 else None
 
     @staticmethod
     def _timeout_ms(request: web.Request) -> float | None:
+        """``Connect-Timeout-Ms`` in seconds; None when absent, 0, or not the at most ten
+        digits the Connect protocol allows."""
         raw = request.headers.get("Connect-Timeout-Ms")
         try:
-            value = int(raw) if raw else 0
-        except ValueError:
+            value = parse_int(raw, "Connect-Timeout-Ms", low=0, high=_MAX_TIMEOUT_MS) if raw else 0
+        except BadInput:
             return None
         return value / 1000 if value > 0 else None
 
@@ -500,7 +536,14 @@ class Envd:
         if not given:
             return False
         raw_expiration = request.query.get("signature_expiration")
-        expiration = int(raw_expiration) if raw_expiration and raw_expiration.isdigit() else None
+        try:
+            expiration = (
+                parse_int(raw_expiration, "signature_expiration", low=0, high=_MAX_EXPIRATION)
+                if raw_expiration
+                else None
+            )
+        except BadInput:
+            return False
         if expiration is not None and expiration < self.world.clock.now():
             return False
         expected = signature(
@@ -510,7 +553,7 @@ class Envd:
             record.access_token,
             expiration,
         )
-        return hmac.compare_digest(given.encode(), expected.encode())
+        return credential_matches(given, expected)
 
     def _file_caller(
         self, request: web.Request, record: SandboxRecord, operation: str
@@ -554,6 +597,10 @@ class Envd:
             if refusal.reason == "is_directory":
                 return _http_error(400, f"path '{absolute}' is a directory")
             return _http_error(400, f"cannot read path '{absolute}': {refusal}")
+        except PermissionError as error:
+            return _http_error(
+                500, f"error opening file '{absolute}': open {absolute}: {go_text(error)}"
+            )
         except OSError as error:
             return _file_os_error(absolute, "reading", error)
         try:
@@ -603,6 +650,8 @@ class Envd:
                 if refusal.reason == "read_only":
                     return _http_error(500, f"cannot write path '{absolute}': {refusal}")
                 return _http_error(400, f"cannot write path '{absolute}': {refusal}")
+            except PermissionError as error:
+                return _http_error(500, f"error opening file: open {absolute}: {go_text(error)}")
             except OSError as error:
                 return _file_os_error(absolute, "writing", error)
             entry: dict[str, Any] = {

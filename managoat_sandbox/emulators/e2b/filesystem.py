@@ -13,7 +13,11 @@ by case-folded name;
 the entries of subdirectories down to ``depth`` (symlinked directories are not
 descended into). A missing path is ``not_found``, one that is not a directory
 (after following symlinks) ``invalid_argument``, a symlink loop
-``invalid_argument``. ``Stat`` (``{"path"}``) answers ``{"entry": EntryInfo}``
+``invalid_argument``, one the sandbox's user may not reach or read
+``internal`` with the message envd's walk builds from Go's ``EACCES``
+(``error resolving symlink: lstat <p>: permission denied``, ``error reading
+directory <p>: open <p>: permission denied``; a subdirectory of a deeper
+listing fails it too, as envd's walk does). ``Stat`` (``{"path"}``) answers ``{"entry": EntryInfo}``
 for the path itself (a final symlink not followed), ``not_found`` if nothing
 is there. A path that leads through a file is ``internal`` for both, with the
 message envd's own code builds from Go's ``ENOTDIR`` (ListDir's symlink walk
@@ -45,6 +49,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..._engine import safefs
+from .._fs import go_text
 from .layout import SandboxBox, box_user
 from .processes import RpcError
 
@@ -102,8 +107,7 @@ class _Owners:
 
     def __init__(self, sandbox: SandboxBox) -> None:
         self.user = box_user(sandbox.users)
-        self.uid = os.geteuid()
-        self.gid = os.getegid()
+        self.uid, self.gid = sandbox.box.owner
 
     def owner(self, uid: int) -> str:
         return self.user if uid == self.uid else _NOBODY
@@ -158,6 +162,10 @@ def _directory(root_fd: int, path: str) -> None:
         info = safefs.stat_path(root_fd, path)
     except FileNotFoundError:
         raise RpcError("not_found", f"directory not found: {path}") from None
+    except PermissionError as error:
+        raise RpcError(
+            "internal", f"error resolving symlink: lstat {path}: {go_text(error)}"
+        ) from None
     except safefs.PathRefused as refusal:
         if refusal.reason == "not_a_directory":
             raise RpcError("internal", "error resolving symlink: not a directory") from None
@@ -182,6 +190,11 @@ def list_dir(sandbox: SandboxBox, path: str, depth: int) -> list[dict[str, Any]]
             directory, level = pending.pop()
             try:
                 found = safefs.list_dir(root_fd, directory)
+            except PermissionError as error:
+                raise RpcError(
+                    "internal",
+                    f"error reading directory {directory}: open {directory}: {go_text(error)}",
+                ) from None
             except (FileNotFoundError, safefs.PathRefused):
                 if directory == path:
                     raise RpcError("not_found", f"directory not found: {path}") from None

@@ -6,6 +6,9 @@
       fs/       the sandbox's files: its ``/`` (``/home/<user>``, ``/root``, ``/tmp``...)
       state/    the engine's records and journals, never visible to commands
 
+Every directory the emulator makes there (and the workdir, when it makes it)
+is its user's alone (``0700``, :func:`~managoat_sandbox.emulators._fs.private_dirs`).
+
 Commands run inside the box: isolated under bubblewrap when the host can
 (:func:`managoat_sandbox._engine.isolation.support`), so every absolute path
 a command uses is the sandbox's own, ``/proc`` shows only its processes and
@@ -40,6 +43,8 @@ from pathlib import Path
 from ..._engine import isolation, safefs, trees
 from ..._engine.box import Box
 from ..._engine.settings import BoxSettings, hostname_for
+from .._fs import PRIVATE
+from .._input import BadInput
 
 __all__ = ["SandboxBox", "box_user", "check_users"]
 
@@ -84,7 +89,7 @@ class SandboxBox:
             uid=BOX_UID,
             home=f"/home/{name}",
         )
-        directory.mkdir(mode=0o755)
+        directory.mkdir(mode=PRIVATE)
         try:
             box = Box.create(directory, settings)
             sandbox = cls(box, users)
@@ -105,7 +110,10 @@ class SandboxBox:
         return "/root" if user == "root" else f"/home/{user}"
 
     def sandbox_path(self, path: str, user: str) -> str:
-        """The absolute, normalised sandbox path of ``path`` as ``user`` means it."""
+        """The absolute, normalised sandbox path of ``path`` as ``user`` means it;
+        :class:`~.._input.BadInput` (a 400) if it holds a NUL, which no path can."""
+        if "\0" in path:
+            raise BadInput("a path may not hold a NUL character")
         if path == "~" or path.startswith("~/"):
             path = self.home_path(user) + path[1:]
         elif not path.startswith("/"):

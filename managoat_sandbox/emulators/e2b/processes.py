@@ -351,7 +351,7 @@ class ProcessTable:
 
     def signal(self, process: Process, name: Any) -> None:
         """SendSignal: SIGTERM or SIGKILL to that single process (not its group)."""
-        sig = SIGNALS.get(name)
+        sig = SIGNALS.get(name) if isinstance(name, (str, int)) else None
         if sig is None:
             raise RpcError("unimplemented", f"invalid signal: {name}")
         if process.end() is not None:

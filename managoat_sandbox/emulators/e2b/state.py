@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .._access import credential_matches
+
 __all__ = [
     "ALL_TRAFFIC",
     "CLIENT_ID",
@@ -311,6 +313,8 @@ class Registry:
         self._random = random.Random(seed)
         self._lock = threading.RLock()
         self._records: dict[str, SandboxRecord] = {}
+        #: Every (access, traffic) token pair issued, the gone sandboxes' too.
+        self._issued: list[tuple[str, str]] = []
 
     @property
     def lock(self) -> threading.RLock:
@@ -365,6 +369,7 @@ class Registry:
                 allow_internet_access=internet is not False,
             )
             self._records[record.sandbox_id] = record
+            self._issued.append((record.access_token, record.traffic_token))
             return record
 
     def get(self, sandbox_id: str) -> SandboxRecord:
@@ -390,6 +395,18 @@ class Registry:
             record.gone = True
             record.generation += 1
             return record
+
+    def issued_tokens(self) -> list[str]:
+        """Every access and traffic token issued so far, the gone sandboxes' too."""
+        with self._lock:
+            return [token for pair in self._issued for token in pair]
+
+    def issued_access_token(self, given: str | None) -> bool:
+        """Whether ``given`` is an access token issued to a sandbox, live or gone
+        (compared in constant time)."""
+        with self._lock:
+            tokens = [access for access, _ in self._issued]
+        return any(credential_matches(given, token) for token in tokens)
 
     def all(self) -> list[SandboxRecord]:
         """Every live record."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..._engine import egress
 from ..._engine.errors import EngineError
+from .._fs import private_dirs
 from .layout import SandboxBox
 from .processes import ProcessTable
 from .state import ALL_TRAFFIC, ApiError, Clock, Registry, SandboxRecord, is_ip_or_cidr
@@ -41,7 +42,7 @@ class World:
         record = self.registry.create(body, default_timeout=default_timeout)
         sandbox: SandboxBox | None = None
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            private_dirs(self.root)
             sandbox = SandboxBox.create(
                 self.root / record.sandbox_id, record.sandbox_id, self.users
             )

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from .._server import Emulator, Fault
+from .._server import DEFAULT_IDLE_TIMEOUT, Emulator, Fault
 from . import wire
 from .behaviour import Behaviour
 from .exec_ws import Exec
@@ -89,9 +89,15 @@ class SpritesEmulator(Emulator):
         credential: str | None = None,
         workdir: str | Path | None = None,
         log_bodies: bool = False,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         super().__init__(
-            host=host, port=port, credential=credential, workdir=workdir, log_bodies=log_bodies
+            host=host,
+            port=port,
+            credential=credential,
+            workdir=workdir,
+            log_bodies=log_bodies,
+            idle_timeout=idle_timeout,
         )
         self.behaviour = Behaviour()
         self.state = State(self.workdir)
@@ -112,6 +118,10 @@ class SpritesEmulator(Emulator):
     def unauthorized(self, request: web.Request) -> web.StreamResponse:
         """Sprites' 401."""
         return wire.error(401, "unauthorized", "missing or invalid bearer token")
+
+    def bad_request(self, request: web.Request, message: str) -> web.StreamResponse:
+        """Sprites' 400."""
+        return wire.invalid(message)
 
     def close(self) -> None:
         """Forget every sprite: abort open sockets, stop each box (every command ends)

@@ -40,6 +40,7 @@ from ..._engine.events import Exited, Output
 from ..._engine.subscription import Subscription
 from .. import _cut
 from .._blocking import run_blocking
+from .._input import BadInput, load_json, parse_int
 from .._server import Fault, Faults
 from . import wire
 from .aio import end_of, follow
@@ -64,14 +65,30 @@ _SIGNALS = {
     )
 }
 _TERMINAL = range(1, 65536)
+_MAX_SESSION_ID = 2**63 - 1
 
 
 def signal_number(name: str) -> int | None:
     """``SIGTERM``/``TERM``/``15`` → 15; None if unknown."""
     name = name.strip().upper()
     if name.isdigit():
-        return int(name) if int(name) in signal.valid_signals() else None
+        number = _number(name, signal.NSIG)
+        return number if number in signal.valid_signals() else None
     return _SIGNALS.get(name if name.startswith("SIG") else f"SIG{name}")
+
+
+def _number(text: str, high: int) -> int | None:
+    """``text`` as an integer from 0 to ``high`` (ASCII digits only), else None."""
+    try:
+        return parse_int(text, "number", low=0, high=high)
+    except BadInput:
+        return None
+
+
+def _session(sprite: Sprite, raw_id: str) -> ExecSession | None:
+    """The sprite's session whose id is ``raw_id``, if any."""
+    number = _number(raw_id, _MAX_SESSION_ID)
+    return None if number is None else sprite.sessions.get(number)
 
 
 def is_upgrade(request: web.Request) -> bool:
@@ -83,9 +100,8 @@ def terminal_size(query: Any) -> tuple[int, int]:
     """``(cols, rows)`` from the ``cols``/``rows`` query parameters (default 80 by 24)."""
     sizes = []
     for key, default in (("cols", 80), ("rows", 24)):
-        raw = str(query.get(key, ""))
-        value = int(raw) if raw.isdigit() else default
-        sizes.append(value if value in _TERMINAL else default)
+        value = _number(str(query.get(key, "")), _TERMINAL.stop - 1)
+        sizes.append(default if value is None or value not in _TERMINAL else value)
     return sizes[0], sizes[1]
 
 
@@ -241,7 +257,7 @@ class Exec:
     async def _attach(
         self, request: web.Request, sprite: Sprite, raw_id: str
     ) -> web.StreamResponse:
-        session = sprite.sessions.get(int(raw_id)) if raw_id.isdigit() else None
+        session = _session(sprite, raw_id)
         if session is None:
             return wire.not_found("session")
         if self.behaviour.attach_finished_status is not None and await run_blocking(session.ended):
@@ -275,7 +291,7 @@ class Exec:
         if sprite is None:
             return wire.not_found("sprite")
         raw_id = request.match_info["session"]
-        session = sprite.sessions.get(int(raw_id)) if raw_id.isdigit() else None
+        session = _session(sprite, raw_id)
         if session is None:
             return wire.not_found("session")
         parsed = await _kill_parameters(request)
@@ -477,8 +493,8 @@ class Connection:
 
     async def _client_text(self, text: str) -> None:
         try:
-            message = json.loads(text)
-        except ValueError:
+            message = load_json(text)
+        except BadInput:
             return
         if not isinstance(message, dict):
             return
@@ -566,9 +582,9 @@ async def _kill_parameters(request: web.Request) -> tuple[str, int, float] | web
     raw = await request.read()
     if raw.strip():
         try:
-            body = json.loads(raw)
-        except ValueError:
-            return wire.invalid("the body must be JSON")
+            body = load_json(raw)
+        except BadInput as error:
+            return wire.invalid(str(error))
         if not isinstance(body, dict):
             return wire.invalid("the body must be a JSON object")
         signame = body.get("signal", signame)

@@ -25,11 +25,19 @@ writes under the read-only system mounts its commands see (``/usr``,
   ``..`` left out); any other path lists one entry describing the path
   itself, which is how the SDKs' ``stat`` reads a file.
 
+Every operation acts as the sprite's user (:meth:`Sprite.files` reaches the
+files through :meth:`Box.root`): what its commands may not read, list or
+write, the API may not either.
+
 Failures are the filesystem API's JSON errors, ``{"error", "message",
-"code"}`` with an errno name as ``code`` (what the SDKs match): 404
-``ENOENT`` for a missing path, 400 ``EISDIR`` for a directory read as a file,
-400 ``ENOTDIR`` for a path through a file, 400 ``EINVAL`` for a read of
-something that is not a regular file.
+"code", "path"}`` with an errno name as ``code`` (what the SDKs match) and
+the sprite path the call named as ``path``: 404 ``ENOENT`` for a missing
+path, 400 ``EISDIR`` for a directory read as a file, 400 ``ENOTDIR`` for a
+path through a file, 400 ``EINVAL`` for a read of something that is not a
+regular file, 403 ``EACCES`` (or ``EPERM``) with Go's text (``open <path>:
+permission denied``) for what the sprite's user may not do — the status is
+not documented by the vendor, so the emulator answers its documented
+permission status (docs/emulators.md).
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ from aiohttp import web
 from ..._engine import safefs
 from .. import _cut
 from .._blocking import run_blocking
+from .._fs import go_text
+from .._input import BadInput, parse_int
 from . import wire
 from .state import Sprite, State, rfc3339
 
@@ -84,15 +94,15 @@ class Files:
             return wire.invalid("path and workingDir are required")
         target = sprite.resolve(query["path"], query["workingDir"])
         try:
-            mode = int(query.get("mode") or "0644", 8)
-        except ValueError:
-            return wire.invalid("mode must be octal")
+            mode = parse_int(query.get("mode") or "0644", "mode", low=0, high=0o7777, base=8)
+        except BadInput as error:
+            return wire.invalid(str(error))
         data = await request.read()
         parents = wire.flag(query.get("mkdirParents"), False)
         try:
             await run_blocking(lambda: _write(sprite, target, data, mode, parents))
         except (OSError, safefs.PathRefused) as failure:
-            return _fs_error(failure)
+            return _fs_error(failure, target)
         return web.json_response({})
 
     async def read(self, request: web.Request) -> web.StreamResponse:
@@ -106,7 +116,7 @@ class Files:
                 lambda: _open(sprite, target), discard=lambda opened: os.close(opened[0])
             )
         except (OSError, safefs.PathRefused) as failure:
-            return _fs_error(failure)
+            return _fs_error(failure, target)
         pieces = _pieces(fd, size)
         async with contextlib.aclosing(pieces):
             response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
@@ -131,7 +141,7 @@ class Files:
         try:
             entries = await run_blocking(lambda: _listing(sprite, target))
         except (OSError, safefs.PathRefused) as failure:
-            return _fs_error(failure)
+            return _fs_error(failure, target)
         return web.json_response({"path": target, "entries": entries, "count": len(entries)})
 
 
@@ -256,13 +266,17 @@ _REFUSALS = {
 }
 
 
-def _fs_error(failure: OSError | safefs.PathRefused) -> web.Response:
-    """The filesystem API's JSON error for a failed file operation."""
+def _fs_error(failure: OSError | safefs.PathRefused, target: str) -> web.Response:
+    """The filesystem API's JSON error for a failed file operation on sprite path
+    ``target`` (see the module docstring)."""
     if isinstance(failure, safefs.PathRefused):
         status, text, code = _REFUSALS.get(failure.reason, (400, str(failure), "EINVAL"))
     elif isinstance(failure, FileNotFoundError):
         status, text, code = 404, "no such file or directory", "ENOENT"
+    elif isinstance(failure, PermissionError):
+        status, text = 403, f"open {target}: {go_text(failure)}"
+        code = errno.errorcode.get(failure.errno or errno.EACCES, "EACCES")
     else:
         status, text = 500, failure.strerror or "input/output error"
         code = errno.errorcode.get(failure.errno or errno.EIO, "EIO")
-    return wire.error(status, text, text, code=code)
+    return wire.error(status, text, text, code=code, path=target)

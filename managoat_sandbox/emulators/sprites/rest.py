@@ -26,6 +26,7 @@ from aiohttp import web
 
 from ..._engine import trees
 from .._blocking import run_blocking
+from .._input import BadInput, load_json
 from .._server import Faults
 from . import wire
 from .behaviour import Behaviour
@@ -84,6 +85,8 @@ class Rest:
         name = body.get("name")
         if not isinstance(name, str) or not name:
             return wire.invalid("name is required")
+        if not name.isprintable():
+            return wire.invalid("name must not contain control characters")
         settings = body.get("url_settings")
         problem = _check_url_settings(settings) or _check_labels(body.get("labels"))
         if problem is not None:
@@ -288,12 +291,14 @@ class Rest:
 
 
 async def _json_object(request: web.Request, *, empty_ok: bool = False) -> dict[str, Any] | None:
+    """The body as a JSON object; None when it is not one, or is JSON no route takes
+    (see :mod:`.._input`); an empty body is ``{}`` if ``empty_ok``."""
     raw = await request.read()
     if not raw.strip():
         return {} if empty_ok else None
     try:
-        body = await request.json()
-    except ValueError:
+        body = load_json(raw)
+    except BadInput:
         return None
     return body if isinstance(body, dict) else None
 

@@ -11,6 +11,9 @@ host name when it is a valid one. On disk, under the emulator's workdir::
       box/state/           the box's agent socket, session journals, exit records
       checkpoints/<id>/    a copy of box/fs/
 
+Every directory the emulator makes there (and the workdir, when it makes it)
+is its user's alone (``0700``, :func:`~managoat_sandbox.emulators._fs.private_dirs`).
+
 Sprites are keyed by name in memory and by their random id on disk, so a name
 (any string the API accepts) never becomes a path. Sprite paths — of the
 filesystem endpoints and of ``dir`` — are resolved by
@@ -51,6 +54,7 @@ from ..._engine import isolation, trees
 from ..._engine.box import Box
 from ..._engine.errors import EngineError
 from ..._engine.settings import BoxSettings, hostname_for
+from .._fs import private_dirs
 
 STATUSES = ("cold", "warm", "running")
 ORGANIZATION = "emulator"
@@ -275,7 +279,7 @@ class State:
         with self.lock:
             if name in self.sprites:
                 return None
-            (directory / "box").mkdir(parents=True)
+            private_dirs(directory / "box")
             box = Box.layout(directory / "box", settings)
             moment = now()
             sprite = Sprite(sprite_id, name, directory, box, moment, moment)

@@ -8,6 +8,7 @@ a JSON object, with ``Content-Type: application/x-ndjson``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,7 +19,9 @@ from .. import _cut
 from .state import now, rfc3339
 
 NDJSON = "application/x-ndjson"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+#: The longest duration taken, in seconds (about 68 years).
+MAX_DURATION = float(2**31)
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -48,8 +51,15 @@ def invalid(message: str) -> web.Response:
 
 
 def duration(text: str) -> float | None:
-    """Seconds from a Go duration (``1000ms``, ``10s``, ``1m30s``) or bare seconds; None if bad."""
-    text = text.strip()
+    """Seconds from a Go duration (``1000ms``, ``10s``, ``1m30s``) or bare seconds; None if
+    bad, or not a finite number of seconds up to :data:`MAX_DURATION`."""
+    seconds = _seconds(text.strip())
+    if seconds is None or not (math.isfinite(seconds) and seconds <= MAX_DURATION):
+        return None
+    return seconds
+
+
+def _seconds(text: str) -> float | None:
     if not text:
         return None
     try:
