@@ -35,7 +35,7 @@ def truncated(max_bytes: int) -> Truncated:
 def denied(path: str) -> Denied:
     """``Denied(("path", path))``: the error of a path the sandbox's user may not read,
     list or write (file operations act as that user, on every adapter)."""
-    return Denied(("path", path))
+    return Denied((reasons.PATH, path))
 
 
 def refused(text: object) -> bool:

@@ -19,6 +19,7 @@ __all__ = [
     "EXITED",
     "HTTP",
     "MAX_BYTES",
+    "PATH",
     "RESPONSE_TOO_LARGE",
     "SANDBOX_NOT_RUNNING",
     "STDIN_NOT_OPEN",
@@ -69,6 +70,9 @@ SANDBOX_NOT_RUNNING = "sandbox_not_running"
 COMMAND_TOO_LARGE = "command_too_large"
 #: ``exec`` or ``spawn`` was given a ``dir`` the sandbox cannot enter (:func:`no_such_dir`).
 DIR = "dir"
+#: A file call's path: ``("path", path)`` (of a ``NotFound`` or a ``Denied``), or
+#: ``("path", code)`` (of an ``Invalid`` path, its refusal's code).
+PATH = "path"
 
 
 def timed_out(operation: str) -> str:

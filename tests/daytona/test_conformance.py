@@ -34,6 +34,8 @@ class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_slow": ("bash", ["-c", "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done"]),
         "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
+        "print_file": ("cat", []),
+        "make_private": ("chmod", ["000"]),
     }
     emulator: ClassVar[DaytonaEmulator]
 

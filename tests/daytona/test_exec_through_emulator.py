@@ -1,8 +1,9 @@
 """exec and spawn through the Daytona emulator: large outputs, and kept exec sessions.
 
-Large outputs: no size cap, every byte exactly once.
-``exec`` holds its output in memory and has no cap: 100 MB of random bytes (after
-their digest, written to stderr first) come back whole, checked by size and digest.
+Large outputs: every byte exactly once, up to exec's ``max_bytes``.
+``exec`` holds its output in memory (with ``max_bytes=None``, the adapter's default, any
+amount): 100 MB of random bytes (after their digest, written to stderr first) come back
+whole, checked by size and digest; past ``max_bytes`` it is ``Truncated``.
 ``spawn`` follows the log as a stream: its frames add up to the exact bytes, in
 order. Each runs in a few seconds on 2 cores (measured: about 6 s for the exec), so
 both run in the default suite.
@@ -27,7 +28,7 @@ import pytest
 
 from managoat_sandbox import reasons
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
-from managoat_sandbox.errors import Invalid
+from managoat_sandbox.errors import Invalid, Truncated
 from managoat_sandbox.frames import Exit, Stderr, Stdout
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.shim import SWEEP_EVERY
@@ -71,6 +72,24 @@ def test_a_hundred_megabytes_come_back_whole_from_exec(daytona: Daytona, handle:
     digest, blob = result.output[:65], result.output[65:]
     assert len(blob) == size
     assert hashlib.sha256(blob).hexdigest().encode() + b"\n" == digest
+
+
+def test_an_answer_too_large_for_max_bytes_is_left_for_the_log_and_truncated(
+    daytona: Daytona, handle: Handle, emulator: DaytonaEmulator
+) -> None:
+    """An answer longer than ``ANSWER_FACTOR`` times ``max_bytes`` is abandoned as it
+    arrives: the command is followed over its log, where its output stops at
+    ``max_bytes`` with ``Truncated`` and its session is deleted."""
+    limit = 64 * 1024
+    emulator.clear_requests()
+    with pytest.raises(Truncated) as caught:
+        daytona.exec(handle, "bash", ["-c", f"head -c {4 * MB} /dev/zero"], max_bytes=limit)
+    assert caught.value.detail == (reasons.MAX_BYTES, limit)
+    paths = [(r.method, r.path) for r in emulator.requests]
+    assert any(path.endswith("/logs") for _, path in paths), "the log was not followed"
+    assert any(method == "DELETE" and "/process/session/" in path for method, path in paths)
+    result = daytona.exec(handle, "bash", ["-c", f"head -c {limit} /dev/zero"], max_bytes=limit)
+    assert result.output == bytes(limit)
 
 
 def test_a_large_spawned_stream_arrives_exactly_once_in_order(

@@ -1,5 +1,6 @@
-"""Wire contract of the Daytona adapter's file reads: ``read_file`` over the toolbox's bulk
-download (multipart) and ``list_files`` over ``GET /files``, served by ``responses``."""
+"""Wire contract of the Daytona adapter's file calls: ``read_file`` over the toolbox's bulk
+download (multipart), ``list_files`` over ``GET /files`` and, refused by file permissions,
+``write_file`` over the bulk upload, served by ``responses``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import pytest
 import responses
 
 from managoat_sandbox.contract import Capability
-from managoat_sandbox.errors import Invalid, NotFound, ProviderError, Truncated, Unavailable
+from managoat_sandbox.errors import (
+    Denied,
+    Invalid,
+    NotFound,
+    ProviderError,
+    Truncated,
+    Unavailable,
+)
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.types import FileInfo, Handle
 
@@ -252,3 +260,39 @@ def test_a_listing_the_adapter_does_not_recognise_is_a_provider_error(
     mocked.get(TOOLBOX + "/files", json=answer)
     with pytest.raises(ProviderError):
         daytona.list_files(box, "/w")
+
+
+def test_a_path_the_daemon_may_not_use_is_denied_naming_it(
+    mocked: responses.RequestsMock, daytona: Daytona, box: Handle
+) -> None:
+    denied = {
+        "statusCode": 403,
+        "message": "permission denied: /w/s",
+        "code": "FILE_ACCESS_DENIED",
+        "source": "DAYTONA_DAEMON",
+        "path": "/w/s",
+        "method": "POST",
+    }
+    serve(mocked, multipart(part("error", "/w/s", json.dumps(denied).encode(), "application/json")))
+    mocked.get(
+        TOOLBOX + "/files",
+        status=403,
+        json={"statusCode": 403, "message": "open /w/s: permission denied", "code": "FORBIDDEN"},
+    )
+    mocked.post(
+        TOOLBOX + "/files/bulk-upload",
+        status=400,
+        json={
+            "errors": ["/w/s: create temp: open /w/.daytona-upload-42: permission denied"],
+            "files": [],
+        },
+    )
+    operations = {
+        "read_file": (lambda: daytona.read_file(box, "/w/s"), 403),
+        "list_files": (lambda: daytona.list_files(box, "/w/s"), 403),
+        "write_file": (lambda: daytona.write_file(box, "/w/s", b"x"), 400),
+    }
+    for name, (call, status) in operations.items():
+        with pytest.raises(Denied) as caught:
+            call()
+        assert (caught.value.detail, caught.value.status) == (("path", "/w/s"), status), name

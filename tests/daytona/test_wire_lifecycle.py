@@ -348,6 +348,7 @@ def test_capabilities_public_url_and_checkpoints(daytona: Daytona) -> None:
     handle = daytona.build_handle("box")
     assert daytona.capabilities() == frozenset(
         {
+            Capability.ISOLATION,
             Capability.SUSPEND,
             Capability.NETWORK_POLICY,
             Capability.ATTACH,

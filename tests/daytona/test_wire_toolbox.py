@@ -29,6 +29,7 @@ from managoat_sandbox.errors import (
     Invalid,
     NotFound,
     NotSupported,
+    Truncated,
     Unavailable,
     WriteFailed,
 )
@@ -934,6 +935,33 @@ def test_an_answer_that_does_not_come_in_time_is_followed_to_the_real_exit(
     (session,) = fake.sessions
     assert f"/process/session/{session}/command/cmd-1/logs" in follows.opened[0][0]
     assert not fake.deleted, "the session, idle again, is kept"
+
+
+def test_exec_output_past_max_bytes_in_an_answer_is_truncated(
+    daytona: Daytona, fake: FakeCommand
+) -> None:
+    fake.sync_journal = exec_journal(b"x" * 10, b"y" * 10, 0)
+    with pytest.raises(Truncated) as caught:
+        daytona.exec(handle_of(daytona), "x", max_bytes=19)
+    assert caught.value.detail == (reasons.MAX_BYTES, 19)
+    result = daytona.exec(handle_of(daytona), "x", max_bytes=20)
+    assert (result.output, result.stderr) == (b"x" * 10, b"y" * 10)
+
+
+def test_an_answer_too_large_for_max_bytes_is_left_for_the_log_and_cut_there(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    limit = 64 * 1024
+    flood = exec_journal(b"x" * (2 * 1024 * 1024), b"", 0)
+    fake.sync_journal = flood
+    fake.session_commands = [{"id": "cmd-1"}]
+    follows.scripts = [[flood]]
+    with pytest.raises(Truncated) as caught:
+        daytona.exec(handle_of(daytona), "x", max_bytes=limit)
+    assert caught.value.detail == (reasons.MAX_BYTES, limit)
+    (session,) = fake.sessions
+    assert f"/process/session/{session}/command/cmd-1/logs" in follows.opened[0][0]
+    assert fake.deleted == fake.sessions, "the session (and what ran there) was not deleted"
 
 
 def test_an_exec_past_its_deadline_is_abandoned_and_its_session_deleted(

@@ -39,6 +39,8 @@ class E2BConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done"]),
         "exec_mixed": ("bash", ["-c", "echo OUT; echo ERR >&2"], "OUT", "ERR"),
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
+        "print_file": ("cat", []),
+        "make_private": ("chmod", ["000"]),
     }
     emulator: ClassVar[E2BEmulator]
 

@@ -19,6 +19,7 @@ from managoat_sandbox.errors import (
     NotFound,
     NotSupported,
     ProviderError,
+    Truncated,
     Unavailable,
     WriteFailed,
 )
@@ -113,6 +114,34 @@ def test_exit_zero_is_the_absent_exit_code_field(rsps: responses.RequestsMock, e
         trailer(),
     )
     assert e2b.exec(box(e2b), "true") == (b"", 0)
+
+
+def test_exec_past_max_bytes_is_truncated_and_the_process_killed_by_pid(
+    rsps: responses.RequestsMock, e2b: E2B, pipe: Pipe
+) -> None:
+    running(rsps)
+    rsps.add(
+        responses.POST,
+        START_URL,
+        body=pipe.reader,
+        status=200,
+        content_type="application/connect+json",
+    )
+    rsps.add(responses.POST, f"{ENVD}/process.Process/SendSignal", json={})
+    pipe.send(start(42), stdout(b"x" * 10), stderr(b"y" * 10))
+    with pytest.raises(Truncated) as caught:
+        e2b.exec(box(e2b), "yes", max_bytes=15)
+    assert caught.value.detail == (reasons.MAX_BYTES, 15)
+    assert unary(rsps, "SendSignal") == [b'{"process":{"pid":42},"signal":"SIGNAL_SIGKILL"}'], (
+        "the process was left running"
+    )
+
+
+def test_exec_within_max_bytes_kills_nothing(rsps: responses.RequestsMock, e2b: E2B) -> None:
+    running(rsps)
+    stream(rsps, start(), stdout(b"x" * 10), stderr(b"y" * 5), end(0), trailer())
+    assert e2b.exec(box(e2b), "x", max_bytes=15) == (b"x" * 10, 0)
+    assert unary(rsps, "SendSignal") == []
 
 
 def test_exec_request_headers_and_body(rsps: responses.RequestsMock, e2b: E2B) -> None:
@@ -636,6 +665,58 @@ def test_write_file_failures_are_mapped(rsps: responses.RequestsMock, e2b: E2B) 
         e2b.write_file(box(e2b), "/work/file.txt", b"x")
 
 
+def refused_by_envd(rsps: responses.RequestsMock, status: int = 500) -> None:
+    """envd's answers to a path its user may not use: the 500 (Connect ``internal``) of
+    a refused ``open`` on each file call, or a 403 (Connect ``permission_denied``)."""
+    code = "internal" if status == 500 else "permission_denied"
+    rsps.add(
+        responses.GET,
+        f"{ENVD}/files",
+        status=status,
+        json={"code": status, "message": "error opening file '/s': open /s: permission denied"},
+    )
+    rsps.add(
+        responses.POST,
+        f"{ENVD}/files",
+        status=status,
+        json={"code": status, "message": "error opening file: open /s: operation not permitted"},
+    )
+    rsps.add(
+        responses.POST,
+        f"{ENVD}/filesystem.Filesystem/ListDir",
+        status=status,
+        json={"code": code, "message": "error reading directory /s: open /s: permission denied"},
+    )
+
+
+@pytest.mark.parametrize("status", [500, 403])
+def test_a_path_the_user_may_not_use_is_denied_naming_it(
+    rsps: responses.RequestsMock, e2b: E2B, status: int
+) -> None:
+    running(rsps)
+    refused_by_envd(rsps, status)
+    operations = {
+        "read_file": lambda: e2b.read_file(box(e2b), "/s"),
+        "write_file": lambda: e2b.write_file(box(e2b), "/s", b"x"),
+        "list_files": lambda: e2b.list_files(box(e2b), "/s"),
+    }
+    for name, call in operations.items():
+        with pytest.raises(Denied) as raised:
+            call()
+        assert (raised.value.detail, raised.value.status) == (("path", "/s"), status), name
+
+
+def test_a_refused_path_keeps_the_remembered_sandbox(
+    rsps: responses.RequestsMock, e2b: E2B
+) -> None:
+    running(rsps)
+    refused_by_envd(rsps)
+    for _ in range(2):
+        with pytest.raises(Denied):
+            e2b.read_file(box(e2b), "/s")
+    assert [c.request.method for c in rsps.calls if LISTING.match(c.request.url or "")] == ["GET"]
+
+
 def test_write_file_with_mode_runs_chmod(rsps: responses.RequestsMock, e2b: E2B) -> None:
     running(rsps)
     rsps.add(responses.POST, f"{ENVD}/files", status=204)
@@ -647,6 +728,16 @@ def test_write_file_with_mode_runs_chmod(rsps: responses.RequestsMock, e2b: E2B)
     # The absolute path is reached from a cwd of "/", which envd takes as a sandbox path.
     assert request["process"]["args"] == ["600", "--", "./work/key"]
     assert request["process"]["cwd"] == "/"
+
+
+def test_a_failed_chmod_says_why(rsps: responses.RequestsMock, e2b: E2B) -> None:
+    running(rsps)
+    rsps.add(responses.POST, f"{ENVD}/files", status=204)
+    said = "chmod: changing permissions of './work/key': Operation not permitted"
+    stream(rsps, start(), stdout(said.encode() + b"\n"), end(1), trailer())
+    with pytest.raises(Invalid) as caught:
+        e2b.write_file(box(e2b), "/work/key", b"x", mode=0o600)
+    assert caught.value.detail == ("chmod_failed", 1, said)
 
 
 def test_list_sessions_parses_the_journal_listing(rsps: responses.RequestsMock, e2b: E2B) -> None:

@@ -32,7 +32,7 @@ from managoat_sandbox.errors import (
 )
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.e2b.envd import Envd
-from managoat_sandbox.providers.e2b.errors import FILES_POLICY
+from managoat_sandbox.providers.e2b.errors import files_policy
 from managoat_sandbox.providers.e2b.files import listing
 from managoat_sandbox.types import FileInfo, Handle
 
@@ -156,7 +156,7 @@ def test_only_envds_enotdir_500_is_a_callers_mistake_on_the_file_calls(
 ) -> None:
     for body in ({"code": status, "message": message}, {"code": "internal", "message": message}):
         answer = Response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
-        error = FILES_POLICY.error(answer)
+        error = files_policy("/f/x").error(answer)
         assert type(error) is expected and error.status == status, error
 
 

@@ -18,10 +18,6 @@ from managoat_sandbox.types import Handle
 
 pytestmark = pytest.mark.timeout(60)
 
-requires_isolation = pytest.mark.skipif(
-    not isolation.support().available, reason="the emulator cannot isolate its commands here"
-)
-
 
 @pytest.fixture
 def unisolated(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,21 +46,6 @@ def test_an_absolute_path_gets_its_mode_when_commands_are_host_processes(
 ) -> None:
     e2b.write_file(handle, "/app/.env", b"A=1\n", mode=0o640)
     assert mode_of(e2b, handle, "/app/.env") == b"640"
-
-
-@requires_isolation
-def test_a_failed_chmod_says_why(e2b: E2B, handle: Handle) -> None:
-    # The upload (envd, as root) goes through a directory the user cannot search; the
-    # chmod (a command, as the user) cannot.
-    assert e2b.exec(handle, "bash", ["-c", "mkdir -p /tmp/locked && chmod 0 /tmp/locked"]) == (
-        b"",
-        0,
-    )
-    with pytest.raises(Invalid) as caught:
-        e2b.write_file(handle, "/tmp/locked/key", b"x", mode=0o600)
-    kind, code, reason = caught.value.detail
-    assert (kind, code) == ("chmod_failed", 1)
-    assert "Permission denied" in reason
 
 
 def test_an_empty_path_writes_nothing(e2b: E2B, handle: Handle) -> None:

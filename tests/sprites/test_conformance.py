@@ -32,6 +32,8 @@ class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]),
         "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
         "spawn_bulk": ("bash", ["-c", "head -c 300000 /dev/zero | tr '\\0' x"], 300000),
+        "print_file": ("cat", []),
+        "make_private": ("chmod", ["000"]),
     }
     emulator: ClassVar[SpritesEmulator]
 

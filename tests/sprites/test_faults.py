@@ -4,6 +4,7 @@ error, exactly one terminal frame, no hang past the deadline and no leaked threa
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import time
 from collections.abc import Callable
@@ -443,3 +444,22 @@ def test_checkpoint_round_trip(sprites: Sprites, box: Handle) -> None:
     assert sprites.exec(box, "cat", ["data.txt"]).output == b"before"
     named = sprites.create_checkpoint(box, comment="named")
     assert named not in ("Current", checkpoint)
+
+
+def test_exec_past_max_bytes_is_truncated_and_its_process_killed(
+    sprites: Sprites, emu: SpritesEmulator, box: Handle, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An endless command's exec ends at ``max_bytes`` with ``Truncated``, and its process
+    is killed through the kill endpoint (confirmed, or a line is logged) rather than left
+    to outlive the socket."""
+    emu.clear_requests()
+    with (
+        caplog.at_level(logging.DEBUG, logger="managoat_sandbox.providers.sprites"),
+        pytest.raises(Truncated) as raised,
+    ):
+        sprites.exec(box, "yes", max_bytes=64 * 1024, timeout=20)
+    assert raised.value.detail == (reasons.MAX_BYTES, 64 * 1024)
+    kills = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/kill")]
+    assert [dict(r.query).get("signal") for r in kills] == ["SIGKILL"]
+    assert not [r for r in caplog.records if "killing exec session" in r.getMessage()]
+    assert sprites.exec(box, "echo", ["after"]).output == b"after\n"

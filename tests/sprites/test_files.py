@@ -15,6 +15,7 @@ import responses
 from managoat_sandbox import facade
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.errors import (
+    Denied,
     Invalid,
     NotFound,
     ProviderError,
@@ -256,6 +257,36 @@ def test_list_files_failures_map_to_the_taxonomy(
     api.get(LIST, json=body, status=status)
     with pytest.raises(error):
         adapter.list_files(BOX, "/app/none")
+
+
+# -- a refusal by file permissions ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        # the emulator's answer: the vendor's error body, its documented 403
+        (403, {"error": "open /s: permission denied", "code": "EACCES", "path": "/s"}),
+        # how the vendor's SDKs recognise one, whatever the status: the code, or the text
+        (500, {"error": "chmod /s: operation not permitted", "code": "EPERM"}),
+        (400, {"error": "open /s: permission denied"}),
+    ],
+)
+def test_a_refusal_by_file_permissions_is_denied_naming_the_path(
+    api: responses.RequestsMock, adapter: Sprites, status: int, body: Any
+) -> None:
+    api.get(READ, json=body, status=status)
+    api.get(LIST, json=body, status=status)
+    api.put(url("/v1/sprites/box/fs/write"), json=body, status=status)
+    operations = {
+        "read_file": lambda: adapter.read_file(BOX, "/s"),
+        "list_files": lambda: adapter.list_files(BOX, "/s"),
+        "write_file": lambda: adapter.write_file(BOX, "/s", b"x"),
+    }
+    for name, call in operations.items():
+        with pytest.raises(Denied) as raised:
+            call()
+        assert (raised.value.detail, raised.value.status) == (("path", "/s"), status), name
 
 
 @pytest.mark.parametrize(

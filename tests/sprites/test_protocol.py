@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -201,3 +202,29 @@ def test_a_silent_server_that_answers_no_ping_is_declared_dead(
 ) -> None:
     command, frames = _frames(quiet_server, [INFO, silent(25)], keepalive=0.2)
     assert frames == [Error(command.ref, Unavailable("timeout"))]
+
+
+@pytest.mark.usefixtures("no_leaked_threads")
+def test_a_reader_held_up_by_a_full_queue_is_not_a_silent_server(server: ScriptedServer) -> None:
+    """Time the reader spends waiting for room in its owner's queue is not silence: a
+    caller that reads late still gets every frame and the exit, not a dead connection."""
+    server.scripts["box"] = [
+        INFO,
+        binary(b"\x01a"),
+        silent(0.05),
+        binary(b"\x01b"),
+        silent(2.0),
+        binary(b"\x03\x00"),
+    ]
+    config.configure("sprites", base_url=server.base_url, token="t")
+    adapter = Sprites(keepalive=0.2)
+    frames: queue.Queue[Frame] = queue.Queue(maxsize=1)
+    command = adapter.spawn(BOX, "x", owner=frames)
+    try:
+        assert wait_until(frames.full, timeout=5)
+        # Held up for longer than the three keepalive intervals that declare a silence.
+        threading.Event().wait(4 * 0.2)
+        got = [frames.get(timeout=10) for _ in range(3)]
+    finally:
+        adapter.stop_command(command)
+    assert got == [Stdout(command.ref, b"a"), Stdout(command.ref, b"b"), Exit(command.ref, 0)]

@@ -120,6 +120,7 @@ def test_dns_label_names_are_accepted(adapter: Sprites, name: str) -> None:
 # -- capabilities -----------------------------------------------------------------
 
 ALWAYS = {
+    "isolation",
     "suspend",
     "network_policy",
     "attach",

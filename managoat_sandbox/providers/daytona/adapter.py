@@ -185,6 +185,7 @@ class Daytona(StreamingAdapter):
     _CAPABILITIES = frozenset(
         {
             Capability.SUSPEND,
+            Capability.ISOLATION,  # a microVM per sandbox
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.TERMINATE_SESSION,
@@ -326,9 +327,10 @@ class Daytona(StreamingAdapter):
     def write_file(
         self, handle: Handle, path: str, data: bytes, *, mode: int | None = None
     ) -> None:
-        """Upload ``data`` to ``path`` (parent directories created), then apply ``mode``."""
+        """Upload ``data`` to ``path`` (parent directories created; see :func:`.files.write`),
+        then apply ``mode``."""
         toolbox = self._toolbox(handle)
-        toolbox.upload(path, data)
+        files.write(toolbox, path, data)
         if mode is not None:
             code, output = toolbox.execute(shim.chmod(path, mode))
             if code != 0:
@@ -388,10 +390,13 @@ class Daytona(StreamingAdapter):
         dir: str | None = None,
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
+        max_bytes: int | None = None,
     ) -> ExecResult:
         """Run to exit in a kept exec session, with one synchronous session exec
         (:mod:`.execs`); past the deadline the exec is abandoned and its session
-        deleted, which kills what the command left running.
+        deleted, which kills what the command left running. Output past
+        ``max_bytes`` is ``Truncated`` (a command still running is killed the same
+        way).
 
         The sandbox's toolbox is remembered with its sessions, so a warm exec makes
         no sandbox lookup; when the toolbox turns the exec away before any command
@@ -420,6 +425,7 @@ class Daytona(StreamingAdapter):
                     sandbox_gone=lambda: self._sandbox_gone(name),
                     stderr_to_stdout=stderr_to_stdout,
                     cwd=dir,
+                    max_bytes=max_bytes,
                 )
             except NotDispatched as refused:
                 if not kept:

@@ -15,6 +15,9 @@ Written once and used by every Daytona call:
 * **A session exec refused before its command ran** (the session is unknown,
   its shell has exited: 410, or the daemon could not write to it: 400 "failed
   to write command") is told apart by :func:`exec_refused`.
+* **A file call refused by file permissions** (bulk download, listing, bulk
+  upload) is ``Denied(("path", path))``: :func:`file_error`
+  (docs/protocols/daytona.md#refused-by-file-permissions).
 
 Details never carry a credential: bodies are the provider's answer (bounded),
 transport failures name the exception type and the endpoint (``host:port``).
@@ -26,6 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ... import files
 from ..._http import Response, error_for, parse_body, retry_after_from
 from ...errors import Invalid, NotFound, RateLimited, SandboxError, Unavailable
 
@@ -33,6 +37,7 @@ __all__ = [
     "conflict_is_transient",
     "error_from",
     "exec_refused",
+    "file_error",
     "is_status",
     "not_started",
     "rate_limit_delay",
@@ -115,6 +120,30 @@ def session_ended(error: SandboxError) -> bool:
     """Whether a sync session exec failed because the session's shell ended (or the
     session was cancelled) while the command ran: a 400 about the session."""
     return is_status(error, 400) and "session" in _message(error)
+
+
+#: The bulk download's error-part code for a file its daemon may not read.
+_FILE_ACCESS_DENIED = "FILE_ACCESS_DENIED"
+
+
+def file_error(error: SandboxError, path: str) -> SandboxError:
+    """``error`` of a file call on ``path``, refined: ``Denied(("path", path))`` when the
+    daemon was refused by file permissions — a 403 ``FILE_ACCESS_DENIED`` error part,
+    or a 400, 403 or 500 whose ``message`` (an entry of a bulk upload's ``errors``,
+    the text of an older daemon's plain-text answer) says "permission denied" or
+    "operation not permitted"; else ``error`` unchanged."""
+    body = error.body
+    if error.status not in (400, 403, 500):
+        return error
+    if isinstance(body, Mapping):
+        listed = body.get("errors")
+        texts = [body.get("message"), *(listed if isinstance(listed, list) else [])]
+        access_denied = error.status == 403 and body.get("code") == _FILE_ACCESS_DENIED
+    else:
+        texts, access_denied = [body], False
+    if access_denied or any(files.refused(text) for text in texts):
+        return files.denied(path).with_context(status=error.status, request_id=error.request_id)
+    return error
 
 
 def is_status(error: SandboxError, status: int) -> bool:

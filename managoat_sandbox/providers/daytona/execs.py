@@ -29,33 +29,47 @@ looked up in its session — the one it ran there that this exec did not know
 exit. The exec deadline holds throughout: once it has passed, the exec is
 abandoned and its session deleted, which kills what the command left running
 (the deletion is not waited for beyond a second).
+
+Output is held once and at most ``max_bytes`` of it
+(:class:`managoat_sandbox.streaming.ExecOutput`; past it, ``Truncated``). The
+answer carries each output byte a few times over (base64 in the journal, and
+the channels again), so an answer longer than :data:`ANSWER_FACTOR` times
+``max_bytes`` is abandoned as it arrives and the command followed over its
+log instead, where the limit applies to the output as it is decoded (and
+the session is deleted when it is passed, killing what still runs there).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
 from ... import reasons
-from ..._deadline import Deadline, collect_exec
+from ..._deadline import Deadline, ExecOutput, ExecSink, collect_exec
 from ..._streaming import Stream, new_ref
 from ...errors import Invalid, NotFound, SandboxError, Unavailable
 from ...types import Command, ExecResult
 from .api import PROVIDER
-from .decoder import STDERR, STDOUT, JournalDecoder
+from .decoder import STDERR, JournalDecoder
 from .errors import exec_refused, is_status, not_started, session_ended
 from .logs import FollowPolicy, LogFollower
 from .shim import SWEEP_EVERY, echoed_size
-from .toolbox import ExecAnswer, Toolbox, listed_command_id
+from .toolbox import RECORD_LIMIT, ExecAnswer, Toolbox, listed_command_id
 
-__all__ = ["ECHO_BUDGET", "EXEC_PREFIX", "ExecPool", "ExecSession", "NotDispatched", "run_exec"]
+__all__ = [
+    "ANSWER_FACTOR",
+    "ECHO_BUDGET",
+    "EXEC_PREFIX",
+    "ExecPool",
+    "ExecSession",
+    "NotDispatched",
+    "run_exec",
+]
 
 log = logging.getLogger("managoat_sandbox.daytona")
 
@@ -65,6 +79,10 @@ EXEC_PREFIX = "mgx-"
 #: still be kept: with one more command (at most :data:`.shim.COMMAND_LIMIT`), the
 #: record stays well under :data:`.toolbox.RECORD_LIMIT`.
 ECHO_BUDGET = 512 * 1024
+#: How many times ``max_bytes`` a synchronous answer may take before it is abandoned for
+#: the command's log: an answer carries each output byte about 8/3 times (4/3 for base64,
+#: once in the journal and once in its channels).
+ANSWER_FACTOR = 4
 #: How long deleting an abandoned exec's session is waited for.
 _ABANDON_WAIT = 1.0
 #: How often a session is asked for the command an exec started there.
@@ -145,6 +163,7 @@ class _Job:
     sandbox_gone: Callable[[], bool]
     stderr_to_stdout: bool
     cwd: str | None
+    max_bytes: int | None
 
 
 class NotDispatched(Exception):
@@ -166,13 +185,15 @@ def run_exec(
     sandbox_gone: Callable[[], bool],
     stderr_to_stdout: bool,
     cwd: str | None = None,
+    max_bytes: int | None = None,
 ) -> ExecResult:
     """Run the shim ``script(session_id, sweep)`` in a session of ``pool`` to its exit
     (see the module docstring; ``sweep``: see :func:`.shim.exec_script`).
     :class:`NotDispatched` when it could not be started: no session, a sandbox the
     toolbox says is not started, or two sessions in a row refused it.
-    ``Invalid(("dir", ...))`` when the shim could not enter ``cwd``."""
-    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout, cwd)
+    ``Invalid(("dir", ...))`` when the shim could not enter ``cwd``.
+    ``Truncated(("max_bytes", n))`` for output past ``max_bytes`` (both streams)."""
+    job = _Job(script, deadline, window, policy, sandbox_gone, stderr_to_stdout, cwd, max_bytes)
     for attempt in (1, 2):
         deadline.check()
         try:
@@ -205,11 +226,18 @@ def run_exec(
     raise AssertionError("unreachable")
 
 
+def _answer_limit(max_bytes: int | None) -> int | None:
+    """The largest synchronous answer read for an exec holding at most ``max_bytes``."""
+    return None if max_bytes is None else ANSWER_FACTOR * max_bytes + RECORD_LIMIT
+
+
 def _lost_answer(error: SandboxError) -> bool:
-    """A transport failure or timeout: the command may run on, its answer lost."""
+    """A transport failure or timeout (the command may run on, its answer lost), or an
+    answer too large to hold for the exec's ``max_bytes`` (:func:`_answer_limit`)."""
     return isinstance(error, Unavailable) and reasons.reason_of(error) in (
         reasons.TIMEOUT,
         reasons.TRANSPORT,
+        reasons.RESPONSE_TOO_LARGE,
     )
 
 
@@ -224,7 +252,9 @@ def _exec_sync(toolbox: Toolbox, session: ExecSession, job: _Job) -> ExecAnswer:
 
     script = job.script(session.id, session.next_sweeps())
     session.echoed += echoed_size(script)
-    return toolbox.exec_sync(session.id, script, wait=check(), check=check)
+    return toolbox.exec_sync(
+        session.id, script, wait=check(), check=check, limit=_answer_limit(job.max_bytes)
+    )
 
 
 def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job) -> ExecResult:
@@ -246,10 +276,10 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
         session.ran.add(answer.command_id)
     pool.release(session)
     job.deadline.check()
-    wanted = (STDOUT, STDERR) if job.stderr_to_stdout else (STDOUT,)
-    output = b"".join(data for kind, data in events if kind in wanted)
-    errors = b"".join(data for kind, data in events if kind not in wanted)
-    return ExecResult(output, code, errors)
+    collected = ExecOutput(job.max_bytes, stderr_to_stdout=job.stderr_to_stdout)
+    for kind, data in events:
+        collected.add(data, stderr=kind == STDERR)
+    return collected.result(code)
 
 
 def _follow(pool: ExecPool, session: ExecSession, command_id: str | None, job: _Job) -> ExecResult:
@@ -261,7 +291,7 @@ def _follow(pool: ExecPool, session: ExecSession, command_id: str | None, job: _
             toolbox, session.id, found, job.policy, sandbox_gone=job.sandbox_gone
         )
 
-        def start(owner: queue.SimpleQueue[Any]) -> Command:
+        def start(owner: ExecSink) -> Command:
             stream = Stream(new_ref("daytona"), owner, label="daytona")
             stream.start(follower, on_stop=follower.abort)
             return Command(PROVIDER, stream.ref, private=stream)
@@ -272,7 +302,11 @@ def _follow(pool: ExecPool, session: ExecSession, command_id: str | None, job: _
             stream.join(_STOP_JOIN)
 
         result = collect_exec(
-            start, stop, deadline=job.deadline, stderr_to_stdout=job.stderr_to_stdout
+            start,
+            stop,
+            deadline=job.deadline,
+            stderr_to_stdout=job.stderr_to_stdout,
+            max_bytes=job.max_bytes,
         )
     except BaseException:
         pool.drop(session, wait=_ABANDON_WAIT)

@@ -1,7 +1,9 @@
-"""Reading files back from a Daytona sandbox: bulk download and the directory listing.
+"""A Daytona sandbox's files: bulk upload, bulk download and the directory listing.
 
 The wire facts relied on (as the official SDK, daytona 0.226.1, uses them):
 
+* ``write_file`` is ``POST {toolbox}/files/bulk-upload`` of one file
+  (:meth:`.toolbox.Toolbox.upload`).
 * ``read_file`` is ``POST {toolbox}/files/bulk-download`` with ``{"paths": [path]}``,
   the download the official SDK makes for every file. The daemon answers 200
   ``multipart/form-data`` with one part per path, its
@@ -25,6 +27,10 @@ The wire facts relied on (as the official SDK, daytona 0.226.1, uses them):
   ``prw-------``, ``Dcrw-rw-rw-``, setuid/setgid/sticky as ``u``/``g``/``t``),
   ``permissions`` the octal ``0644``; ``modifiedAt`` is RFC 3339, ``modTime``
   Go's ``time.String()`` (``2006-01-02 15:04:05.999999999 -0700 MST``).
+* What the daemon was refused by file permissions (a 403
+  ``FILE_ACCESS_DENIED`` error part, a 403 listing, a bulk upload's 400 whose
+  ``errors`` say "permission denied") is ``Denied(("path", path))``:
+  :func:`.errors.file_error`.
 """
 
 from __future__ import annotations
@@ -41,11 +47,11 @@ from ...errors import ProviderError, SandboxError, Truncated, Unavailable
 from ...files import collect
 from ...types import FileInfo, FileType
 from .api import PROVIDER
-from .errors import error_from
+from .errors import error_from, file_error
 from .multipart import MalformedMultipart, Part, boundary_of, parts
 from .toolbox import LISTING_LIMIT, Toolbox
 
-__all__ = ["file_info", "listing", "modified_time", "read"]
+__all__ = ["file_info", "listing", "modified_time", "read", "write"]
 
 #: Go ``FileMode`` type letters that make an entry neither a file, a directory nor a link.
 _OTHER_LETTERS = frozenset("DpSc?")
@@ -113,7 +119,7 @@ def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
             for part in parts(pieces, boundary_of(content_type)):
                 field = _field(part)
                 if field == "error":
-                    raise _error_of(part)
+                    raise file_error(_error_of(part), path)
                 if content is not None:
                     raise ProviderError(PROVIDER, ("malformed_multipart", "extra_part"))
                 if field == "file":
@@ -125,6 +131,18 @@ def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
     if content is None:
         raise ProviderError(PROVIDER, ("no_file_part", path))
     return content
+
+
+# -- write_file -------------------------------------------------------------------------
+
+
+def write(toolbox: Toolbox, path: str, data: bytes) -> None:
+    """Upload ``data`` to ``path`` (the toolbox's bulk upload; parent directories made);
+    a refused upload is :func:`.errors.file_error`'s answer."""
+    try:
+        toolbox.upload(path, data)
+    except SandboxError as error:
+        raise file_error(error, path) from None
 
 
 # -- list_files -------------------------------------------------------------------------
@@ -213,15 +231,16 @@ def file_info(entry: object, directory: str) -> FileInfo:
 
 def listing(toolbox: Toolbox, directory: str) -> list[FileInfo]:
     """The entries of ``directory`` (``.`` and ``..`` left out). A listing larger than
-    :data:`~.toolbox.LISTING_LIMIT` bytes is ``Truncated``."""
+    :data:`~.toolbox.LISTING_LIMIT` bytes is ``Truncated``; a refused one is
+    :func:`.errors.file_error`'s answer."""
     try:
         answer = toolbox.list_files(directory)
-    except Unavailable as error:
+    except SandboxError as error:
         if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
             raise Truncated(
                 ("listing", f"the listing of {directory} is larger than {LISTING_LIMIT} bytes")
             ) from None
-        raise
+        raise file_error(error, directory) from None
     if not isinstance(answer, list):
         raise ProviderError(PROVIDER, ("not_a_listing", answer))
     return [

@@ -176,13 +176,20 @@ class Toolbox:
         return command_id_of(response.json())
 
     def exec_sync(
-        self, session_id: str, command: str, *, wait: float, check: Callable[[], float]
+        self,
+        session_id: str,
+        command: str,
+        *,
+        wait: float,
+        check: Callable[[], float],
+        limit: int | None = None,
     ) -> ExecAnswer:
         """Run ``command`` in the session and wait for its end (200).
 
         The answer must start within ``wait`` seconds (else ``Unavailable("timeout")``);
         ``check()`` runs before each read of the body, raises to abandon it, and
-        returns how long the next read may take.
+        returns how long the next read may take. An answer of more than ``limit``
+        bytes is abandoned as it arrives: ``Unavailable(("response_too_large", limit))``.
         """
         with self.api.stream(
             "POST",
@@ -191,11 +198,17 @@ class Toolbox:
             headers=SPLIT_OUTPUT,
             json={"command": command, "runAsync": False},
         ) as response:
-            body = b"".join(
-                body_chunks(
-                    response, size=_CHUNK, before_read=lambda: set_read_timeout(response, check())
-                )
-            )
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in body_chunks(
+                response, size=_CHUNK, before_read=lambda: set_read_timeout(response, check())
+            ):
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise Unavailable((reasons.RESPONSE_TOO_LARGE, limit))
+                chunks.append(chunk)
+            body = b"".join(chunks)
+            del chunks
         try:
             answer = json.loads(body)
         except ValueError:

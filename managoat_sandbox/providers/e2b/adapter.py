@@ -39,7 +39,9 @@ its deadline before resolving the name and again after it (``timeout=0``
 makes no request), sends ``Connect-Timeout-Ms`` with a finite timeout (so
 envd kills the process when the caller gives up), reads the stream in the
 calling thread (no reader thread: the caller would only wait for it), and
-collects with the shared collector. stdin and EOF go to the process by
+collects with the shared collector; output past ``max_bytes`` ends the read
+with ``Truncated`` and the process is killed (``SendSignal`` SIGKILL to its
+pid). stdin and EOF go to the process by
 **pid**, never by tag. While a command streams, its sandbox's TTL is renewed
 every 240 s. ``stop_command`` closes this end only: the remote process goes
 on.
@@ -77,7 +79,7 @@ from . import files, shim
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
 from .end import E2BCommandEnd
 from .envd import Envd, start_request
-from .errors import FILES_POLICY, PROVIDER
+from .errors import PROVIDER, files_policy
 from .heartbeat import Heartbeats
 from .process import Keepalive, open_process
 from .remembered import Remembered
@@ -120,6 +122,7 @@ class E2B(StreamingAdapter):
     _CAPABILITIES = frozenset(
         {
             Capability.SUSPEND,
+            Capability.ISOLATION,  # a microVM per sandbox
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.READ_FILE,
@@ -300,7 +303,7 @@ class E2B(StreamingAdapter):
                 "ListDir",
                 files.list_request(path),
                 service="filesystem.Filesystem",
-                policy=FILES_POLICY,
+                policy=files_policy(path),
             ),
         )
         return files.listing(path, answer)
@@ -361,9 +364,12 @@ class E2B(StreamingAdapter):
         deadline: Deadline,
         stderr_to_stdout: bool = False,
         extra_headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
     ) -> ExecResult:
         """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first), in
-        the calling thread: the frames are all queued by the time ``start`` returns."""
+        the calling thread: the output is collected by the time ``start`` returns, or
+        the stream was given up at ``max_bytes`` (``Truncated``), and the process is
+        then killed by its pid (envd keeps it running otherwise)."""
         start = partial(
             self._start,
             s,
@@ -377,7 +383,12 @@ class E2B(StreamingAdapter):
             in_caller=True,
         )
         return collect_exec(
-            start, self.stop_command, deadline=deadline, stderr_to_stdout=stderr_to_stdout
+            start,
+            self.stop_command,
+            deadline=deadline,
+            stderr_to_stdout=stderr_to_stdout,
+            max_bytes=max_bytes,
+            kill=lambda command: self._kill_quietly(envd, command.private.pid),
         )
 
     def _run(
@@ -416,6 +427,7 @@ class E2B(StreamingAdapter):
         dir: str | None = None,
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
+        max_bytes: int | None = None,
     ) -> ExecResult:
         """Run to exit; the deadline is checked before and after resolving the name."""
         self._check_handle(handle)
@@ -435,6 +447,7 @@ class E2B(StreamingAdapter):
             deadline=deadline,
             stderr_to_stdout=stderr_to_stdout,
             extra_headers=headers,
+            max_bytes=max_bytes,
         )
         _, result = self._remembered.first_call(s, handle.name, run)
         return result
@@ -571,7 +584,8 @@ class E2B(StreamingAdapter):
         return shim.parse_exit(envd.download(self._http, shim.exit_path(session_id), _SMALL_FILE))
 
     def _kill_quietly(self, envd: Envd, pid: int | None) -> None:
-        """Kill an abandoned replayer (its tails follow it out); failures are ignored."""
+        """Kill an abandoned replayer (its tails follow it out), or an exec whose output
+        passed its limit; failures are ignored."""
         if pid is None:
             return
         try:

@@ -37,7 +37,7 @@ from ..._http import ErrorPolicy, HttpClient, body_chunks, is_success, transport
 from ...errors import DeadlineExpired
 from ...files import collect
 from . import connect
-from .errors import FILES_POLICY, POLICY
+from .errors import POLICY, files_policy
 from .settings import ENVD_PORT
 
 __all__ = [
@@ -139,12 +139,14 @@ class Envd:
     # -- files --------------------------------------------------------------
 
     def upload(self, http: HttpClient, path: str, data: bytes) -> None:
-        """``POST /files``: write ``data`` at ``path`` (parents created) as the user."""
+        """``POST /files``: write ``data`` at ``path`` (parents created) as the user; a
+        refusal is its taxonomy error (:func:`.errors.files_policy`: a path the user may
+        not write ``Denied(("path", path))``)."""
         name = path.rsplit("/", 1)[-1]
         http.send(
             "POST",
             f"{self.base_url}/files",
-            policy=POLICY,
+            policy=files_policy(path),
             timeout=(self.timeout, self.timeout),
             headers=self.headers(),
             params=[("path", path), ("username", self.user)],
@@ -170,12 +172,13 @@ class Envd:
         they arrive (``Truncated`` past ``max_bytes``, at once when ``Content-Length``
         says so). ``Accept-Encoding: identity``, so the length announced is the file's.
         A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``, a path
-        through a file ``Invalid``: :data:`.errors.FILES_POLICY`)."""
+        through a file ``Invalid``, one the user may not read ``Denied(("path", path))``:
+        :func:`.errors.files_policy`)."""
         headers = {**self.headers(), "Accept-Encoding": "identity"}
         with http.open(
             "GET",
             f"{self.base_url}/files",
-            policy=FILES_POLICY,
+            policy=files_policy(path),
             timeout=(self.timeout, self.timeout),
             headers=headers,
             params=[("path", path), ("username", self.user)],

@@ -8,11 +8,16 @@
   what a unary ``not_found`` (HTTP 404) means; an error value that is not a
   ``{"code": …}`` object is a ``ProviderError``.
 * A malformed envelope stream is a ``ProviderError``.
-* On the file calls (``GET /files``, ``ListDir``), a path that leads through a
-  file is the caller's mistake, ``Invalid`` (never retried), as on every other
-  adapter: envd answers it with a 500 (Connect ``internal``) whose message
-  ends in Go's text for ``ENOTDIR`` (:data:`FILES_POLICY`,
-  docs/protocols/e2b.md#files-api).
+* On the file calls (``POST /files``, ``GET /files``, ``ListDir``), mapped by
+  :func:`files_policy`, which knows the path: a path that leads through a
+  file is the caller's mistake, ``Invalid`` (never retried), as on every
+  other adapter: envd answers it with a 500 (Connect ``internal``) whose
+  message ends in Go's text for ``ENOTDIR`` (docs/protocols/e2b.md#files-api);
+  a path the sandbox's user may not read, list or write is
+  ``Denied(("path", path))``: envd answers a refused ``open`` with a 500
+  (Connect ``internal``) whose message holds Go's text for ``EACCES`` or
+  ``EPERM``, and a 403 (Connect ``permission_denied``) says so too
+  (docs/protocols/e2b.md#refused-by-file-permissions).
 
 Details never hold a credential: bodies are the provider's answer, and URLs
 and headers are never put in an error.
@@ -24,16 +29,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ... import files
 from ..._http import ErrorPolicy, Response, error_for
 from ...errors import Invalid, ProviderError, SandboxError
 
 __all__ = [
-    "FILES_POLICY",
     "POLICY",
     "PROVIDER",
     "RETRY_AFTER_FIELD",
     "codec_error",
     "connect_error",
+    "files_policy",
 ]
 
 PROVIDER = "e2b"
@@ -47,22 +53,29 @@ POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD)
 NOT_A_DIRECTORY = ": not a directory"
 
 
-def _file_error(response: Response) -> SandboxError:
+def _file_error(response: Response, path: str) -> SandboxError:
     error = error_for(
         response.status, response.body, response.headers, retry_after_field=RETRY_AFTER_FIELD
     )
-    if response.status == 500:
-        body = error.body
-        message = body.get("message") if isinstance(body, Mapping) else None
-        if isinstance(message, str) and message.endswith(NOT_A_DIRECTORY):
-            return Invalid(error.detail).with_context(
-                status=error.status, request_id=error.request_id
-            )
+    body = error.body
+    message = body.get("message") if isinstance(body, Mapping) else None
+    if response.status == 403 or (response.status == 500 and files.refused(message)):
+        return files.denied(path).with_context(status=error.status, request_id=error.request_id)
+    if response.status == 500 and isinstance(message, str) and message.endswith(NOT_A_DIRECTORY):
+        return Invalid(error.detail).with_context(status=error.status, request_id=error.request_id)
     return error
 
 
-#: :data:`POLICY` for the file calls, where a path through a file is ``Invalid``.
-FILES_POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD, refine=_file_error)
+def files_policy(path: str) -> ErrorPolicy:
+    """:data:`POLICY` for a file call on ``path`` (see the module docstring): a path
+    through a file is ``Invalid``, one the sandbox's user may not use ``Denied(("path",
+    path))``."""
+    return ErrorPolicy(
+        PROVIDER,
+        retry_after_field=RETRY_AFTER_FIELD,
+        refine=lambda response: _file_error(response, path),
+    )
+
 
 #: Connect error codes and the HTTP status a unary call answers with each.
 CONNECT_STATUS: Mapping[str, int] = {

@@ -5,11 +5,12 @@ control plane and account (:func:`key`), the sandbox a name last resolved to
 and its envd access token, without a lookup. The entry is replaced by each
 lookup, and dropped by a failed envd call (the next operation looks the name
 up again) unless envd itself answered it (:func:`answered_by_envd`: a missing
-file, a bad path, a read past ``max_bytes`` say nothing against the entry,
-which reached the sandbox with its token); the adapter also replaces it on
-``create`` and ``resume``, drops it on ``destroy`` and ``suspend``, and
-:meth:`Remembered.reconcile`\\ s it with every listing it reads. At most
-:data:`CAPACITY` names are kept (the least recently used goes first).
+file, a bad path, a path the user may not use, a read past ``max_bytes`` say
+nothing against the entry, which reached the sandbox with its token); the
+adapter also replaces it on ``create`` and ``resume``, drops it on ``destroy``
+and ``suspend``, and :meth:`Remembered.reconcile`\\ s it with every listing it
+reads. At most :data:`CAPACITY` names are kept (the least recently used goes
+first).
 
 The stale-retry rule (:meth:`Remembered.first_call`): when envd refuses an
 operation's first call in a way that says the entry is out of date
@@ -30,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from ... import reasons
 from ...errors import Denied, Invalid, NotFound, SandboxError, Truncated
 from .api import SandboxAccess, sandbox_id_of
 from .envd import Envd
@@ -100,10 +102,13 @@ def is_stale(error: SandboxError, sandbox_id: str) -> bool:
 def answered_by_envd(error: SandboxError) -> bool:
     """Whether ``error`` is envd's own answer about the request, which reached the
     sandbox with the remembered token: ``Invalid`` (a bad path, a directory read as a
-    file), ``NotFound`` (nothing at the path, no such process) or ``Truncated`` (a
-    read past ``max_bytes``). What says the entry may be out of date is none of
-    these: 401 is ``Denied``, the edge proxy's 502 for a sandbox it cannot reach is
-    ``Unavailable``."""
+    file), ``NotFound`` (nothing at the path, no such process), ``Truncated`` (a
+    read past ``max_bytes``) or the ``Denied(("path", path))`` of a path the user may
+    not use. What says the entry may be out of date is none of these: 401 is the
+    token's ``Denied(("http", 401, body))``, the edge proxy's 502 for a sandbox it
+    cannot reach is ``Unavailable``."""
+    if isinstance(error, Denied):
+        return reasons.reason_of(error) == reasons.PATH
     return isinstance(error, (Invalid, NotFound, Truncated))
 
 

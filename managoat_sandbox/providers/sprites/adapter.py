@@ -18,7 +18,10 @@ Behaviour worth knowing:
 * Commands run over one WebSocket each. ``stop_command`` closes only this
   socket: the remote process keeps running (for ``max_run_after_disconnect``,
   10 s by default for non-TTY commands) and stays attachable. ``exec``
-  abandons the remote process in the same way when its deadline passes.
+  abandons the remote process in the same way when its deadline passes; when
+  its output passes ``max_bytes`` it kills it (the kill endpoint, SIGKILL).
+  A reader whose frames are not taken stops reading its socket, so unread
+  output waits on the wire and at Sprites, not in this process.
   ``env``, when given, replaces the sprite's default environment (provider
   behaviour). A 503 while a fresh sprite boots is ``Unavailable`` (transient).
 * ``attach`` returns a ``Command`` whose ``session_id`` is the id attached to.
@@ -77,6 +80,8 @@ log = logging.getLogger("managoat_sandbox.providers.sprites")
 _STATUS: dict[str, Status] = {"running": "running", "warm": "suspended", "cold": "suspended"}
 _OPERATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _BOUNDED_LIMIT = 120.0
+#: How long killing an exec whose output passed its limit may take to be confirmed.
+_KILL_TIMEOUT_MS = 5000
 _DEFAULT_MODE = 0o644
 
 
@@ -94,6 +99,7 @@ class Sprites(StreamingAdapter):
     _ALWAYS = frozenset(
         {
             Capability.SUSPEND,
+            Capability.ISOLATION,  # a microVM per sandbox
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.TTY,
@@ -247,10 +253,13 @@ class Sprites(StreamingAdapter):
         dir: str | None = None,
         timeout: float | None = None,
         stderr_to_stdout: bool = False,
+        max_bytes: int | None = None,
     ) -> ExecResult:
-        """Run to exit over a WebSocket; on expiry the local end is abandoned."""
+        """Run to exit over a WebSocket; on expiry the local end is abandoned. Output
+        past ``max_bytes`` is ``Truncated``, and the process is killed (:meth:`_kill`)."""
         deadline = Deadline(timeout)
         deadline.check()
+        name = self._name(handle)
 
         def start(owner: Any) -> Command:
             return self._open(
@@ -267,8 +276,29 @@ class Sprites(StreamingAdapter):
             )
 
         return collect_exec(
-            start, self.stop_command, deadline=deadline, stderr_to_stdout=stderr_to_stdout
+            start,
+            self.stop_command,
+            deadline=deadline,
+            stderr_to_stdout=stderr_to_stdout,
+            max_bytes=max_bytes,
+            kill=lambda command: self._kill(name, command),
         )
+
+    @staticmethod
+    def _kill(name: str, command: Command) -> None:
+        """SIGKILL an exec's process group through the kill endpoint, best effort
+        (docs/protocols/sprites.md#kill-endpoint): closing the socket alone would leave
+        it running for ``max_run_after_disconnect``. Its session id is the one
+        ``session_info`` announced, which precedes any output."""
+        session_id = command.private.session_id
+        if session_id is None:
+            return
+        try:
+            once.terminate_session(
+                load(), name, session_id, timeout_ms=_KILL_TIMEOUT_MS, force=True
+            )
+        except SandboxError as error:
+            log.debug("sprites: killing exec session %s failed: %r", session_id, error)
 
     def spawn(
         self,

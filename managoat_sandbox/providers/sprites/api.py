@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._http import HttpClient, Response, is_success, unexpected
 from ..._paging import Page, walk
-from .errors import POLICY, PROVIDER
+from .errors import POLICY, PROVIDER, file_error
 from .settings import Settings, segment
 
 if TYPE_CHECKING:
@@ -165,15 +165,18 @@ class SpritesApi:
         )
 
     def write_file(self, name: str, path: str, data: bytes, mode: int) -> None:
-        """``PUT /v1/sprites/<name>/fs/write`` (parents created, ``workingDir=/``)."""
+        """``PUT /v1/sprites/<name>/fs/write`` (parents created, ``workingDir=/``); a
+        non-2xx answer raises :func:`.errors.file_error`'s error for ``path``."""
         params = {"path": path, "workingDir": "/", "mode": f"{mode:04o}", "mkdirParents": "true"}
-        self.ok(
+        response = self.call(
             "PUT",
             sprite_path(name, "fs", "write"),
             params=params,
             data=data,
             extra_headers={"Content-Type": "application/octet-stream"},
         )
+        if not response.ok:
+            raise file_error(response, path)
 
     # -- checkpoints ----------------------------------------------------
 

@@ -77,13 +77,14 @@ class _Batch:
         self.parts.append(payload)
         self.size += len(payload)
 
-    def flush(self, stream: Stream) -> None:
-        """Deliver what has been gathered, as one frame."""
+    def flush(self, stream: Stream) -> bool:
+        """Deliver what has been gathered, as one frame; whether there was anything."""
         if not self.parts:
-            return
+            return False
         _deliver(stream, self.kind, b"".join(self.parts))
         self.parts.clear()
         self.size = 0
+        return True
 
 
 def _deliver(stream: Stream, kind: int | None, data: bytes) -> None:
@@ -157,12 +158,15 @@ class SpritesCommandEnd:
                     return
             self.early.clear()
             ws.settimeout(self.keepalive)
+            # Silence is counted while listening: a delivery that waits for the owner
+            # (a full queue: back-pressure) is not the connection going quiet.
             heard = time.monotonic()
             while not stream.stopped.is_set():
                 try:
                     opcode, data = ws.recv_data(control_frame=True)
                 except websocket.WebSocketTimeoutException:
-                    batch.flush(stream)
+                    if batch.flush(stream):
+                        heard = time.monotonic()
                     if time.monotonic() - heard >= _DEAD_AFTER * self.keepalive:
                         stream.fail(DeadlineExpired(reasons.TIMEOUT))
                         return
@@ -173,14 +177,15 @@ class SpritesCommandEnd:
                     continue
                 except (websocket.WebSocketException, OSError, ValueError):
                     return
-                heard = time.monotonic()
                 output = self._output(opcode, data)
                 if output is not None:
                     batch.add(stream, *output)
                     if batch.size >= _BATCH_LIMIT or not self._more_waiting():
                         batch.flush(stream)
+                    heard = time.monotonic()
                     continue
                 batch.flush(stream)
+                heard = time.monotonic()
                 if self._handle(stream, opcode, data):
                     return
         finally:

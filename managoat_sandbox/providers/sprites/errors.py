@@ -7,7 +7,12 @@
 * the bounded "once" operations drop the provider's body (``sanitised``), so
   provider prose never reaches a caller or a log;
 * transport failures name their kind and the endpoint (``host:port``), never
-  a URL or a header.
+  a URL or a header;
+* a failed filesystem call (``fs/read``, ``fs/list``, ``fs/write``) is mapped
+  by :func:`file_error`, which knows the path: its error body
+  ``{"error": text, "code": errno name, "path"}`` (the code may be missing,
+  e.g. on 404) is read as the vendor's SDKs read it, whatever the status, which
+  the vendor does not document for these (docs/protocols/sprites.md#files).
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ from typing import Any
 
 import websocket
 
-from ... import reasons
-from ..._http import ErrorPolicy, Response, transport_error
-from ...errors import DeadlineExpired, SandboxError, Unavailable
+from ... import files, reasons
+from ..._http import ErrorPolicy, Response, parse_body, transport_error
+from ...errors import DeadlineExpired, Invalid, SandboxError, Unavailable
 
 __all__ = [
     "POLICY",
     "PROVIDER",
     "RETRY_AFTER_FIELD",
+    "file_error",
     "http_error",
     "sanitised",
     "transport",
@@ -37,9 +43,41 @@ RETRY_AFTER_FIELD = "retry_after_seconds"
 POLICY = ErrorPolicy(PROVIDER, retry_after_field=RETRY_AFTER_FIELD)
 
 
+#: The errno names of a refusal by file permissions.
+_REFUSED_CODES = frozenset({"EACCES", "EPERM"})
+#: The errno names of a path of the wrong kind, and how the SDKs find them in the text.
+_WRONG_KIND = {"EISDIR": "is a directory", "ENOTDIR": "not a directory"}
+
+
 def http_error(response: Response) -> SandboxError:
     """The taxonomy error for a non-2xx REST answer (:data:`POLICY`)."""
     return POLICY.error(response)
+
+
+def file_error(response: Response, path: str) -> SandboxError:
+    """The taxonomy error for a non-2xx answer of a filesystem call on ``path``.
+
+    404 is ``NotFound``; a body naming ``EACCES`` or ``EPERM`` (as its
+    ``code``, or Go's "permission denied" / "operation not permitted" in its
+    text) is ``Denied(("path", path))`` — the sandbox's user may not do that
+    to the path; a body naming ``EISDIR`` or ``ENOTDIR`` (as its ``code``, or
+    "is a directory" / "not a directory" in its text, as the SDKs recognise
+    them) is ``Invalid``; anything else is :func:`http_error`'s answer. A 401
+    stays the credential's ``Denied(("http", 401, body))``.
+    """
+    error = http_error(response)
+    if response.status in (401, 404):
+        return error
+    parsed = parse_body(response.body, response.headers.get("Content-Type"))
+    if not isinstance(parsed, dict):
+        return error
+    code = parsed.get("code")
+    text = " ".join(str(parsed.get(key, "")) for key in ("error", "message"))
+    if code in _REFUSED_CODES or files.refused(text):
+        return files.denied(path).with_context(status=error.status, request_id=error.request_id)
+    if code in _WRONG_KIND or any(words in text.lower() for words in _WRONG_KIND.values()):
+        return Invalid(error.detail).with_context(status=error.status, request_id=error.request_id)
+    return error
 
 
 def sanitised(status: int) -> SandboxError:

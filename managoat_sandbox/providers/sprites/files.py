@@ -20,12 +20,12 @@ Wire facts relied on:
   listing ``Invalid``. The body is read up to 16 MiB; a larger listing is
   ``Truncated(("listing_bytes", limit))``, never a part passed off as the
   whole.
-* Failures carry ``{"error": text, "code": errno name}`` (the code may be
-  missing, e.g. on 404): 404 is ``NotFound``; a body naming ``EISDIR`` or
-  ``ENOTDIR`` — as the ``code``, or "is a directory" / "not a directory" in
-  the text, which is how the SDKs recognise them — is ``Invalid`` whatever
-  its status (the vendor does not document the status); everything else
-  maps like the adapter's other calls (:func:`.errors.http_error`).
+* Failures carry ``{"error": text, "code": errno name, "path"}`` (the code
+  may be missing, e.g. on 404) and are mapped by :func:`.errors.file_error`:
+  404 is ``NotFound``, a refusal by file permissions (``EACCES``/``EPERM``)
+  ``Denied(("path", path))``, a path of the wrong kind (``EISDIR``/``ENOTDIR``)
+  ``Invalid`` whatever the status; everything else maps like the adapter's
+  other calls.
 """
 
 from __future__ import annotations
@@ -36,15 +36,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ... import reasons
-from ..._http import BODY_LIMIT, Response, body_chunks, parse_body
-from ...errors import Invalid, ProviderError, SandboxError, Truncated, Unavailable
+from ..._http import BODY_LIMIT, Response, body_chunks
+from ...errors import Invalid, ProviderError, Truncated, Unavailable
 from ...files import collect
 from ...types import FileInfo, FileType
 from .api import SpritesApi, sprite_path
-from .errors import http_error
+from .errors import file_error
 from .timestamps import timestamp
 
-__all__ = ["LISTING_LIMIT", "fs_error", "listing", "read"]
+__all__ = ["LISTING_LIMIT", "listing", "read"]
 
 #: The largest listing body read (bytes).
 LISTING_LIMIT = 16 * 1024 * 1024
@@ -56,7 +56,6 @@ _TYPES: dict[str, FileType] = {
     "symlink": "symlink",
     "link": "symlink",
 }
-_WRONG_KIND = {"EISDIR": "is a directory", "ENOTDIR": "not a directory"}
 
 
 def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
@@ -70,7 +69,7 @@ def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
     ) as response:
         if not 200 <= response.status_code < 300:
             body = _head(body_chunks(response), BODY_LIMIT)
-            raise fs_error(Response(response.status_code, dict(response.headers), body))
+            raise file_error(Response(response.status_code, dict(response.headers), body), path)
         return collect(body_chunks(response), max_bytes, size=_length(response.headers))
 
 
@@ -89,7 +88,7 @@ def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
             raise Truncated(("listing_bytes", LISTING_LIMIT)) from None
         raise
     if not response.ok:
-        raise fs_error(response)
+        raise file_error(response, path)
     body = response.json()
     entries = body.get("entries") if isinstance(body, dict) else None
     if not isinstance(entries, list):
@@ -100,25 +99,6 @@ def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
         if info is not None:
             found.append(info)
     return found
-
-
-def fs_error(response: Response) -> SandboxError:
-    """The taxonomy error of a failed filesystem call (see the module docstring)."""
-    error = http_error(response)
-    if response.status != 404 and _wrong_kind(response):
-        return Invalid(error.detail)
-    return error
-
-
-def _wrong_kind(response: Response) -> bool:
-    """Whether the error body says the path is a directory, or goes through a file."""
-    parsed = parse_body(response.body, response.headers.get("Content-Type"))
-    if not isinstance(parsed, dict):
-        return False
-    if parsed.get("code") in _WRONG_KIND:
-        return True
-    text = " ".join(str(parsed.get(key, "")) for key in ("error", "message")).lower()
-    return any(words in text for words in _WRONG_KIND.values())
 
 
 def _head(pieces: Iterator[bytes], limit: int) -> bytes:
