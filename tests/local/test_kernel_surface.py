@@ -183,6 +183,12 @@ class TestRootCaller:
         assert made.st_uid != 0
         assert made.st_gid != 0
 
+    def test_the_host_s_root_only_files_stay_closed(self, local: Local) -> None:
+        if not os.path.isdir("/etc/ssl/private") or os.stat("/etc/ssl/private").st_mode & 0o005:
+            pytest.skip("this host has no root-only /etc/ssl/private to check")
+        handle = local.create("keys")
+        assert sh(local, handle, "test -r /etc/ssl/private && echo readable; true") == ""
+
     def test_sandboxes_of_one_caller_run_as_different_users(self, local: Local, root: Path) -> None:
         owners = set()
         for name in ("one", "two"):
