@@ -81,7 +81,8 @@ def _is_nan(value: float) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def _utf8(value: str) -> bool:
+def utf8(value: str) -> bool:
+    """Whether ``value`` can be encoded as UTF-8 (no lone surrogate)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -93,7 +94,7 @@ def _clean_text(value: str, what: str) -> str:
     """``value`` as text every provider carries: no NUL, and UTF-8 (no lone surrogates)."""
     if "\x00" in value:
         raise Invalid((what, "must not contain NUL"))
-    if not _utf8(value):
+    if not utf8(value):
         raise Invalid((what, "must be encodable as UTF-8 (no lone surrogates)"))
     return value
 
@@ -163,7 +164,7 @@ def sandbox_name(name: object) -> str:
         raise Invalid("sandbox name must not be empty")
     if "\x00" in name:
         raise Invalid("sandbox name must not contain NUL")
-    if not _utf8(name):
+    if not utf8(name):
         raise Invalid("sandbox name must be encodable as UTF-8 (no lone surrogates)")
     if len(name) > MAX_NAME_LENGTH:
         raise Invalid(f"sandbox name is longer than {MAX_NAME_LENGTH} characters")
@@ -274,7 +275,7 @@ _DONE = object()
 
 def _data_text(text: str) -> str:
     """``text`` as data (NUL is data there), refused only when it is not UTF-8."""
-    if not _utf8(text):
+    if not utf8(text):
         raise Invalid(("data", "must be encodable as UTF-8 (no lone surrogates)"))
     return text
 

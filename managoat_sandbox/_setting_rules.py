@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ._args import MAX_SECONDS, shown
+from ._args import MAX_SECONDS, shown, utf8
 from .contract import Adapter
 from .errors import Invalid
 
@@ -66,14 +66,6 @@ def _number(value: object, expectation: str) -> float:
         return float(value)
     except OverflowError:
         _refuse(expectation)
-
-
-def _utf8(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _header_safe(value: str) -> bool:
@@ -169,7 +161,7 @@ def _text(*, optional: bool) -> Callable[[object], str]:
 
     def convert(value: object) -> str:
         text = _str(value, expectation)
-        if not (text or optional) or not text.isprintable() or not _utf8(text):
+        if not (text or optional) or not text.isprintable() or not utf8(text):
             _refuse(expectation)
         return text
 
@@ -215,7 +207,7 @@ def _path(value: object) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise _WrongType(expectation)
     text = _str(os.fspath(value), expectation)
-    if "\x00" in text or not _utf8(text):
+    if "\x00" in text or not utf8(text):
         _refuse(expectation)
     return text
 
