@@ -309,8 +309,11 @@ class Box:
         """Start the agent unless one serves (one starter at a time, across processes).
 
         An agent that holds its lock but no longer answers is dying: it is
-        waited for (within ``timeout``) before a new one starts.
+        waited for (within ``timeout``) before a new one starts. A box whose user
+        would be host root is refused (:func:`.launch.check_identity`), also while
+        an agent an earlier version started still serves it.
         """
+        launch.check_identity(self.settings)
         deadline = time.monotonic() + timeout
         if self._answers():
             return

@@ -429,9 +429,9 @@ def agent_config(settings: BoxSettings, *, egress_open: bool) -> dict[str, objec
     return config
 
 
-def _check_identity(settings: BoxSettings) -> None:
-    """Refuse to start an isolated box whose user would be host root: one made by an
-    unprivileged caller or an earlier version, now started by root."""
+def check_identity(settings: BoxSettings) -> None:
+    """EngineError for an isolated box whose user would be host root (one made by an
+    unprivileged caller or by an earlier version, now used by root): never run it."""
     if settings.isolated and settings.host_uid is None and os.geteuid() == 0:
         raise EngineError(
             "this sandbox was not created by root, and started by root its user would be "
@@ -472,7 +472,7 @@ def launch(
         group: Path | None = None
         block_w: int | None = None
         if settings.isolated:
-            _check_identity(settings)
+            check_identity(settings)
             support = isolation.support()
             if not support.available or support.bwrap is None:
                 raise EngineError(f"isolation is unavailable: {support.reason}")

@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 
 from managoat_sandbox._engine import seccomp
+from managoat_sandbox._engine.box import Box
+from managoat_sandbox._engine.errors import EngineError
+from managoat_sandbox._engine.settings import BoxSettings
 from managoat_sandbox.providers.local import Local
 from managoat_sandbox.types import Handle
 
@@ -182,6 +185,14 @@ class TestRootCaller:
         assert made.st_mode & 0o4000  # the bit is there: it must not be root's
         assert made.st_uid != 0
         assert made.st_gid != 0
+
+    def test_a_sandbox_whose_user_would_be_root_is_never_run(self, tmp_path: Path) -> None:
+        directory = tmp_path / "made-unprivileged"
+        directory.mkdir()
+        box = Box.layout(directory, BoxSettings(isolated=True, host_uid=None))
+        with pytest.raises(EngineError, match="host root"):
+            box.ensure(timeout=20)
+        assert not box.alive()
 
     def test_the_host_s_root_only_files_stay_closed(self, local: Local) -> None:
         if not os.path.isdir("/etc/ssl/private") or os.stat("/etc/ssl/private").st_mode & 0o005:
