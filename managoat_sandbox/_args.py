@@ -48,32 +48,59 @@ def shown(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
+#: The seconds a timeout that may be "no limit" (exec's, ``iter_frames``'s) may be,
+#: inclusive; ``None`` or ``inf`` is no limit.
+TIMEOUT_RANGE = (0.0, MAX_SECONDS)
+
+
+def _number(value: object, what: str) -> float:
+    """``value`` (an int or float, not a bool) as a float; an int too large for a float
+    is ``inf``. Not a number is ``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def seconds(value: object, what: str = "timeout") -> float:
     """Return ``value`` as finite seconds: an int or float, not a bool.
 
     NaN, and anything beyond ``±MAX_SECONDS`` (infinities and ints too large
-    for a float included), is ``Invalid``.
+    for a float included), is ``Invalid((what, <the allowed range, and the value>))``.
+    A sign is not checked here: a bounded operation's adapter decides its own range
+    (:func:`bounded_timeout`).
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds, got {type(value).__name__}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if math.isnan(number):
-        raise Invalid((what, "must not be NaN"))
-    if not -MAX_SECONDS <= number <= MAX_SECONDS:
-        raise Invalid((what, f"must be at most {MAX_SECONDS:.0f} seconds"))
+    number = _number(value, what)
+    if math.isnan(number) or not -MAX_SECONDS <= number <= MAX_SECONDS:
+        raise Invalid(
+            (
+                what,
+                f"must be a finite number of seconds, at most {MAX_SECONDS:.0f} "
+                f"either side of 0, got {shown(value)}",
+            )
+        )
     return number
 
 
 def optional_seconds(value: object, what: str = "timeout") -> float | None:
-    """Like :func:`seconds`, with ``None`` or ``inf`` meaning "no limit" (returned as
-    ``None``) and a negative wait meaning none at all (returned as ``0.0``: already
-    expired)."""
+    """A timeout that may be "no limit": ``None`` or ``inf`` is returned as ``None``;
+    otherwise seconds ``0 <= value <= MAX_SECONDS`` (``0``: already expired).
+
+    A negative or NaN value (or one beyond ``MAX_SECONDS``) is ``Invalid((what,
+    "must be a number of seconds from 0 to 9223372036, or None or inf for no
+    limit, got <value>"))`` (:data:`TIMEOUT_RANGE`): the one rule for exec's
+    ``timeout`` and ``iter_frames``'s, which the CLI applies too.
+    """
     if value is None or (isinstance(value, float) and value == math.inf):
         return None
-    return max(seconds(value, what), 0.0)
+    number = _number(value, what)
+    low, high = TIMEOUT_RANGE
+    if math.isnan(number) or not low <= number <= high:
+        bounds = f"from {low:g} to {high:.0f}, or None or inf for no limit"
+        raise Invalid((what, f"must be a number of seconds {bounds}, got {shown(value)}"))
+    return number
 
 
 def _is_nan(value: float) -> bool:
@@ -326,12 +353,14 @@ def _bad_termination(reason: str) -> Invalid:
 def bounded_timeout(value: object, limit: float, detail: str) -> float:
     """A timeout for a bounded "once" operation: ``0 < value <= limit`` seconds.
 
-    Anything else (bools and non-numbers included) is ``Invalid(detail)``.
+    Anything else (negative, NaN, bools and non-numbers included) is
+    ``Invalid(detail)``, whose ``reason`` states the allowed range.
     """
+    bounds = f"timeout must be a number of seconds more than 0 and at most {limit:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Invalid(detail)
+        raise Invalid(detail, reason=f"{bounds}, got {type(value).__name__}")
     if _is_nan(value) or not 0 < value <= limit:
-        raise Invalid(detail)
+        raise Invalid(detail, reason=f"{bounds}, got {shown(value)}")
     return float(value)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import overload
 
 from . import reasons
+from ._args import optional_seconds
 from .errors import DeadlineExpired, Truncated
 from .files import truncated
 from .frames import Error, Exit, Frame, Stderr
@@ -36,7 +37,13 @@ EXEC_MAX_BYTES = 64 * 1024 * 1024
 
 
 class Deadline:
-    """A single deadline ``timeout`` seconds from now; ``None`` never expires.
+    """A single deadline ``timeout`` seconds from now; ``None`` (or ``inf``) never expires.
+
+    ``timeout`` follows exec's rule (:func:`~managoat_sandbox._args.optional_seconds`),
+    checked here so that every exec built on a ``Deadline`` refuses a bad one before
+    it runs anything, whether called through the facade or not: a negative or NaN
+    timeout is ``Invalid(("timeout", ...))`` naming the allowed range, and ``0`` is
+    already expired.
 
     Every bound derived from it goes through :meth:`clamp`, and every expiry
     raises :meth:`error`: exec's ``DeadlineExpired(("exec_timeout", timeout))``,
@@ -54,7 +61,8 @@ class Deadline:
         self.timeout = timeout
         self.reason = reason
         self._clock = clock
-        self._expires = None if timeout is None else clock() + max(timeout, 0.0)
+        seconds = optional_seconds(timeout)
+        self._expires = None if seconds is None else clock() + seconds
 
     def remaining(self) -> float | None:
         """Seconds left (never negative), or ``None`` for no deadline."""

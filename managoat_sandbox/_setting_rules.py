@@ -39,6 +39,9 @@ ISOLATION_MODES = ("auto", "require", "off")
 #: The largest count a setting takes (``retry.attempts``, ``local.retained_sessions``).
 MAX_COUNT = 2**31 - 1
 
+#: The largest byte count a setting takes (``local.retained_bytes``).
+MAX_BYTES = 2**63 - 1
+
 
 class _Unusable(Exception):
     """A value its rule refuses; ``args[0]`` says what the value must be."""
@@ -194,6 +197,16 @@ def count(low: int) -> Callable[[object], int]:
     return convert
 
 
+def _byte_count(value: object) -> int:
+    """The rule of a byte count: an int (not a bool) from 0 to :data:`MAX_BYTES`."""
+    expectation = f"an int from 0 to {MAX_BYTES} (bytes)"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _WrongType(expectation)
+    if not 0 <= value <= MAX_BYTES:
+        _refuse(expectation)
+    return value
+
+
 def _budget(value: object) -> float:
     expectation = "a finite number >= 0 (retries per provider)"
     number = _number(value, expectation)
@@ -268,6 +281,7 @@ RULES: dict[tuple[str | None, str], _Rule] = {
     ("local", "isolation"): _Rule(_choice(ISOLATION_MODES)),
     ("local", "egress_hosts"): _Rule(_host_map),
     ("local", "retained_sessions"): _Rule(count(0)),
+    ("local", "retained_bytes"): _Rule(_byte_count),
     ("retry", "attempts"): _Rule(count(1)),
     ("retry", "base_ms"): _DELAY_MS,
     ("retry", "max_ms"): _DELAY_MS,

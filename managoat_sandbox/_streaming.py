@@ -10,7 +10,8 @@ frame contract, kept here once:
   nothing at all is delivered;
 * a pump that ends without a terminal frame yields
   ``Error(ref, Unavailable("closed_before_exit"))``, never an invented exit;
-* an owner callback that raises is logged and delivery goes on;
+* an owner callback that raises is reported as an exception in a thread is
+  (:func:`_report_callback_failure`) and delivery goes on;
 * a full bounded queue blocks the reader, and ``stop`` interrupts that wait;
 * without an owner, frames go to a :class:`~._frame_queue.FrameQueue`, which
   hands output to a consumer that lags behind in fewer, larger frames, and
@@ -53,6 +54,19 @@ _BACKPRESSURE_POLL = 0.02
 def new_ref(prefix: str = "cmd") -> str:
     """A command ref unique within this process."""
     return f"{prefix}-{next(_refs)}"
+
+
+def _report_callback_failure(error: Exception) -> None:
+    """Report ``error``, raised by an owner callback, as Python reports an exception that
+    ends a thread: through :func:`threading.excepthook` (by default, ``Exception in
+    thread …`` and the traceback on stderr; a program or test runner that sets the hook
+    decides instead). It returns, so the caller goes on delivering; the thread named is
+    the one that called the callback, which goes on running."""
+    threading.excepthook(
+        threading.ExceptHookArgs(
+            (type(error), error, error.__traceback__, threading.current_thread())
+        )
+    )
 
 
 def _is_queue(owner: object) -> bool:
@@ -132,12 +146,8 @@ class Stream:
         else:
             try:
                 owner(frame)  # type: ignore[operator]
-            except Exception:
-                log.exception(
-                    "%s: owner callback raised on %s; delivery goes on",
-                    self.label,
-                    type(frame).__name__,
-                )
+            except Exception as error:
+                _report_callback_failure(error)
 
     # -- reader thread --------------------------------------------------
 
@@ -235,6 +245,11 @@ class StreamingAdapter(Adapter):
     Implements ``write_stdin``, ``close_stdin`` and ``stop_command`` once, by
     delegating to that end. A subclass's ``spawn`` and ``attach`` return
     ``Command(self.provider, ref, private=end)``.
+
+    A subclass must write ``capabilities``, ``build_handle``, ``create``, ``get``,
+    ``destroy``, ``list_all_names``, ``write_file``, ``exec``, ``spawn`` and
+    ``list_sessions``, and the operations whose capability it advertises; the
+    others raise ``NotSupported`` (see :class:`~managoat_sandbox.contract.Adapter`).
 
     Naming: each adapter of this package names its end class
     ``<Provider>CommandEnd`` and keeps it in ``providers/<provider>/end.py``

@@ -7,7 +7,8 @@ Expected failures never print a traceback: a ``SandboxError`` is one line
 ``managoat-sandbox: error: <ErrorClass>: <detail>`` on stderr and status 1;
 an unknown provider is one line naming the configured ones and status 2, as
 are bad arguments. A sandbox created without isolation is one line
-``managoat-sandbox: warning: …`` on stderr.
+``managoat-sandbox: warning: …`` on stderr, and so is every command on the
+built-in ``fake`` provider, whose sandboxes live only as long as the process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
+from . import config
 from ._cli import exits
 from ._cli.console import Console
 from ._cli.parser import PROVIDER_ENV, Handler, build_parser, default_provider
@@ -36,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else exits.USAGE
     console = Console(json_mode=args.json)
     handler: Handler = args.handler
+    _note_in_process_fake(args.provider, console)
     try:
         with _isolation_warnings(console):
             return handler(args, console)
@@ -51,6 +54,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return exits.BROKEN_PIPE
+
+
+def _note_in_process_fake(provider: str, console: Console) -> None:
+    """Warn on stderr, before the command runs, when ``provider`` is ``fake`` and the
+    ``adapters`` map does not serve it: the built-in Fake keeps its sandboxes in this
+    process's memory, so nothing this command creates is there for the next one. (A
+    program that configures a ``fake`` adapter and calls :func:`main` shares it between
+    calls, and hears nothing.)"""
+    if provider == "fake" and provider not in (config.get(None, "adapters") or {}):
+        console.note(
+            "warning: the fake provider keeps its sandboxes in this process only: "
+            "nothing this command creates is there for the next managoat-sandbox command"
+        )
 
 
 @contextlib.contextmanager

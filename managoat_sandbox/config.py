@@ -49,6 +49,7 @@ _DEFAULTS: dict[tuple[str, str], Any] = {
     ("daytona", "api_url"): "https://app.daytona.io/api",
     ("local", "isolation"): "auto",
     ("local", "retained_sessions"): 100,
+    ("local", "retained_bytes"): 256 * 1024 * 1024,
     ("retry", "attempts"): 3,
     ("retry", "base_ms"): 250,
     ("retry", "max_ms"): 2000,

@@ -89,11 +89,20 @@ class Adapter(ABC):
     the facade checks and normalises every argument once
     (:func:`managoat_sandbox._args.normalised`) — ``args`` a sequence of str,
     ``data`` bytes, ``timeout`` a finite float or ``None``, names, paths and ids
-    valid — so an adapter does not check them again. The optional operations
-    (``create_new``, ``destroy_once``, ``create_checkpoint_once``,
-    ``terminate_session``, ``read_file``, ``list_files``) raise
-    ``NotSupported`` here and never fall back to a neighbour. A new adapter proves itself with
-    :class:`managoat_sandbox.testing.ConformanceTests`.
+    valid — so an adapter does not check them again.
+
+    Required (abstract): ``capabilities``, ``build_handle``, ``create``, ``get``,
+    ``destroy``, ``list_all_names``, ``write_file``, ``exec``, ``spawn``,
+    ``write_stdin``, ``close_stdin``, ``stop_command`` and ``list_sessions``. Every
+    other operation is optional: here it raises ``NotSupported`` whose detail is
+    the capability it needs (``suspend`` for ``suspend``/``resume``, ``attach``,
+    ``network_policy`` for ``apply_network_policy``, ``public_url``, ``checkpoint``
+    for ``create_checkpoint``/``restore_checkpoint``) or, for the operations named
+    after their capability (``create_new``, ``destroy_once``,
+    ``create_checkpoint_once``, ``terminate_session``, ``read_file``,
+    ``list_files``), the operation — and never falls back to a neighbour. An
+    adapter overrides the ones whose capability it advertises. A new adapter proves
+    itself with :class:`managoat_sandbox.testing.ConformanceTests`.
 
     An adapter whose commands stream builds on
     :class:`managoat_sandbox.streaming.StreamingAdapter`, which implements
@@ -139,13 +148,15 @@ class Adapter(ABC):
     def list_all_names(self) -> frozenset[str]:
         """Every sandbox name of the account, or ``Truncated``."""
 
-    @abstractmethod
     def suspend(self, handle: Handle) -> None:
-        """Park the sandbox with its disk preserved."""
+        """Park the sandbox with its disk preserved (capability ``suspend``;
+        ``NotSupported("suspend")`` here)."""
+        raise NotSupported(Capability.SUSPEND)
 
-    @abstractmethod
     def resume(self, handle: Handle) -> Handle:
-        """Wake the sandbox; the returned handle is usable."""
+        """Wake the sandbox; the returned handle is usable (capability ``suspend``;
+        ``NotSupported("suspend")`` here)."""
+        raise NotSupported(Capability.SUSPEND)
 
     @abstractmethod
     def write_file(
@@ -225,11 +236,12 @@ class Adapter(ABC):
     def list_sessions(self, handle: Handle) -> list[Session]:
         """The sandbox's detachable sessions, finished ones included."""
 
-    @abstractmethod
     def attach(
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
     ) -> Command:
-        """Rejoin a session: replay its output from byte zero, then tail."""
+        """Rejoin a session: replay its output from byte zero, then tail (capability
+        ``attach``; ``NotSupported("attach")`` here)."""
+        raise NotSupported(Capability.ATTACH)
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
@@ -237,17 +249,21 @@ class Adapter(ABC):
         """Terminate a remote session with provider confirmation."""
         raise NotSupported("terminate_session")
 
-    @abstractmethod
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
-        """Apply the egress allowlist; ``allow=[]`` denies all egress."""
+        """Apply the egress allowlist; ``allow=[]`` denies all egress (capability
+        ``network_policy``; ``NotSupported("network_policy")`` here)."""
+        raise NotSupported(Capability.NETWORK_POLICY)
 
-    @abstractmethod
     def public_url(self, handle: Handle) -> str | None:
-        """The sandbox's openable URL, or ``None`` where there is no such concept."""
+        """The sandbox's openable URL (capability ``public_url``). An adapter that
+        does not advertise it may answer ``None`` where the platform has no such
+        concept; ``NotSupported("public_url")`` here."""
+        raise NotSupported(Capability.PUBLIC_URL)
 
-    @abstractmethod
     def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
-        """Snapshot the sandbox; returns the checkpoint id."""
+        """Snapshot the sandbox; returns the checkpoint id (capability ``checkpoint``;
+        ``NotSupported("checkpoint")`` here)."""
+        raise NotSupported(Capability.CHECKPOINT)
 
     def create_checkpoint_once(
         self, handle: Handle, *, operation_id: str, timeout: float = 120.0
@@ -255,9 +271,10 @@ class Adapter(ABC):
         """Exactly one checkpoint correlated to ``operation_id``, bounded."""
         raise NotSupported("create_checkpoint_once")
 
-    @abstractmethod
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
-        """Restore a checkpoint; a reported failure is ``RestoreFailed``."""
+        """Restore a checkpoint; a reported failure is ``RestoreFailed`` (capability
+        ``checkpoint``; ``NotSupported("checkpoint")`` here)."""
+        raise NotSupported(Capability.CHECKPOINT)
 
     def host_path(self, handle: Handle, path: str) -> str:
         """The path a process inside the sandbox sees; identity by default."""

@@ -184,7 +184,8 @@ class RateLimited(SandboxError):
 
 
 class Unavailable(SandboxError):
-    """A 5xx, a timeout, a transport failure, or a stream closed before exit.
+    """A 5xx, a timeout, a transport failure, or a stream closed before exit (an
+    expired deadline is always its refinement :class:`DeadlineExpired`).
 
     ``retry_after`` is the provider's advice in seconds when it sent one with the
     answer (a 503 with ``Retry-After`` while a machine boots), else ``None``; the
@@ -198,13 +199,19 @@ class Unavailable(SandboxError):
         self.retry_after = retry_after
 
 
-class DeadlineExpired(Unavailable):
-    """A deadline passed: exec's (``("exec_timeout", seconds)``), a bounded
-    operation's (``"<operation>_timeout"``) or a request's own bound (``"timeout"``).
+class DeadlineExpired(Unavailable, TimeoutError):
+    """A deadline passed; the ``detail`` says which: exec's (``("exec_timeout",
+    seconds)``), :func:`~managoat_sandbox.frames.iter_frames`'s wait for a frame
+    (``("frame_timeout", seconds)``), a bounded operation's
+    (``"<operation>_timeout"``, ``terminate_session``'s ``"termination_timeout"``
+    included) or a request's own bound (``"timeout"``).
 
-    An :class:`Unavailable` (it is transient, and equal to the ``Unavailable``
-    with the same detail), so ``except Unavailable`` still catches it; catch
-    ``DeadlineExpired`` for every expiry at once, without reading details.
+    Every expired deadline raises this one type. It is an :class:`Unavailable`
+    (transient, its taxonomy class, and equal to the ``Unavailable`` with the
+    same detail), so ``except Unavailable`` still catches it, and a built-in
+    ``TimeoutError``, so ``except TimeoutError`` does too; catch
+    ``DeadlineExpired`` for every expiry at once, without reading details. Its
+    ``OSError`` fields (``errno``, ``strerror``, ``filename``) are always ``None``.
     """
 
 

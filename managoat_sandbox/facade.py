@@ -260,8 +260,10 @@ def exec(
 
     ``output, code = exec(...)`` unpacks stdout and the real exit code; the
     result's ``stderr`` holds the command's stderr. With
-    ``stderr_to_stdout=True`` both streams go to ``output`` in arrival order
-    and ``stderr`` is empty.
+    ``stderr_to_stdout=True`` both streams go to ``output`` — in the order the
+    command wrote them where it gets one pipe for both (local, the emulators'
+    engine, Daytona), by arrival where the provider delivers them apart (E2B,
+    Sprites) — and ``stderr`` is empty.
 
     ``max_bytes`` bounds the output exec holds, stdout and stderr together
     (default :data:`~managoat_sandbox.streaming.EXEC_MAX_BYTES`, 64 MiB;
@@ -270,10 +272,12 @@ def exec(
     passed, and is stopped; use ``spawn`` to stream more than you want to hold.
 
     ``timeout`` is one monotonic deadline in seconds that output never
-    extends; expiry is ``Unavailable(("exec_timeout", timeout))`` (the remote
-    process may go on). ``timeout <= 0`` raises that at once, dispatching
-    nothing; ``None`` or ``inf`` is no limit; beyond ``threading.TIMEOUT_MAX``
-    is ``Invalid``. Arguments are checked before anything is dispatched: a NUL
+    extends; expiry is ``DeadlineExpired(("exec_timeout", timeout))`` (an
+    ``Unavailable`` and a ``TimeoutError``; the remote process may go on).
+    ``timeout=0`` raises that at once, dispatching nothing; ``None`` or ``inf``
+    is no limit; a negative or NaN timeout, or one beyond
+    ``threading.TIMEOUT_MAX``, is ``Invalid(("timeout", ...))`` naming the
+    allowed range. Arguments are checked before anything is dispatched: a NUL
     in ``cmd``, ``args``, ``dir`` or ``env``, or ``=`` in an env name, is
     ``Invalid``. Runs once, never retried.
     """

@@ -14,8 +14,9 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
+from . import reasons
 from ._args import optional_seconds
-from .errors import Invalid, SandboxError
+from .errors import DeadlineExpired, Invalid, SandboxError
 from .types import Command
 
 __all__ = ["Error", "Exit", "Frame", "Stderr", "Stdout", "iter_frames"]
@@ -67,10 +68,16 @@ class _Gettable(Protocol):
 def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) -> Iterator[Frame]:
     """Yield frames from a command's queue (or a queue) up to the first terminal one.
 
-    ``timeout`` bounds the wait for *each* frame (``None`` or ``inf``: no
-    bound); expiry raises ``TimeoutError``. A ``Command`` whose frames go to a callback is
-    ``Invalid(("owner", ...))``. A command stopped with ``stop_command`` never gets a
-    terminal frame: iterate with a timeout when you might stop it.
+    ``timeout`` bounds the wait for *each* frame, in seconds from 0 to
+    ``threading.TIMEOUT_MAX`` (``None`` or ``inf``: no bound; ``0``: only what is
+    already queued). A wait that expires raises
+    ``DeadlineExpired(("frame_timeout", timeout))`` — an ``Unavailable`` and a
+    ``TimeoutError``, like every expired deadline. The arguments are checked
+    when ``iter_frames`` is called, before anything is read: a negative or NaN
+    ``timeout`` is ``Invalid(("timeout", ...))`` naming the allowed range, and a
+    ``Command`` whose frames go to a callback is ``Invalid(("owner", ...))``. A
+    command stopped with ``stop_command`` never gets a terminal frame: iterate with
+    a timeout when you might stop it.
     """
     if isinstance(source, Command):
         if source.frames is None:
@@ -80,12 +87,17 @@ def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) ->
         frames = source
     else:
         raise TypeError("iter_frames takes a Command or a queue")
-    timeout = optional_seconds(timeout)
+    return _frames(frames, optional_seconds(timeout), timeout)
+
+
+def _frames(frames: _Gettable, wait: float | None, timeout: object) -> Iterator[Frame]:
+    """The frames of ``frames`` to the first terminal one, each waited for at most
+    ``wait`` seconds (``None``: unbounded); ``timeout`` is the caller's, for the error."""
     while True:
         try:
-            frame = frames.get(timeout=timeout)
+            frame = frames.get(timeout=wait)
         except queue.Empty:
-            raise TimeoutError(f"no frame within {timeout} s") from None
+            raise DeadlineExpired((reasons.FRAME_TIMEOUT, timeout)) from None
         yield frame
         if frame.terminal:
             return

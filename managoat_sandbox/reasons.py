@@ -17,9 +17,11 @@ __all__ = [
     "DIR",
     "EXEC_TIMEOUT",
     "EXITED",
+    "FRAME_TIMEOUT",
     "HTTP",
     "MAX_BYTES",
     "PATH",
+    "REFUSED",
     "RESPONSE_TOO_LARGE",
     "SANDBOX_NOT_RUNNING",
     "STDIN_NOT_OPEN",
@@ -34,15 +36,19 @@ __all__ = [
     "timed_out",
     "transport_failed",
     "unconfirmed",
+    "write_failure",
 ]
 
 #: A stream ended without the command's exit: never a guessed code.
 CLOSED_BEFORE_EXIT = "closed_before_exit"
 #: ``exec``'s deadline passed: ``("exec_timeout", seconds)``.
 EXEC_TIMEOUT = "exec_timeout"
+#: ``iter_frames``'s wait for the next frame passed: ``("frame_timeout", seconds)``.
+FRAME_TIMEOUT = "frame_timeout"
 #: A request or stream waited past its own bound.
 TIMEOUT = "timeout"
-#: The connection failed: ``("transport", kind, "host:port")``.
+#: The connection failed: ``("transport", kind, "host:port")``; a stdin write's
+#: ``WriteFailed(("transport", kind))``.
 TRANSPORT = "transport"
 #: A non-2xx HTTP answer: ``("http", status, body)``.
 HTTP = "http"
@@ -50,10 +56,14 @@ HTTP = "http"
 RESPONSE_TOO_LARGE = "response_too_large"
 #: A file larger than ``read_file``'s ``max_bytes``: ``("max_bytes", n)``.
 MAX_BYTES = "max_bytes"
-#: A stdin write raced the command's exit.
+#: A stdin call on a command that has ended (a write that raced its exit, or an attached
+#: session that had ended before the attach): ``CommandExited("exited")``.
 EXITED = "exited"
-#: A stdin call on a command whose local end was stopped.
+#: A stdin call on a command whose local end was stopped: ``CommandExited("detached")``.
 DETACHED = "detached"
+#: A stdin write the provider (or local agent) answered with a refusal:
+#: ``WriteFailed(("refused", code))`` (:func:`write_failure`).
+REFUSED = "refused"
 #: A stdin call on a command started without stdin, or after EOF.
 STDIN_NOT_OPEN = "stdin_not_open"
 #: A malformed ``terminate_session`` request.
@@ -88,6 +98,17 @@ def transport_failed(operation: str) -> str:
 def unconfirmed(operation: str) -> str:
     """A bounded "once" operation's outcome could not be confirmed."""
     return f"{operation}_unconfirmed"
+
+
+def write_failure(error: Any) -> tuple[str, str]:
+    """The detail of the ``WriteFailed`` a stdin write raises from a provider's error:
+    ``("transport", kind)`` when the connection failed (``kind`` from its
+    ``("transport", kind, "host:port")`` detail), else ``("refused", name)`` with the
+    error's class name (``"Invalid"``, ``"Unavailable"``…)."""
+    detail = getattr(error, "detail", None)
+    if reason_of(detail) == TRANSPORT and isinstance(detail, tuple) and len(detail) > 1:
+        return (TRANSPORT, str(detail[1]))
+    return (REFUSED, type(error).__name__)
 
 
 def no_such_dir(dir: str) -> tuple[str, str]:

@@ -76,7 +76,15 @@ class Session:
     """A detachable command living inside a sandbox.
 
     Deliberately has no ``is_active``: a detached session reads inactive, and
-    those are exactly the ones ``attach`` exists to recover.
+    those are exactly the ones ``attach`` exists to recover. What the provider
+    knows of the command's end is said instead, never guessed:
+
+    * ``ended`` — True once the command has ended (its exit recorded, or its
+      end known to be lost), False while it is known to run, None where the
+      provider's listing does not say;
+    * ``exit_code`` — the command's real exit code (as its ``Exit`` frame
+      carries it) when ``ended`` is True and the provider recorded one; None
+      otherwise (running, unknown, or ended without a recorded code).
     """
 
     id: str
@@ -84,6 +92,8 @@ class Session:
     created_at: datetime | None = None
     last_activity_at: datetime | None = None
     tty: bool = False
+    ended: bool | None = None
+    exit_code: int | None = None
 
 
 def _to_allowlist(value: Any) -> tuple[str, ...]:
@@ -157,10 +167,12 @@ class ExecResult(_Collected):
     """The result of ``exec``: collected output, the command's stderr and the real exit code.
 
     Unpacks as ``output, code = exec(...)`` — a two-element tuple, compared as
-    one. ``output`` is stdout, or stdout and stderr in arrival order when
-    ``stderr_to_stdout=True``. ``stderr`` is the command's stderr when it was
-    kept apart (empty when merged); it is collected like ``output``, under the
-    same deadline and the same provider limits, so a failing command says why.
+    one. ``output`` is stdout, or stdout and stderr together when
+    ``stderr_to_stdout=True`` (in the order written where the command has one
+    pipe for both, by arrival where the provider delivers them apart).
+    ``stderr`` is the command's stderr when it was kept apart (empty when
+    merged); it is collected like ``output``, under the same deadline and the
+    same provider limits, so a failing command says why.
     """
 
     stderr: bytes

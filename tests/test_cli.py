@@ -617,14 +617,14 @@ def test_terminate_ends_a_running_session(
     assert cli("attach", "box", session_id) == 137
 
 
-@pytest.mark.parametrize("flags", [(), ("--force",)])
-def test_terminate_an_unknown_session_fails_with_not_found(
-    fake: Fake, flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+def test_terminate_an_absent_session_succeeds_and_force_cannot_confirm_it(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli("create", "box")
     capsys.readouterr()
-    assert cli("terminate", "box", "nosuchsession", *flags) == 1
-    assert "error: NotFound: ('session', 'nosuchsession')" in capsys.readouterr().err
+    assert cli("terminate", "box", "nosuchsession") == 0
+    assert cli("terminate", "box", "nosuchsession", "--force") == 1
+    assert "error: Unavailable: 'termination_unconfirmed'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("timeout", ["99", "0", "0.0001"])
@@ -860,10 +860,34 @@ def test_python_dash_m_help_exits_zero() -> None:
     assert result.stdout.startswith("usage: managoat-sandbox")
 
 
+FAKE_IS_IN_PROCESS = (
+    "managoat-sandbox: warning: the fake provider keeps its sandboxes in this process only: "
+    "nothing this command creates is there for the next managoat-sandbox command\n"
+)
+
+
 def test_python_dash_m_lists_the_builtin_fake_as_json() -> None:
     result = run_module("-p", "fake", "list", "--json")
-    assert (result.returncode, result.stderr) == (0, "")
+    assert (result.returncode, result.stderr) == (0, FAKE_IS_IN_PROCESS)
     assert json.loads(result.stdout) == []
+
+
+def test_each_command_on_the_builtin_fake_says_its_sandboxes_end_with_the_process() -> None:
+    created = run_module("-p", "fake", "create", "box")
+    assert (created.returncode, created.stdout, created.stderr) == (0, "box\n", FAKE_IS_IN_PROCESS)
+    looked_up = run_module("-p", "fake", "get", "box")
+    assert looked_up.returncode == 1
+    assert looked_up.stderr == (
+        FAKE_IS_IN_PROCESS + "managoat-sandbox: error: NotFound: ('sandbox', 'box')\n"
+    )
+
+
+def test_a_fake_the_calling_program_configured_is_shared_between_calls_and_not_warned_of(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("create", "box") == 0
+    assert cli("get", "box") == 0
+    assert capsys.readouterr() == ("box\nrunning\n", "")
 
 
 def test_a_stdin_read_still_blocked_at_exit_does_not_abort_the_process() -> None:
@@ -958,3 +982,45 @@ def test_command_output_stays_raw(fake: Fake, capsys: pytest.CaptureFixture[str]
     assert captured.err.endswith(colour)
     assert cli("exec", "box", "--", "emit", f"out:{colour}") == 0
     assert capsys.readouterr().out == colour
+
+
+@pytest.mark.parametrize("timeout", ["-1", "-0.5", "nan", "-inf"])
+def test_a_negative_or_nan_exec_timeout_is_a_usage_error_naming_the_range(
+    fake: Fake, timeout: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandbox.create("fake", "box")
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("exec must not be dispatched")
+
+    monkeypatch.setattr(fake, "exec", never)
+    capsys.readouterr()
+    assert cli("exec", "box", f"--timeout={timeout}", "--", "emit", "out:x") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (
+        "error: argument --timeout: seconds must be from 0 to 9223372036, or inf for no limit, "
+        f"got '{timeout}'"
+    ) in captured.err
+
+
+def test_an_infinite_exec_timeout_is_no_limit(
+    fake: Fake, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    sandbox.create("fake", "box")
+    capsysbinary.readouterr()
+    assert cli("exec", "box", "--timeout", "inf", "--", "emit", "out:x") == 0
+    assert capsysbinary.readouterr().out == b"x"
+
+
+@pytest.mark.parametrize("timeout", ["-1", "nan"])
+def test_a_negative_or_nan_terminate_timeout_is_a_usage_error_naming_the_range(
+    fake: Fake, timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sandbox.create("fake", "box")
+    capsys.readouterr()
+    assert cli("terminate", "box", "sess-1", "--timeout", timeout) == 2
+    assert (
+        f"error: argument --timeout: seconds must be from 0.001 to 30, got '{timeout}'"
+        in capsys.readouterr().err
+    )

@@ -170,3 +170,19 @@ def test_each_subcommands_help_examples_run_as_printed(
     assert any(f"managoat-sandbox {subcommand} " in line for line in lines)
     setup = [] if subcommand == "create" else ["managoat-sandbox create box"]
     run_shell_lines(env, setup + lines, tmp_path)
+
+
+def test_the_cli_exec_leaves_no_session_and_spawn_one_as_the_local_page_says(
+    env: dict[str, str],
+) -> None:
+    page = " ".join((Path(ROOT) / "docs" / "local-sandbox.md").read_text().split())
+    assert "The CLI's `exec` is the library's `exec`: on `local` it leaves no session" in page
+    assert "The CLI's `spawn` leaves a session like any other spawn" in page
+    assert run_cli(env, "create", "box").returncode == 0
+    ran = run_cli(env, "exec", "box", "--", "sh", "-c", "echo hi; exit 3")
+    assert (ran.returncode, ran.stdout) == (3, "hi\n")
+    assert run_cli(env, "sessions", "box").stdout == ""
+    spawned = run_cli(env, "spawn", "box", "--", "echo", "spawned")
+    assert spawned.returncode == 0
+    listed = run_cli(env, "sessions", "box").stdout.splitlines()
+    assert len(listed) == 1 and listed[0].endswith("\techo spawned")

@@ -14,12 +14,19 @@ from typing import Any
 import attrs
 import pytest
 
+from managoat_sandbox import reasons
 from managoat_sandbox.contract import Capability, Owner
-from managoat_sandbox.errors import NotFound, NotSupported, Unavailable
+from managoat_sandbox.errors import (
+    CommandExited,
+    DeadlineExpired,
+    NotFound,
+    NotSupported,
+    Unavailable,
+)
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.testing.conformance import ConformanceTests
 from managoat_sandbox.testing.fake import Fake
-from managoat_sandbox.types import Command, ExecResult, Handle
+from managoat_sandbox.types import Command, ExecResult, Handle, Session
 
 from .test_fake_conformance import FAKE_FIXTURES
 
@@ -27,6 +34,14 @@ from .test_fake_conformance import FAKE_FIXTURES
 PROBE_FRAME_TIMEOUT = 0.3
 #: How much stdout :class:`ExitOvertakesHeldOutput` holds before it delivers any.
 HELD_BLOCK = 64 * 1024
+#: The Fake's fixtures plus those only these probes need: a script has no background
+#: child, so "late" is what comes after a pause (the part a mutant drops), and the
+#: Fake's merge keeps the script's order.
+PROBE_FIXTURES: dict[str, Sequence[Any]] = {
+    **FAKE_FIXTURES,
+    "exec_late_child": ("emit", ["out:early\n", "sleep:0.1", "out:late\n"], "early", "late"),
+    "exec_ordered": ("emit", ["out:a\n", "err:b\n", "out:c\n"], "a\nb\nc\n"),
+}
 
 Rewrite = Callable[[Frame], Sequence[Frame]]
 
@@ -186,6 +201,28 @@ class MislabelledExecTimeout(Fake):
             raise Unavailable("timeout") from None
 
 
+class ExpiresAsPlainUnavailable(Fake):
+    """An expired exec deadline is a plain ``Unavailable`` with the right detail: not a
+    ``DeadlineExpired``, so ``except TimeoutError`` misses it."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        try:
+            return super().exec(handle, cmd, args, **opts)
+        except DeadlineExpired as error:
+            raise Unavailable(error.detail) from None
+
+
+class NegativeTimeoutExpires(Fake):
+    """A negative or NaN exec timeout is taken as no time left (an expired deadline)
+    instead of being refused as ``Invalid``."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        timeout = opts.get("timeout")
+        if timeout is not None and not timeout > 0:
+            raise DeadlineExpired((reasons.EXEC_TIMEOUT, timeout))
+        return super().exec(handle, cmd, args, **opts)
+
+
 class AlwaysMergesStderr(Fake):
     """exec merges stderr even when not asked to."""
 
@@ -198,6 +235,27 @@ class IgnoresMaxBytes(Fake):
 
     def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
         return super().exec(handle, cmd, args, **{**opts, "max_bytes": None})
+
+
+class StopsReadingAtTheMainExit(Fake):
+    """exec collects only what comes before the first pause: output written after the
+    main process exits (by a background child) is lost."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        script = list(args)
+        pauses = [n for n, step in enumerate(script) if step.startswith("sleep:")]
+        return super().exec(handle, cmd, script[: pauses[0]] if pauses else script, **opts)
+
+
+class MergesByArrival(Fake):
+    """A merged exec gives all of stdout, then all of stderr: the streams are merged as
+    they arrive, not in the order written."""
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        if not opts.get("stderr_to_stdout"):
+            return super().exec(handle, cmd, args, **opts)
+        apart = super().exec(handle, cmd, args, **{**opts, "stderr_to_stdout": False})
+        return ExecResult(apart.output + apart.stderr, apart.exit_code)
 
 
 class NoUrlWhileAdvertised(Fake):
@@ -228,6 +286,53 @@ class PretendsToCheckpoint(Fake):
         return "cp-1"
 
 
+class AbsentIsNotFound(Fake):
+    """The old rule: terminating a session that never existed is ``NotFound``."""
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        if session_id.startswith("nosuchsession"):
+            raise NotFound(("session", session_id))
+        super().terminate_session(handle, session_id, timeout=timeout, mode=mode)
+
+
+class ForceTrustsAbsence(Fake):
+    """Force mode takes an absent session as confirmed: success, not unconfirmed."""
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        super().terminate_session(handle, session_id, timeout=timeout, mode="graceful")
+
+
+class StdinErrorsInProse(Fake):
+    """``CommandExited`` carries a sentence instead of its reason."""
+
+    def write_stdin(self, command: Command, data: bytes) -> None:
+        try:
+            super().write_stdin(command, data)
+        except CommandExited:
+            raise CommandExited("the process has exited") from None
+
+    def close_stdin(self, command: Command) -> None:
+        try:
+            super().close_stdin(command)
+        except CommandExited:
+            raise CommandExited("the session had ended before attach") from None
+
+
+class GuessesHowSessionsEnded(Fake):
+    """``list_sessions`` reports every session ended with exit code 0: a guess, not what
+    the Fake knows."""
+
+    def list_sessions(self, handle: Handle) -> list[Session]:
+        return [
+            attrs.evolve(session, ended=True, exit_code=0)
+            for session in super().list_sessions(handle)
+        ]
+
+
 MUTANTS: list[tuple[type[Fake], str]] = [
     (ExitZeroOnDrop, "test_stream_closed_without_exit_is_an_error_frame_never_an_exit"),
     (ExitZeroOnDrop, "test_error_frame_carries_a_taxonomy_error"),
@@ -244,12 +349,25 @@ MUTANTS: list[tuple[type[Fake], str]] = [
         "test_frames_carry_the_ref_and_output_precedes_exactly_one_terminal_frame",
     ),
     (MislabelledExecTimeout, "test_exec_deadline_is_one_bound_that_output_never_extends"),
+    (
+        ExpiresAsPlainUnavailable,
+        "test_an_expired_exec_deadline_is_deadline_expired_and_a_timeout_error",
+    ),
+    (NegativeTimeoutExpires, "test_a_negative_or_nan_exec_timeout_is_invalid_before_anything_runs"),
     (AlwaysMergesStderr, "test_exec_merges_stderr_only_when_asked"),
     (IgnoresMaxBytes, "test_exec_output_past_max_bytes_is_truncated"),
+    (StopsReadingAtTheMainExit, "test_output_of_a_background_child_comes_before_the_end"),
+    (MergesByArrival, "test_merged_output_keeps_the_order_the_command_wrote"),
     (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
     (UnknownCapability, "test_capabilities_are_a_frozenset_of_known_names"),
     (CreateNewAdopts, "test_create_new_refuses_adoption_and_mints_a_new_incarnation_after_destroy"),
     (PretendsToCheckpoint, "test_unadvertised_checkpointing_raises_not_supported"),
+    (GuessesHowSessionsEnded, "test_list_sessions_says_how_a_session_ended_and_never_guesses"),
+    (AbsentIsNotFound, "test_terminate_session_of_an_ended_or_absent_session_is_one_answer"),
+    (ForceTrustsAbsence, "test_terminate_session_of_an_ended_or_absent_session_is_one_answer"),
+    (StdinErrorsInProse, "test_write_stdin_after_exit_is_command_exited"),
+    (StdinErrorsInProse, "test_stop_command_is_idempotent_and_silences_the_local_end"),
+    (StdinErrorsInProse, "test_attach_to_finished_session_replays_output_and_real_exit"),
 ]
 
 
@@ -258,7 +376,7 @@ def run_conformance_test(adapter: Fake, test_name: str) -> unittest.TestResult:
     probe = type(
         f"Probe{type(adapter).__name__}",
         (ConformanceTests, unittest.TestCase),
-        {"adapter": adapter, "fixtures": FAKE_FIXTURES, "frame_timeout": PROBE_FRAME_TIMEOUT},
+        {"adapter": adapter, "fixtures": PROBE_FIXTURES, "frame_timeout": PROBE_FRAME_TIMEOUT},
     )
     result = unittest.TestResult()
     unittest.TestSuite([probe(test_name)]).run(result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import pickle
 import queue
 import threading
 import time
@@ -14,8 +16,8 @@ import pytest
 from managoat_sandbox import reasons
 from managoat_sandbox._deadline import Deadline, ExecOutput, ExecSink, collect_exec
 from managoat_sandbox._streaming import Stream
-from managoat_sandbox.errors import DeadlineExpired, Truncated, Unavailable
-from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
+from managoat_sandbox.errors import DeadlineExpired, Invalid, Truncated, Unavailable
+from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout, iter_frames
 from managoat_sandbox.types import Command
 
 
@@ -312,3 +314,89 @@ def test_a_deadline_or_an_error_never_kills() -> None:
     with pytest.raises(Unavailable):
         collect_exec(starter.start, starter.stop, deadline=Deadline(0.05), kill=killed.append)
     assert killed == []
+
+
+# -- one type for every expiry, and the timeouts that are refused --------------------------
+
+
+def test_deadline_expired_is_a_timeout_error_and_an_unavailable_that_pickles() -> None:
+    error = DeadlineExpired((reasons.EXEC_TIMEOUT, 0.5), retry_after=2.0)
+    error.with_context(status=504, request_id="req-1")
+    assert isinstance(error, TimeoutError) and isinstance(error, Unavailable)
+    assert error.taxonomy() is Unavailable and error.transient
+    assert error == Unavailable((reasons.EXEC_TIMEOUT, 0.5))
+    assert hash(error) == hash(Unavailable((reasons.EXEC_TIMEOUT, 0.5)))
+    assert (error.errno, error.strerror, error.filename) == (None, None, None)
+    assert str(error) == "('exec_timeout', 0.5)"
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is DeadlineExpired
+    assert (copy.detail, copy.retry_after, copy.status, copy.request_id) == (
+        (reasons.EXEC_TIMEOUT, 0.5),
+        2.0,
+        504,
+        "req-1",
+    )
+    for handler in (TimeoutError, Unavailable, DeadlineExpired):
+        try:
+            raise DeadlineExpired(reasons.TIMEOUT)
+        except handler as caught:
+            assert caught.detail == reasons.TIMEOUT
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.001, float("nan"), -math.inf, 10**400])
+def test_a_deadline_refuses_a_negative_or_nan_timeout_naming_the_range(timeout: float) -> None:
+    with pytest.raises(Invalid) as caught:
+        Deadline(timeout)
+    assert caught.value.detail[0] == "timeout"
+    assert "from 0 to 9223372036, or None or inf for no limit" in str(caught.value)
+
+
+def test_an_infinite_deadline_never_expires_and_zero_is_already_expired() -> None:
+    assert Deadline(math.inf).remaining() is None
+    with pytest.raises(DeadlineExpired) as caught:
+        Deadline(0).check()
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0)
+
+
+class CountingQueue:
+    """A queue that holds ``frames`` and counts the waits asked of it."""
+
+    def __init__(self, *frames: Frame) -> None:
+        self.frames: queue.Queue[Frame] = queue.Queue()
+        for frame in frames:
+            self.frames.put(frame)
+        self.waits: list[float | None] = []
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Frame:
+        self.waits.append(timeout)
+        return self.frames.get(block, timeout)
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0])
+def test_iter_frames_expiry_is_deadline_expired_naming_the_frame_wait(timeout: float) -> None:
+    source = CountingQueue(Stdout("a", b"x"))
+    frames = iter_frames(source, timeout=timeout)
+    assert next(frames) == Stdout("a", b"x")
+    with pytest.raises(TimeoutError) as caught:
+        next(frames)
+    assert type(caught.value) is DeadlineExpired
+    assert caught.value.detail == (reasons.FRAME_TIMEOUT, timeout)
+    assert caught.value == Unavailable((reasons.FRAME_TIMEOUT, timeout))
+    assert source.waits == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.5, float("nan"), -math.inf])
+def test_iter_frames_refuses_a_negative_or_nan_timeout_before_reading(timeout: float) -> None:
+    source = CountingQueue(Exit("a", 0))
+    with pytest.raises(Invalid) as caught:
+        iter_frames(source, timeout=timeout)
+    assert caught.value.detail[0] == "timeout"
+    assert "from 0 to 9223372036" in str(caught.value)
+    assert source.waits == []
+
+
+def test_iter_frames_with_no_limit_waits_unbounded_up_to_the_terminal_frame() -> None:
+    for timeout in (None, math.inf):
+        source = CountingQueue(Stdout("a", b"x"), Exit("a", 0), Stdout("a", b"never"))
+        assert list(iter_frames(source, timeout=timeout)) == [Stdout("a", b"x"), Exit("a", 0)]
+        assert source.waits == [None, None]

@@ -27,6 +27,8 @@ FAKE_FIXTURES: Mapping[str, Sequence[Any]] = {
     "exec_slow": ("emit", ["out:a", "sleep:3", "out:b", "sleep:3", "exit:0"]),
     "exec_mixed": ("emit", ["out:OUT", "err:ERR"], "OUT", "ERR"),
     "spawn_bulk": ("emit", ["out:" + "x" * BULK_CHUNK] * BULK_CHUNKS, BULK_CHUNK * BULK_CHUNKS),
+    "exec_late_child": ("emit", ["out:early\n", "sleep:0.1", "out:late\n"], "early", "late"),
+    "exec_ordered": ("emit", ["out:a\n", "err:b\n", "out:c\n"], "a\nb\nc\n"),
 }
 
 

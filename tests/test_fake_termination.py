@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from managoat_sandbox import reasons
-from managoat_sandbox.errors import CommandExited, Invalid, NotFound
+from managoat_sandbox.errors import CommandExited, DeadlineExpired, Invalid, Unavailable
 from managoat_sandbox.testing import Fake
 from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
 from managoat_sandbox.types import Command, Handle
@@ -64,11 +64,13 @@ def test_local_detach_leaves_the_session_alive_and_termination_stops_only_it(fak
 def test_an_absent_session_on_another_sandbox_cannot_stop_the_owned_one(fake: Fake) -> None:
     victim, victim_id, _ = start(fake, "victim")
     other = fake.create("other")
-    with pytest.raises(NotFound):
-        fake.terminate_session(other, victim_id)
+    fake.terminate_session(other, victim_id)
     assert alive(fake, victim)
-    with pytest.raises(NotFound):
-        fake.terminate_session(fake.build_handle("worker"), "absent")
+    with pytest.raises(Unavailable) as unconfirmed:
+        fake.terminate_session(other, victim_id, mode="force")
+    assert unconfirmed.value.detail == reasons.TERMINATION_UNCONFIRMED
+    assert alive(fake, victim)
+    fake.terminate_session(fake.build_handle("worker"), "absent")
     with pytest.raises(Invalid) as caught:
         fake.terminate_session(fake.build_handle("worker"), "../id")
     assert caught.value.detail == reasons.TERMINATION_REQUEST
@@ -96,16 +98,16 @@ def test_concurrent_terminations_emit_one_terminal_frame(fake: Fake) -> None:
     fake.terminate_session(worker, session_id)
 
 
-def test_force_confirms_a_known_process_and_an_unknown_one_is_not_found(fake: Fake) -> None:
+def test_force_confirms_a_known_process_and_an_absent_one_is_unconfirmed(fake: Fake) -> None:
     worker = fake.build_handle("worker")
     command, session_id, box = start(fake, "victim")
     fake.terminate_session(worker, session_id, mode="force")
     assert not alive(fake, command)
     box.expect(is_exit(command.ref, 137), 1)
     fake.terminate_session(worker, session_id, mode="force")
-    with pytest.raises(NotFound) as caught:
+    with pytest.raises(Unavailable) as caught:
         fake.terminate_session(worker, "absent", mode="force")
-    assert caught.value.detail == ("session", "absent")
+    assert caught.value == Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
 def test_completed_results_are_preserved_and_destroyed_handles_can_still_detach(
@@ -122,8 +124,10 @@ def test_completed_results_are_preserved_and_destroyed_handles_can_still_detach(
     replay.expect(is_exit(attached.ref, 0), 1)
     fake.destroy(worker)
     fake.stop_command(command)
-    with pytest.raises(NotFound):
-        fake.terminate_session(worker, session_id)
+    fake.terminate_session(worker, session_id)
+    with pytest.raises(Unavailable) as caught:
+        fake.terminate_session(worker, session_id, mode="force")
+    assert caught.value.detail == reasons.TERMINATION_UNCONFIRMED
 
 
 def test_a_later_attach_replays_exit_137(fake: Fake) -> None:
@@ -134,3 +138,18 @@ def test_a_later_attach_replays_exit_137(fake: Fake) -> None:
     attached = fake.attach(worker, session_id, owner=replay)
     assert replay.expect(is_stdout(attached.ref), 1).data == b"ready"
     replay.expect(is_exit(attached.ref, 137), 1)
+
+
+def test_a_process_that_outlives_the_timeout_is_deadline_expired(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = fake.build_handle("worker")
+    command, session_id, box = start(fake, "stubborn")
+    with monkeypatch.context() as patch:
+        patch.setattr(fake, "_kill", lambda session: False)  # the kill does not take
+        with pytest.raises(DeadlineExpired) as caught:
+            fake.terminate_session(worker, session_id, timeout=0.05)
+    assert caught.value.detail == reasons.TERMINATION_TIMEOUT
+    assert alive(fake, command)
+    fake.terminate_session(worker, session_id)
+    box.expect(is_exit(command.ref, 137), 1)

@@ -244,6 +244,7 @@ def test_an_attach_at_any_point_gets_the_whole_stream_while_the_original_stops_a
 
 
 @PROPERTY
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 @given(script=scripts, raise_on=st.frozensets(st.integers(0, 9)))
 def test_an_owner_raising_on_any_frames_still_gets_every_frame_and_one_terminal(
     script: Script, raise_on: frozenset[int]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import queue
+import subprocess
+import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -73,22 +75,48 @@ def test_nothing_follows_the_terminal_frame() -> None:
     assert got == [Exit("r", 3)]
 
 
-def test_a_raising_callback_is_logged_and_delivery_goes_on(
-    caplog: pytest.LogCaptureFixture,
+def test_a_raising_callback_is_reported_through_threading_excepthook_and_delivery_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[Frame] = []
+    reported: list[threading.ExceptHookArgs] = []
 
     def owner(frame: Frame) -> None:
         seen.append(frame)
         if isinstance(frame, Stdout):
             raise RuntimeError("owner bug")
 
+    monkeypatch.setattr(threading, "excepthook", reported.append)
     stream = Stream("r", owner, label="t")
-    with caplog.at_level(logging.ERROR, logger="managoat_sandbox"):
+    stream.stdout(b"a")
+    stream.exit(0)
+    assert seen == [Stdout("r", b"a"), Exit("r", 0)]
+    assert [(r.exc_type, str(r.exc_value)) for r in reported] == [(RuntimeError, "owner bug")]
+    assert reported[0].thread is threading.current_thread()
+    assert reported[0].exc_traceback is not None
+
+
+def test_a_raising_callback_is_seen_on_stderr_without_any_logging_set_up() -> None:
+    program = textwrap.dedent(
+        """
+        from managoat_sandbox._streaming import Stream
+
+        def owner(frame):
+            raise RuntimeError("owner bug")
+
+        stream = Stream("r", owner, label="t")
         stream.stdout(b"a")
         stream.exit(0)
-    assert seen == [Stdout("r", b"a"), Exit("r", 0)]
-    assert any("owner callback raised" in r.getMessage() for r in caplog.records)
+        print("delivered")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0
+    assert done.stdout == "delivered\n"
+    assert done.stderr.count("RuntimeError: owner bug") == 2
+    assert "Exception in thread" in done.stderr
 
 
 def test_stop_from_inside_the_callback_does_not_deadlock() -> None:

@@ -8,14 +8,14 @@ accepted before or after the subcommand.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._args import TERMINATION_TIMEOUT_RANGE
+from .._args import TERMINATION_TIMEOUT_RANGE, TIMEOUT_RANGE, optional_seconds
 from .._deadline import EXEC_MAX_BYTES
 from .._version import __version__
+from ..errors import Invalid
 from . import files, sandboxes, sessions, streaming
 from .console import PROG, Console
 
@@ -69,21 +69,30 @@ def default_provider() -> str:
 # -- argument types -----------------------------------------------------------
 
 
-def _seconds(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"seconds must be finite and >= 0, got {text!r}")
-    return value
+
+
+def _seconds(text: str) -> float | None:
+    """``exec --timeout``: the library's rule for exec's timeout
+    (:func:`~managoat_sandbox._args.optional_seconds`); ``inf`` is no limit (``None``)."""
+    try:
+        return optional_seconds(_number(text))
+    except Invalid:
+        low, high = TIMEOUT_RANGE
+        raise argparse.ArgumentTypeError(
+            f"seconds must be from {low:g} to {high:.0f}, or inf for no limit, got {text!r}"
+        ) from None
 
 
 def _termination_seconds(text: str) -> float:
     """``terminate --timeout``: seconds within the range the library accepts."""
-    value = _seconds(text)
+    value = _number(text)
     low, high = TERMINATION_TIMEOUT_RANGE
-    if not low <= value <= high:
+    if not low <= value <= high:  # NaN included
         raise argparse.ArgumentTypeError(f"seconds must be from {low:g} to {high:g}, got {text!r}")
     return value
 
@@ -283,7 +292,8 @@ def _running(add: Add) -> None:
         type=_seconds,
         metavar="S",
         default=None,
-        help="one deadline in seconds that output never extends; on expiry "
+        help="one deadline in seconds that output never extends (0 fails at once, "
+        "inf is no limit, a negative or NaN value is a usage error); on expiry "
         "exit 124 with exec_timeout, after the provider's exec clean-up "
         "(local kills the command)",
     )

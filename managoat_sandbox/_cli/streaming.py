@@ -55,8 +55,10 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
     result's stdout is printed to stdout and its stderr
     (``ExecResult.stderr``) to stderr, after the exit. On
     expiry the status is :data:`~managoat_sandbox._cli.exits.TIMEOUT` with
-    exec's ``Unavailable(("exec_timeout", S))`` on one line; nothing collected
-    is printed. ``--timeout 0`` fails at once without starting anything.
+    exec's ``DeadlineExpired(("exec_timeout", S))`` on one line; nothing collected
+    is printed. ``--timeout 0`` fails at once without starting anything; a
+    negative or NaN ``--timeout`` is a usage error (status 2), as the library's
+    ``Invalid``.
     """
     handle = sandbox.build_handle(args.provider, args.name)
     cmd, *argv = args.command
@@ -86,7 +88,7 @@ def run_exec(args: argparse.Namespace, console: Console) -> int:
 
 
 def is_exec_timeout(error: Unavailable) -> bool:
-    """Whether ``error`` is exec's expired deadline, ``Unavailable(("exec_timeout", S))``."""
+    """Whether ``error`` is exec's expired deadline, ``DeadlineExpired(("exec_timeout", S))``."""
     return reasons.reason_of(error) == reasons.EXEC_TIMEOUT
 
 

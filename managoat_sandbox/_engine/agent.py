@@ -313,23 +313,12 @@ class Agent:
         """Serve until shut down or until the state directory is deleted."""
         next_check = time.monotonic() + _IDLE
         while not self.exiting:
-            now = time.monotonic()
-            timeout = min(
-                [
-                    next_check - now,
-                    *(
-                        p.drain_deadline - now
-                        for p in self.processes.values()
-                        if p.drain_deadline is not None and p.end is None and not p.paused
-                    ),
-                ]
-            )
-            for key, mask in self.sel.select(max(timeout, 0.0)):
+            for key, mask in self.sel.select(max(next_check - time.monotonic(), 0.0)):
                 callback: Callable[[int], None] = key.data
                 callback(mask)
             now = time.monotonic()
             for process in list(self.processes.values()):
-                if process.ready_to_end(now):
+                if process.ready_to_end():
                     self._end(process)
             if now >= next_check:
                 next_check = now + _IDLE
@@ -449,10 +438,10 @@ class Agent:
         journaled for a session) stops the reading, so the command blocks on
         write; reading resumes once one of them is back within half of it, or
         none is left. A session whose process has been reaped is always read:
-        what is left is bounded (its pipes, and descendants for the drain
-        window), and its end must not wait for a subscriber (``terminate_session``
-        waits for it). Never waits for anyone: a slow subscriber holds up only
-        the command it follows.
+        its end must not wait for a subscriber (``terminate_session`` waits for
+        it), and what descendants that outlive it write goes to the journal,
+        bounded by the sandbox's ``file_size``. Never waits for anyone: a slow
+        subscriber holds up only the command it follows.
         """
         if process.end is not None:
             return
@@ -466,7 +455,6 @@ class Agent:
                 process.paused = True
         elif free or not lags or min(lags) < limit // 2:
             process.paused = False
-            process.restart_drain()
             self._watch_outputs(process)
 
     def _journal_failed(self, process: Process, exc: OSError) -> None:
@@ -573,6 +561,11 @@ class Agent:
         return process
 
     def _spawn(self, conn: Connection, req: dict[str, Any], data: bytes) -> None:
+        """Start a process: ``id``, ``argv``, ``env``, ``cwd``; optional ``tty``, ``stdin``,
+        ``journal`` (a detachable session), ``follow``, ``rows``/``cols``, ``retain`` (with
+        ``retain_bytes``: :mod:`.retention`), and ``merge`` (stdout and stderr one pipe,
+        read as ``OUT`` in the order written; ignored with ``tty``, whose terminal is
+        already one stream)."""
         sid = _field(req, "id", str)
         if SESSION_ID.match(sid) is None:
             raise Refused("bad_request", "bad process id")
@@ -592,19 +585,20 @@ class Agent:
         tty = bool(req.get("tty"))
         stdin = bool(req.get("stdin"))
         journaled = bool(req.get("journal"))
+        merge = bool(req.get("merge"))
         rows = int(req.get("rows") or 24)
         cols = int(req.get("cols") or 80)
         if sid in self.processes:
             raise Refused("exists", f"process {sid!r} exists")
         if journaled and "retain" in req:
             try:
-                self.retention.set_bound(req["retain"])
+                self.retention.set_bound(req["retain"], req.get("retain_bytes"))
             except ValueError as exc:
                 raise Refused("bad_request", str(exc)) from None
         if not os.path.isdir(cwd):
             raise Refused("bad_cwd", f"{cwd!r} is not a directory")
         journal_fd = self._open_journal(sid, argv, cwd, tty=tty, stdin=stdin) if journaled else None
-        process = Process(sid, journal_fd=journal_fd, stdin=stdin, tty=tty)
+        process = Process(sid, journal_fd=journal_fd, stdin=stdin, tty=tty, merge=merge)
         failure = process.start(argv, env, cwd, rows=rows, cols=cols, nofile_soft=self.nofile_soft)
         self.processes[sid] = process
         conn.send_reply({"id": sid, "pid": process.pid})
@@ -615,7 +609,6 @@ class Agent:
             message = f"managoat_sandbox: cannot execute {argv[0]!r}: {reason}\n"
             self.emit(process, wire.OUT if tty else wire.ERR, message.encode())
             process.status = (127 if isinstance(failure, FileNotFoundError) else 126) << 8
-            process.drain_deadline = time.monotonic()
             self._end(process)
             return None
         if journaled:

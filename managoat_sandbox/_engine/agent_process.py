@@ -7,11 +7,17 @@ session's ``journal`` before anyone sees it, and the end is recorded in
 connection that started it, and nothing touches the disk).
 
 The end of a process is decided once: after its exit status was reaped and
-its output pipes reached end of file — or :data:`DRAIN_TIMEOUT` seconds of
-reading after the exit if descendants keep the pipes open (a pause in reading,
-for back-pressure, does not count). The end is the real exit
-(``{"code", "signal"}``, 128 + N for a signal) or, when output could not be
-journaled, ``{"lost": reason}``; it is never guessed.
+its output pipes reached end of file — every writer closed, the main process's
+descendants included, as with :mod:`subprocess`. A descendant that keeps the
+pipes open keeps the process running; only the caller's deadline (which
+signals the process group) ends the wait. The one exception is an ephemeral
+process nobody follows any more (its caller gave up): it ends once reaped, as
+nobody can read what its descendants write. The end is the real exit of the
+main process (``{"code", "signal"}``, 128 + N for a signal) or, when output
+could not be journaled, ``{"lost": reason}``; it is never guessed.
+
+With ``merge`` the command's stdout and stderr are one pipe (as with ``2>&1``),
+read as ``OUT``: the bytes come in the order the command wrote them.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ import resource
 import struct
 import subprocess
 import termios
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
@@ -37,7 +42,6 @@ from .stdin_feed import StdinFeed
 #: Whoever the agent lets follow a process or wait to write its stdin (its connections).
 Client = TypeVar("Client")
 
-DRAIN_TIMEOUT = 0.3
 SESSIONS = "sessions"
 SPEC = "spec.json"
 JOURNAL = "journal"
@@ -83,11 +87,14 @@ class Process(Generic[Client]):
     only holds them, in order, for the agent to drive.
     """
 
-    def __init__(self, sid: str, *, journal_fd: int | None, stdin: bool, tty: bool) -> None:
+    def __init__(
+        self, sid: str, *, journal_fd: int | None, stdin: bool, tty: bool, merge: bool = False
+    ) -> None:
         self.sid = sid
         self.journal_fd = journal_fd
         self.stdin_requested = stdin
         self.tty = tty
+        self.merge = merge
         self.pid: int | None = None
         self.popen: subprocess.Popen[bytes] | None = None
         self.outputs: dict[int, int] = {}
@@ -98,7 +105,6 @@ class Process(Generic[Client]):
         self.size = 0
         self.paused = False
         self.status: int | None = None
-        self.drain_deadline: float | None = None
         self.broken: str | None = None
         self.end: dict[str, Any] | None = None
         self.subscribers: list[Client] = []
@@ -137,16 +143,17 @@ class Process(Generic[Client]):
             if self.stdin_requested:
                 self.stdin = StdinFeed(os.dup(master), tty=True)
             preexec = _take_controlling_tty
+        elif self.merge:
+            out_r, out_w = os.pipe()
+            child.append(out_w)
+            stdin_source = self._stdin_pipe(child)
+            stdio = (stdin_source, out_w, out_w)
+            self.outputs = {out_r: wire.OUT}
         else:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             child += [out_w, err_w]
-            stdin_source: Any = subprocess.DEVNULL
-            if self.stdin_requested:
-                in_r, in_w = os.pipe()
-                child.append(in_r)
-                stdin_source = in_r
-                self.stdin = StdinFeed(in_w, tty=False)
+            stdin_source = self._stdin_pipe(child)
             stdio = (stdin_source, out_w, err_w)
             self.outputs = {out_r: wire.OUT, err_r: wire.ERR}
         try:
@@ -165,6 +172,16 @@ class Process(Generic[Client]):
         for fd in self.outputs:
             os.set_blocking(fd, False)
         return None
+
+    def _stdin_pipe(self, child: list[int]) -> Any:
+        """The child's stdin: a pipe fed through :class:`StdinFeed` when requested (its
+        read end added to ``child``, closed here once the child has it), else /dev/null."""
+        if not self.stdin_requested:
+            return subprocess.DEVNULL
+        in_r, in_w = os.pipe()
+        child.append(in_r)
+        self.stdin = StdinFeed(in_w, tty=False)
+        return in_r
 
     # -- output and end ---------------------------------------------------------
 
@@ -189,26 +206,17 @@ class Process(Generic[Client]):
         self.spent.append(fd)
 
     def reaped(self, status: int) -> None:
-        """The child's wait status arrived; output may still drain for a moment."""
+        """The child's wait status arrived; its output still drains until end of file."""
         self.status = status
-        self.drain_deadline = time.monotonic() + DRAIN_TIMEOUT
         if self.popen is not None:
             self.popen.returncode = os.waitstatus_to_exitcode(status)
 
-    def restart_drain(self) -> None:
-        """Reading resumed after a pause: a reaped process's drain window starts afresh,
-        since output is given up on only while it is being read."""
-        if self.status is not None:
-            self.drain_deadline = time.monotonic() + DRAIN_TIMEOUT
-
-    def ready_to_end(self, now: float) -> bool:
-        """Whether the end can be decided: reaped, and output drained or given up on —
-        never while reading is paused (what waits in the pipes is still to be read)."""
+    def ready_to_end(self) -> bool:
+        """Whether the end can be decided: reaped, and every output pipe at end of file
+        (every writer closed) — or, for an ephemeral process, nobody left to read it."""
         if self.end is not None or self.status is None:
             return False
-        if not self.outputs:
-            return True
-        return not self.paused and self.drain_deadline is not None and now >= self.drain_deadline
+        return not self.outputs or (not self.journaled and not self.subscribers)
 
     def decide_end(self) -> dict[str, Any]:
         """The end record: the real exit, or ``lost`` for a broken journal."""

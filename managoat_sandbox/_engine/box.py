@@ -475,13 +475,16 @@ class Box:
         cols: int = 80,
         follow: bool = True,
         retain: int | None = None,
+        retain_bytes: int | None = None,
     ) -> tuple[int | None, Subscription | None]:
         """Start a journaled session ``sid``; its pid and, with ``follow``, a subscription
         from byte zero. ``cwd`` is an agent path. Refused ``bad_cwd``/``exists``.
 
         ``retain`` (an int >= 0) becomes the agent's bound on finished sessions kept on
         disk, from this spawn on (:mod:`.retention`); None leaves the bound as it is (an
-        agent that was never given one keeps every session)."""
+        agent that was never given one keeps every session). With ``retain``,
+        ``retain_bytes`` (an int >= 0, or None: no limit) becomes its bound on the bytes
+        those sessions take."""
         header = {
             "op": "spawn",
             "id": sid,
@@ -497,6 +500,7 @@ class Box:
         }
         if retain is not None:
             header["retain"] = retain
+            header["retain_bytes"] = retain_bytes
         sock, reply = self._exchange(header, b"", start=True, timeout=REQUEST_TIMEOUT)
         pid = reply.get("pid")
         if not follow:
@@ -512,9 +516,11 @@ class Box:
         env: Mapping[str, str],
         cwd: str,
         timeout: float | None = REQUEST_TIMEOUT,
+        merge: bool = False,
     ) -> tuple[str, int | None, Subscription]:
         """Start an ephemeral process (nothing on disk; killed if the subscription is closed
-        before its end): its id, pid and subscription."""
+        before its end): its id, pid and subscription. With ``merge`` its stdout and
+        stderr are one pipe (``2>&1``), all delivered as stdout in the order written."""
         sid = "x" + secrets.token_hex(8)
         header = {
             "op": "spawn",
@@ -524,6 +530,7 @@ class Box:
             "cwd": cwd,
             "journal": False,
             "follow": True,
+            "merge": merge,
         }
         sock, reply = self._exchange(header, b"", start=True, timeout=timeout)
         return sid, reply.get("pid"), Subscription(sock, on_finish=self.checkin)

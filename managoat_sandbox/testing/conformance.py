@@ -36,8 +36,16 @@ Class attributes:
     against its ``max_bytes``); ``print_file`` ``(cmd, args)`` — prints the
     file whose path is appended as its last argument; ``make_private``
     ``(cmd, args)`` — takes every permission off the path appended as its
-    last argument (``chmod 000``). Expected parts are ``str`` (compared as
-    UTF-8) or ``bytes``.
+    last argument (``chmod 000``); ``exec_late_child`` ``(cmd, args, early,
+    late)`` — prints ``early`` and exits 0 while a background child it
+    started, holding its stdout, prints ``late`` about half a second later
+    (well within :data:`LATE_CHILD_BOUND`); ``exec_ordered`` ``(cmd, args,
+    expected_merged)`` — writes to stdout and stderr in turn, and
+    ``expected_merged`` is all of it in the order written. Give
+    ``exec_ordered`` only where ``stderr_to_stdout`` gives the command one
+    pipe for both streams: where the provider's protocol delivers them apart,
+    the merge is by arrival and no order can be promised. Expected parts are
+    ``str`` (compared as UTF-8) or ``bytes``.
 ``name_factory``
     Looked up on the class and called with no arguments; mints sandbox names
     (for adapters whose names carry routing). The default,
@@ -57,7 +65,9 @@ optional fixture that is not given, is skipped with a reason naming what is
 missing (the checkpoint-coherence test is skipped when ``checkpoint`` *is*
 advertised). Capabilities are read from ``adapter.capabilities()`` when the
 test runs. A missing required fixture fails the tests that need it; an
-unknown fixture name fails the whole class (a typo would otherwise skip).
+unknown fixture name fails the whole class (a typo would otherwise skip), and
+so does a fixture not of its shape (:data:`FIXTURE_SHAPES`), naming the fixture
+and what each of its fields must be.
 
 Every test destroys the sandboxes and stops the commands it made (cleanup
 errors are logged, not raised). Every wait is bounded: nothing here sleeps to
@@ -82,6 +92,7 @@ from ..contract import KNOWN_CAPABILITIES, Adapter, Capability
 from ..errors import (
     AlreadyExists,
     CommandExited,
+    DeadlineExpired,
     Denied,
     Invalid,
     NotFound,
@@ -91,7 +102,7 @@ from ..errors import (
     Unavailable,
 )
 from ..frames import Error, Exit, Frame, Stderr, Stdout
-from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy
+from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from .mailbox import Mailbox, has_ref, is_exit, is_stdout, is_terminal
 
 if TYPE_CHECKING:
@@ -99,14 +110,108 @@ if TYPE_CHECKING:
 else:
     _Base = object
 
-__all__ = ["OPTIONAL_FIXTURES", "REQUIRED_FIXTURES", "ConformanceTests", "default_name"]
+__all__ = [
+    "FIXTURE_FIELDS",
+    "FIXTURE_SHAPES",
+    "OPTIONAL_FIXTURES",
+    "REQUIRED_FIXTURES",
+    "ConformanceTests",
+    "default_name",
+]
 
 log = logging.getLogger("managoat_sandbox.testing")
 
 REQUIRED_FIXTURES = frozenset({"exec_ok", "exec_fail", "spawn_ok", "spawn_stay"})
 OPTIONAL_FIXTURES = frozenset(
-    {"spawn_drop", "exec_slow", "exec_mixed", "spawn_bulk", "print_file", "make_private"}
+    {
+        "spawn_drop",
+        "exec_slow",
+        "exec_mixed",
+        "spawn_bulk",
+        "print_file",
+        "make_private",
+        "exec_late_child",
+        "exec_ordered",
+    }
 )
+
+#: Each fixture's fields, in order (their meaning: the module docs, ``fixtures``). What
+#: each field must be is :data:`FIXTURE_FIELDS`; ``setUpClass`` checks every fixture
+#: given against this table and fails the class naming the fixture and its shape.
+FIXTURE_SHAPES: Mapping[str, tuple[str, ...]] = {
+    "exec_ok": ("cmd", "args", "expected_stdout_part"),
+    "exec_fail": ("cmd", "args", "code"),
+    "spawn_ok": ("cmd", "args"),
+    "spawn_stay": ("cmd", "args"),
+    "spawn_drop": ("cmd", "args"),
+    "exec_slow": ("cmd", "args"),
+    "exec_mixed": ("cmd", "args", "out_part", "err_part"),
+    "spawn_bulk": ("cmd", "args", "nbytes"),
+    "print_file": ("cmd", "args"),
+    "make_private": ("cmd", "args"),
+    "exec_late_child": ("cmd", "args", "early", "late"),
+    "exec_ordered": ("cmd", "args", "expected_merged"),
+}
+
+
+def _is_args(value: object) -> bool:
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str | bytes)
+        and all(isinstance(arg, str) for arg in value)
+    )
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_part(value: object) -> bool:
+    return isinstance(value, str | bytes)
+
+
+#: What each fixture field must be: a check, and its description in the failure message.
+FIXTURE_FIELDS: Mapping[str, tuple[Callable[[object], bool], str]] = {
+    "cmd": (lambda value: isinstance(value, str), "a str"),
+    "args": (_is_args, "a list of str"),
+    "code": (_is_count, "an int"),
+    "nbytes": (_is_count, "an int"),
+    **{
+        part: (_is_part, "a str or bytes")
+        for part in (
+            "expected_stdout_part",
+            "out_part",
+            "err_part",
+            "early",
+            "late",
+            "expected_merged",
+        )
+    },
+}
+
+
+def _shape_error(owner: str, name: str, value: object) -> str | None:
+    """Why ``value`` is not the shape :data:`FIXTURE_SHAPES` gives fixture ``name``
+    (naming the fixture, its fields and what each must be), or ``None`` when it is."""
+    fields = FIXTURE_SHAPES.get(name)
+    if fields is None:
+        return None
+    wrong = (
+        not isinstance(value, Sequence)
+        or isinstance(value, str | bytes)
+        or len(value) != len(fields)
+        or not all(
+            FIXTURE_FIELDS[field][0](item) for field, item in zip(fields, value, strict=True)
+        )
+    )
+    if not wrong:
+        return None
+    wanted = ", ".join(f"{field} {FIXTURE_FIELDS[field][1]}" for field in fields)
+    return (
+        f"{owner}.fixtures[{name!r}] must be a tuple ({', '.join(fields)}) of "
+        f"{len(fields)} items — {wanted}; got {value!r}"
+    )
+
 
 #: How long "no further terminal frame" is watched for (docs/protocols/contract.md#quiet-window).
 QUIET_WINDOW = 0.05
@@ -126,6 +231,12 @@ CONCURRENT_EXEC_BOUND_FRAMES = 30
 ATTACHER_BUDGET_FRAMES = 4
 #: How many chunks the exit-ordering test has echoed right before the command exits.
 BURST_CHUNKS = 64
+#: Seconds the ``exec_late_child`` command may take beyond one frame timeout (its
+#: background child prints about half a second after the main process exits).
+LATE_CHILD_BOUND = 5.0
+#: How many times the merged-order test runs ``exec_ordered``: an adapter that merges
+#: by arrival gets the order right by chance in some runs, rarely in all of them.
+ORDER_RUNS = 5
 
 _E = TypeVar("_E", bound=Exception)
 
@@ -188,14 +299,24 @@ class ConformanceTests(_Base):
 
     @classmethod
     def setUpClass(cls) -> None:
-        """Resolve ``adapter`` (a class is instantiated once) and refuse unknown fixture names.
+        """Resolve ``adapter`` (a class is instantiated once); refuse unknown fixture names,
+        and fixtures not of the shape :data:`FIXTURE_SHAPES` gives them (``ValueError``
+        naming each such fixture, its fields and what each must be).
 
-        A misspelt optional fixture would otherwise just skip its tests.
+        A misspelt optional fixture would otherwise just skip its tests, and a misshapen
+        one fail deep inside a test.
         """
         super().setUpClass()
         unknown = set(getattr(cls, "fixtures", {})) - REQUIRED_FIXTURES - OPTIONAL_FIXTURES
         if unknown:
             raise ValueError(f"{cls.__name__}.fixtures has unknown names: {sorted(unknown)}")
+        misshapen = [
+            error
+            for name, value in getattr(cls, "fixtures", {}).items()
+            if (error := _shape_error(cls.__name__, name, value)) is not None
+        ]
+        if misshapen:
+            raise ValueError("; ".join(misshapen))
         declared = getattr(cls, "adapter", None)
         if isinstance(declared, type) and issubclass(declared, Adapter):
             cls.adapter_instance = declared()
@@ -600,6 +721,37 @@ class ConformanceTests(_Base):
         self.assertEqual(error.detail, (reasons.EXEC_TIMEOUT, 0))
         self.assertLess(elapsed, self.frame_timeout, "timeout=0 must raise at once")
 
+    def test_an_expired_exec_deadline_is_deadline_expired_and_a_timeout_error(self) -> None:
+        """Every expired deadline raises one type: exec's is ``DeadlineExpired(("exec_timeout",
+        t))``, an ``Unavailable`` that ``except TimeoutError`` catches too.
+
+        Both with 0.5 s against a command that prints for at least 5 s
+        (``exec_slow``) and with ``timeout=0``, which expires before anything runs.
+        """
+        cmd, args = self._fixture("exec_slow")
+        adapter = self.adapter_instance
+        handle = self._created()
+        for timeout in (EXEC_DEADLINE, 0):
+            error = self._raises(DeadlineExpired, adapter.exec, handle, cmd, args, timeout=timeout)
+            self.assertIsInstance(error, TimeoutError, "DeadlineExpired must be a TimeoutError")
+            self.assertIsInstance(error, Unavailable, "DeadlineExpired must be an Unavailable")
+            self.assertEqual(error.detail, (reasons.EXEC_TIMEOUT, timeout))
+
+    def test_a_negative_or_nan_exec_timeout_is_invalid_before_anything_runs(self) -> None:
+        """exec with a negative or NaN ``timeout`` is ``Invalid`` (naming ``timeout`` and its
+        range), raised at once before anything runs — never a deadline's expiry — and the
+        sandbox runs on."""
+        cmd, args, expected = self._fixture("exec_ok")
+        adapter = self.adapter_instance
+        handle = self._created()
+        for timeout in (-1, -0.5, float("nan")):
+            started = time.monotonic()
+            error = self._raises(Invalid, adapter.exec, handle, cmd, args, timeout=timeout)
+            elapsed = time.monotonic() - started
+            self.assertLess(elapsed, self.frame_timeout, f"timeout={timeout} must fail at once")
+            self.assertIn("timeout", str(error), f"Invalid must name the timeout: {error!r}")
+        self.assertIn(_as_bytes(expected), adapter.exec(handle, cmd, args).output)
+
     def test_exec_output_past_max_bytes_is_truncated(self) -> None:
         """exec holds at most ``max_bytes`` bytes of output: a command printing exactly
         ``nbytes`` comes back whole with ``max_bytes=nbytes``, and one byte less is
@@ -640,6 +792,48 @@ class ConformanceTests(_Base):
         self.assertNotIn(_as_bytes(out_part), plain.stderr)
         merged = adapter.exec(handle, cmd, args, stderr_to_stdout=True)
         self.assertEqual(merged.stderr, b"")
+
+    def test_output_of_a_background_child_comes_before_the_end(self) -> None:
+        """A command ends once its output reached end of file — every writer closed, as
+        with ``subprocess`` — not when its main process exits: what a background child
+        still holding stdout prints afterwards is in ``exec``'s result and arrives
+        before a spawn's Exit, whose code is the main process's (0)."""
+        cmd, args, early, late = self._fixture("exec_late_child")
+        adapter = self.adapter_instance
+        handle = self._created()
+        bound = self.frame_timeout + LATE_CHILD_BOUND
+        result = adapter.exec(handle, cmd, args, timeout=bound)
+        self.assertEqual(result.exit_code, 0)
+        self.assertIn(_as_bytes(early), result.output)
+        self.assertIn(
+            _as_bytes(late), result.output, "exec lost output written after the main exit"
+        )
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=False)
+        end = box.expect(is_terminal(command.ref), bound)
+        self.assertEqual(end, Exit(command.ref, 0))
+        frames = box.history(command.ref)
+        before_end = _stdout_of(frames[: frames.index(end)])
+        self.assertIn(_as_bytes(early), before_end)
+        self.assertIn(
+            _as_bytes(late), before_end, "the Exit came before the background child's output"
+        )
+        self._assert_one_terminal_last(box, command.ref)
+
+    def test_merged_output_keeps_the_order_the_command_wrote(self) -> None:
+        """With ``stderr_to_stdout=True`` the command's stdout and stderr are one pipe (as
+        ``2>&1``): ``output`` is exactly what it wrote, in its order, every run, and
+        ``stderr`` is empty."""
+        cmd, args, expected = self._fixture("exec_ordered")
+        adapter = self.adapter_instance
+        handle = self._created()
+        for run in range(ORDER_RUNS):
+            result = adapter.exec(handle, cmd, args, stderr_to_stdout=True)
+            self.assertEqual(
+                (result.output, result.stderr, result.exit_code),
+                (_as_bytes(expected), b"", 0),
+                f"run {run + 1} of {ORDER_RUNS}: merged output not in the order written",
+            )
 
     def test_concurrent_exec_on_one_sandbox_from_threads(self) -> None:
         """Several threads exec on one sandbox at once; every call gets its own full result."""
@@ -715,13 +909,15 @@ class ConformanceTests(_Base):
         self.assertIsInstance(end.reason, SandboxError)
 
     def test_write_stdin_after_exit_is_command_exited(self) -> None:
-        """write_stdin is total: on a command that has exited it raises CommandExited."""
+        """write_stdin is total: on a command that has exited it raises
+        CommandExited("exited")."""
         cmd, args = self._fixture("spawn_ok")
         adapter = self.adapter_instance
         box = Mailbox()
         command = self._spawn(self._created(), cmd, args, owner=box, stdin=True)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
-        self._raises(CommandExited, adapter.write_stdin, command, b"late\n")
+        error = self._raises(CommandExited, adapter.write_stdin, command, b"late\n")
+        self.assertEqual(error.detail, reasons.EXITED)
 
     def test_stdin_round_trips_into_a_live_command_and_eof_ends_it(self) -> None:
         """Bytes written to stdin come back as stdout; close_stdin ends the command with Exit(0)."""
@@ -742,7 +938,8 @@ class ConformanceTests(_Base):
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
 
     def test_stop_command_is_idempotent_and_silences_the_local_end(self) -> None:
-        """stop_command succeeds twice; then nothing is delivered and stdin is CommandExited."""
+        """stop_command succeeds twice; then nothing is delivered and stdin is
+        CommandExited("detached")."""
         cmd, args = self._fixture("spawn_stay")
         adapter = self.adapter_instance
         box = Mailbox()
@@ -752,8 +949,9 @@ class ConformanceTests(_Base):
         box.clear()  # delivered before stop_command returned: allowed
         adapter.stop_command(command)
         box.refute(has_ref(command.ref), STOP_QUIET_WINDOW)
-        self._raises(CommandExited, adapter.write_stdin, command, b"after-stop")
-        self._raises(CommandExited, adapter.close_stdin, command)
+        for operation, data in ((adapter.write_stdin, (b"after-stop",)), (adapter.close_stdin, ())):
+            error = self._raises(CommandExited, operation, command, *data)
+            self.assertEqual(error.detail, reasons.DETACHED, f"{operation.__name__} after stop")
 
     def test_output_written_right_before_exit_arrives_before_the_exit(self) -> None:
         """Every chunk a command writes just before it exits is delivered before its Exit.
@@ -895,7 +1093,7 @@ class ConformanceTests(_Base):
         """Attaching to a finished session replays its stdout, then its real Exit; stdin is closed.
 
         The attached command is not connected: write_stdin and close_stdin
-        raise CommandExited.
+        raise CommandExited("exited").
         """
         self._require(Capability.ATTACH)
         cmd, args, code = self._fixture("exec_fail")
@@ -915,8 +1113,9 @@ class ConformanceTests(_Base):
         self.assertEqual(
             _stdout_of(replay_box.history(attached.ref)), _stdout_of(box.history(command.ref))
         )
-        self._raises(CommandExited, adapter.write_stdin, attached, b"late")
-        self._raises(CommandExited, adapter.close_stdin, attached)
+        for operation, data in ((adapter.write_stdin, (b"late",)), (adapter.close_stdin, ())):
+            error = self._raises(CommandExited, operation, attached, *data)
+            self.assertEqual(error.detail, reasons.EXITED, f"{operation.__name__} after the end")
 
     def test_stop_command_leaves_a_detachable_session_running(self) -> None:
         """stop_command detaches only this end: the detachable session goes on.
@@ -953,6 +1152,50 @@ class ConformanceTests(_Base):
         )
         adapter.close_stdin(rejoined)
         self.assertEqual(self._terminal(rejoined_box, rejoined.ref), Exit(rejoined.ref, 0))
+
+    def test_list_sessions_says_how_a_session_ended_and_never_guesses(self) -> None:
+        """A listed session says whether its command ended, and its exit code, only as known.
+
+        While a ``spawn_stay`` session runs, its entry is not ``ended=True`` and
+        has no ``exit_code``. Once an ``exec_fail`` spawn's ``Exit(code)`` has
+        arrived its entry is not ``ended=False``, and with ``ended=True`` its
+        ``exit_code`` is that real code or None (not recorded), never another; the
+        ``spawn_stay`` session once ended by EOF likewise (code 0). An entry whose
+        ``ended`` is None or False has no ``exit_code``. A provider that forgets
+        finished sessions may leave them out.
+        """
+        self._require(Capability.ATTACH)
+        stay_cmd, stay_args = self._fixture("spawn_stay")
+        cmd, args, code = self._fixture("exec_fail")
+        adapter = self.adapter_instance
+        handle = self._created()
+
+        def entries() -> dict[str | None, Session]:
+            found: dict[str | None, Session] = {s.id: s for s in adapter.list_sessions(handle)}
+            for session in found.values():
+                if session.ended is not True:
+                    self.assertIsNone(session.exit_code, f"an exit code but not ended: {session}")
+            return found
+
+        def check_ended(session: Session | None, real: int) -> None:
+            if session is not None:
+                self.assertIsNot(session.ended, False, f"listed as running after {real}")
+                if session.ended:
+                    self.assertIn(session.exit_code, (real, None), f"a guessed exit: {session}")
+
+        box, failed_box = Mailbox(), Mailbox()
+        running = self._spawn(handle, stay_cmd, stay_args, owner=box, stdin=True, detachable=True)
+        box.expect(is_stdout(running.ref), self.frame_timeout)
+        failed = self._spawn(handle, cmd, args, owner=failed_box, stdin=False, detachable=True)
+        self.assertEqual(self._terminal(failed_box, failed.ref), Exit(failed.ref, code))
+        listed = entries()
+        check_ended(listed.get(failed.session_id), code)
+        live = listed.get(running.session_id)
+        if live is not None:
+            self.assertIsNot(live.ended, True, f"a running session listed as ended: {live}")
+        adapter.close_stdin(running)
+        self.assertEqual(self._terminal(box, running.ref), Exit(running.ref, 0))
+        check_ended(entries().get(running.session_id), 0)
 
     def test_terminate_session_stops_a_detached_session_and_keeps_the_sandbox(self) -> None:
         """terminate_session on a detached session succeeds twice; the sandbox stays usable."""
@@ -1003,34 +1246,38 @@ class ConformanceTests(_Base):
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
         self.assertEqual(self._terminal(attached_box, attached.ref), Exit(attached.ref, 0))
 
-    def test_terminate_session_is_not_found_for_an_unknown_session_and_fine_for_an_ended_one(
-        self,
-    ) -> None:
-        """terminate_session on a session that never existed is NotFound; on one that
-        existed and has ended it succeeds — in force mode too, where advertised."""
+    def test_terminate_session_of_an_ended_or_absent_session_is_one_answer(self) -> None:
+        """terminate_session of a session that has ended succeeds in every advertised mode;
+        of an absent one (never there, forgotten) it succeeds gracefully and is
+        Unavailable("termination_unconfirmed") in force mode — whatever the provider
+        remembers, the answer is the same."""
         self._require(Capability.TERMINATE_SESSION)
         cmd, args = self._fixture("spawn_ok")
         adapter = self.adapter_instance
-        modes = ["graceful"]
-        if Capability.FORCE_TERMINATE_SESSION in adapter.capabilities():
-            modes.append("force")
+        force = Capability.FORCE_TERMINATE_SESSION in adapter.capabilities()
         handle = self._created()
         timeout = min(self.frame_timeout, 30)
-        for mode in modes:
-            self._raises(
-                NotFound,
+        absent = f"nosuchsession{secrets.token_hex(4)}"
+        try:
+            adapter.terminate_session(handle, absent, timeout=timeout)
+        except SandboxError as error:
+            self.fail(f"graceful termination of an absent session must succeed, raised {error!r}")
+        if force:
+            unconfirmed = self._raises(
+                Unavailable,
                 adapter.terminate_session,
                 handle,
-                f"nosuchsession{secrets.token_hex(4)}",
+                absent,
                 timeout=timeout,
-                mode=mode,
+                mode="force",
             )
+            self.assertEqual(unconfirmed.detail, reasons.TERMINATION_UNCONFIRMED)
         box = Mailbox()
         command = self._spawn(handle, cmd, args, owner=box, stdin=False)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
         sessions = adapter.list_sessions(handle)
         self.assertEqual(len(sessions), 1, f"expected exactly one session, got {sessions}")
-        for mode in modes:
+        for mode in ("graceful", "force") if force else ("graceful",):
             adapter.terminate_session(handle, sessions[0].id, timeout=timeout, mode=mode)
 
     # -- capability coherence ---------------------------------------------

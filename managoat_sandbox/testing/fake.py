@@ -33,6 +33,7 @@ from ..contract import Adapter, Capability, Owner
 from ..errors import (
     AlreadyExists,
     CommandExited,
+    DeadlineExpired,
     Invalid,
     NotFound,
     NotSupported,
@@ -556,7 +557,7 @@ class Fake(Adapter):
         self._inject("write_stdin")
         with self._lock:
             if not self._connected(state) or not self._alive(state.session):
-                raise CommandExited("exited")
+                raise CommandExited(reasons.EXITED)
             state.session.stdin.put(payload)
 
     def close_stdin(self, command: Command) -> None:
@@ -566,7 +567,7 @@ class Fake(Adapter):
         self._inject("close_stdin")
         with self._lock:
             if not self._connected(state):
-                raise CommandExited("detached")
+                raise CommandExited(reasons.EXITED)
             state.session.stdin.put(_EOF)
 
     @staticmethod
@@ -584,10 +585,21 @@ class Fake(Adapter):
     # -- sessions -----------------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
+        """Every session, finished ones included, with what the Fake knows of its end:
+        ``ended`` False while it runs, else True with the code of its ``Exit`` (None
+        for one that ended in an error or was killed before a verdict)."""
         self._inject("list_sessions")
         with self._lock:
-            sessions = list(self._sandbox(handle).sessions.values())
-        return [Session(id=s.id, command=s.command, created_at=s.created_at) for s in sessions]
+            return [
+                Session(
+                    id=s.id,
+                    command=s.command,
+                    created_at=s.created_at,
+                    ended=not self._alive(s),
+                    exit_code=s.verdict[1] if s.verdict and s.verdict[0] == "exit" else None,
+                )
+                for s in self._sandbox(handle).sessions.values()
+            ]
 
     def attach(
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
@@ -614,7 +626,10 @@ class Fake(Adapter):
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
         """Kill the session and deliver exit 137 once; a finished one keeps its verdict
-        (success, in both modes). A session that never existed is ``NotFound``.
+        (success, in both modes). An absent session (never there, or of a sandbox that
+        is gone) is success in graceful mode and ``Unavailable("termination_unconfirmed")``
+        in force mode; a process still running when ``timeout`` passes is
+        ``DeadlineExpired("termination_timeout")``.
         """
         self._check_handle(handle)
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
@@ -623,11 +638,13 @@ class Fake(Adapter):
             sandbox = self._sandboxes.get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
         if session is None:
-            raise NotFound(("session", session_id))
+            if mode == "force":
+                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+            return
         self._kill(session)
         thread = session.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_ms / 1000)
             if thread.is_alive():
-                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+                raise DeadlineExpired(reasons.TERMINATION_TIMEOUT)
         self._conclude(session, ("exit", 137))

@@ -41,6 +41,14 @@ class E2BConformanceTest(ConformanceTests, unittest.TestCase):
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
         "print_file": ("cat", []),
         "make_private": ("chmod", ["000"]),
+        "exec_late_child": (
+            "bash",
+            ["-c", "(sleep 0.5; echo late) & echo early"],
+            "early",
+            "late",
+        ),
+        # No "exec_ordered": E2B's process stream delivers stdout and stderr apart,
+        # so stderr_to_stdout merges by arrival and cannot promise the order written.
     }
     emulator: ClassVar[E2BEmulator]
 

@@ -63,7 +63,7 @@ def test_create_looks_the_name_up_then_posts_the_stamped_sandbox(
     found(rsps)
     rsps.add(responses.POST, f"{API}/v2/sandboxes", json=sandbox("sbxnew"), status=201)
     handle = e2b.create("box")
-    assert handle == Handle("e2b", "box") and handle.private == "sbxnew"
+    assert handle == Handle("e2b", "box") and handle.private.sandbox_id == "sbxnew"
     lookup, create = rsps.calls
     assert lookup.request.url == FIND_BOX
     assert create.request.headers["Content-Type"] == "application/json"
@@ -86,7 +86,7 @@ def test_create_adopts_an_existing_name_without_posting(
 ) -> None:
     found(rsps, item("sbxold", state="paused"))
     handle = e2b.create("box")
-    assert handle.private == "sbxold"
+    assert handle.private.sandbox_id == "sbxold"
     assert len(rsps.calls) == 1
 
 
@@ -94,7 +94,7 @@ def test_the_sandboxId_spelling_is_accepted(rsps: responses.RequestsMock, e2b: E
     legacy = item()
     legacy["sandboxId"] = legacy.pop("sandboxID")
     found(rsps, legacy)
-    assert e2b.create("box").private == "sbx1"
+    assert e2b.create("box").private.sandbox_id == "sbx1"
 
 
 def test_names_needing_escapes_are_quoted_once_more_than_http_does(
@@ -193,7 +193,7 @@ def test_resume_connects_and_returns_a_handle_with_the_id(
     found(rsps, item(state=state))
     rsps.add(responses.POST, f"{API}/v2/sandboxes/sbx1/connect", json=sandbox(), status=status)
     handle = e2b.resume(box(e2b))
-    assert handle.private == "sbx1" and handle.name == "box"
+    assert handle.private.sandbox_id == "sbx1" and handle.name == "box"
     assert body_of(rsps.calls[1]) == b'{"timeout":1800}'
 
 

@@ -19,6 +19,7 @@ from managoat_sandbox.errors import (
     NotFound,
     NotSupported,
     ProviderError,
+    SandboxError,
     Truncated,
     Unavailable,
     WriteFailed,
@@ -466,13 +467,21 @@ def test_stdin_and_close_stdin_address_the_pid_from_start(
 @pytest.mark.parametrize(
     ("status", "body", "error"),
     [
-        (404, {"code": "not_found", "message": "process with pid 42 not found"}, CommandExited),
+        (
+            404,
+            {"code": "not_found", "message": "process with pid 42 not found"},
+            CommandExited(reasons.EXITED),
+        ),
         (
             500,
             {"code": "internal", "message": "error writing to stdin: stdin not enabled or closed"},
-            Invalid,
+            Invalid(reasons.STDIN_NOT_OPEN),
         ),
-        (503, {"code": "unavailable", "message": "x"}, WriteFailed),
+        (
+            503,
+            {"code": "unavailable", "message": "x"},
+            WriteFailed((reasons.REFUSED, "Unavailable")),
+        ),
     ],
 )
 def test_write_stdin_is_total(
@@ -481,7 +490,7 @@ def test_write_stdin_is_total(
     pipe: Pipe,
     status: int,
     body: object,
-    error: type[Exception],
+    error: SandboxError,
 ) -> None:
     running(rsps)
     rsps.add(
@@ -494,8 +503,9 @@ def test_write_stdin_is_total(
     rsps.add(responses.POST, f"{ENVD}/process.Process/SendInput", status=status, json=body)
     pipe.send(start(42))
     command = e2b.spawn(box(e2b), "cat", owner=Mailbox(), stdin=True)
-    with pytest.raises(error):
+    with pytest.raises(type(error)) as caught:
         e2b.write_stdin(command, b"x")
+    assert caught.value.detail == error.detail
     pipe.close()
     e2b.stop_command(command)
 

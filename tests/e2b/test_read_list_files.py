@@ -34,6 +34,7 @@ from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.e2b.envd import Envd
 from managoat_sandbox.providers.e2b.errors import files_policy
 from managoat_sandbox.providers.e2b.files import listing
+from managoat_sandbox.providers.e2b.handle import Carried
 from managoat_sandbox.types import FileInfo, Handle
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,8 +43,8 @@ MIB = 1024 * 1024
 
 
 def sandbox_id(handle: Handle) -> str:
-    assert isinstance(handle.private, str)
-    return handle.private
+    assert isinstance(handle.private, Carried) and handle.private.sandbox_id is not None
+    return handle.private.sandbox_id
 
 
 def run(e2b: E2B, handle: Handle, script: str, cwd: str) -> None:

@@ -24,6 +24,7 @@ from managoat_sandbox.emulators._server import LoggedRequest as Request
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import Denied, Invalid, NotFound, Unavailable
 from managoat_sandbox.providers.e2b import E2B
+from managoat_sandbox.providers.e2b.handle import Carried
 from managoat_sandbox.types import Handle, NetworkPolicy
 
 from . import wire
@@ -138,8 +139,8 @@ def test_a_sandbox_recreated_elsewhere_is_looked_up_once_and_the_command_runs_on
 
 def sandbox_of_created(adapter: E2B, name: str) -> str:
     created = adapter.create(name)
-    assert isinstance(created.private, str)
-    return created.private
+    assert isinstance(created.private, Carried) and created.private.sandbox_id is not None
+    return created.private.sandbox_id
 
 
 def test_a_sandbox_paused_behind_our_back_is_resumed_then_the_command_runs_once(
@@ -209,7 +210,7 @@ def test_destroy_and_create_replace_the_entry(
     mark = len(emulator.requests)
     assert e2b.exec(created, "true") == (b"", 0)
     [start] = since(emulator, mark)
-    assert start.path == START and sandbox_of(start) == created.private
+    assert start.path == START and sandbox_of(start) == created.private.sandbox_id
 
 
 # -- connection reuse --------------------------------------------------------------------------

@@ -226,7 +226,20 @@ def test_nothing_a_command_leaves_behind_can_hang_the_caller(
 
     assert finishes(stubborn)
     assert timeout_check.is_set()
-    assert finishes(lambda: local.exec(target, "bash", ["-c", "(sleep 300 &); echo hi"]))
+    # A background child holding the output keeps the command running (as with
+    # subprocess) until the caller's deadline; one with its own output does not.
+    held = threading.Event()
+
+    def holder() -> None:
+        try:
+            local.exec(target, "bash", ["-c", "(setsid sleep 300 &); echo hi"], timeout=1)
+        except Exception:
+            held.set()
+
+    assert finishes(holder)
+    assert held.is_set()
+    daemon = "(setsid sleep 300 >/dev/null 2>&1 &); echo hi"
+    assert local.exec(target, "bash", ["-c", daemon], timeout=20).output == b"hi\n"
 
 
 def test_destroy_kills_every_process_of_the_sandbox(

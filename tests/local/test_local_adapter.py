@@ -13,6 +13,7 @@ from managoat_sandbox import config, reasons
 from managoat_sandbox._engine import launch, tree
 from managoat_sandbox.errors import (
     AlreadyExists,
+    DeadlineExpired,
     Invalid,
     NotFound,
     RestoreFailed,
@@ -166,17 +167,20 @@ def test_terminate_is_confirmed_by_the_recorded_end(local: Local) -> None:
     assert graceful.session_id is not None and forced.session_id is not None
     local.terminate_session(handle, graceful.session_id, timeout=5)
     assert box.expect(is_exit(graceful.ref), 10) == Exit(graceful.ref, 143)
-    with pytest.raises(Unavailable) as caught:
+    with pytest.raises(DeadlineExpired) as caught:
         local.terminate_session(handle, forced.session_id, timeout=0.2)
-    assert caught.value.detail == reasons.TERMINATION_UNCONFIRMED
+    assert caught.value.detail == reasons.TERMINATION_TIMEOUT
     local.terminate_session(handle, forced.session_id, mode="force")
     assert box.expect(is_exit(forced.ref), 10) == Exit(forced.ref, 137)
-    # Ended sessions: success in both modes; a session that never existed: NotFound.
+    # Ended sessions: success in both modes; an absent one (never there, or of a
+    # sandbox that is gone): success gracefully, unconfirmed by force.
     local.terminate_session(handle, graceful.session_id)
     local.terminate_session(handle, graceful.session_id, mode="force")
-    for mode in ("graceful", "force"):
-        with pytest.raises(NotFound):
-            local.terminate_session(handle, "absent", mode=mode)
+    for absent in (handle, local.build_handle("nosuchbox")):
+        local.terminate_session(absent, "absent")
+        with pytest.raises(Unavailable) as unconfirmed:
+            local.terminate_session(absent, "absent", mode="force")
+        assert unconfirmed.value == Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
 def test_exec_timeout_abandons_and_kills_its_process(local: Local, root: Path) -> None:

@@ -32,6 +32,17 @@ class LocalConformanceTest(ConformanceTests, unittest.TestCase):
         "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
         "print_file": ("cat", []),
         "make_private": ("chmod", ["000"]),
+        "exec_late_child": (
+            "bash",
+            ["-c", "(sleep 0.5; echo late) & echo early"],
+            "early",
+            "late",
+        ),
+        "exec_ordered": (
+            "bash",
+            ["-c", "echo a; echo b >&2; echo c; echo d >&2"],
+            "a\nb\nc\nd\n",
+        ),
     }
 
     @classmethod

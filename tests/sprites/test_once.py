@@ -14,16 +14,16 @@ from managoat_sandbox.errors import (
     AlreadyExists,
     Denied,
     Invalid,
-    NotFound,
     NotSupported,
     RateLimited,
     SandboxError,
     Unavailable,
 )
+from managoat_sandbox.providers._endpoint import Endpoint
 from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.types import Handle
 
-from .wire import body, calls, ndjson, query, url
+from .wire import BASE, body, calls, ndjson, query, url
 
 BOX = Handle("sprites", "box")
 PROSE = "the provider's secret-ish prose 4f1a"
@@ -43,7 +43,8 @@ def test_create_new_is_one_post_with_the_full_body(
 ) -> None:
     api.post(url("/v1/sprites"), json={"id": "uuid-1", "name": "box"}, status=201)
     handle = adapter.create_new("box")
-    assert handle == BOX and handle.instance_id == "uuid-1" and handle.private is None
+    assert handle == BOX and handle.instance_id == "uuid-1"
+    assert handle.private == Endpoint(BASE)
     assert calls(api) == [("POST", "/v1/sprites")]
     assert body(api) == {
         "name": "box",
@@ -388,29 +389,40 @@ def test_force_without_a_sigkill_pid_event_is_unconfirmed(
     assert raised.value.detail == reasons.TERMINATION_UNCONFIRMED
 
 
-# One answer for "already gone" (the facade's terminate_session docstring): a session that
-# existed and has ended is success in both modes, one that never existed is NotFound.
+# One answer for "already gone" (docs/protocols/contract.md#terminate_session): a 410
+# (already exited) is success in both modes; a 404 is success gracefully (no confirming
+# request); by force, success only for a session the sprite still lists (it has ended),
+# else an absent session (never there, or ended and forgotten): unconfirmed.
 
 
-@pytest.mark.parametrize("mode", ["graceful", "force"])
-def test_a_404_for_a_session_the_sprite_lists_is_an_ended_session(
-    api: responses.RequestsMock, adapter: Sprites, mode: str
+def test_a_graceful_404_is_success_without_a_confirming_request(
+    api: responses.RequestsMock, adapter: Sprites
+) -> None:
+    api.post(url(KILL_PATH), json={"error": "not_found"}, status=404)
+    adapter.terminate_session(BOX, "19")
+    assert calls(api) == [("POST", KILL_PATH)]
+
+
+def test_a_force_404_for_a_session_the_sprite_lists_is_an_ended_session(
+    api: responses.RequestsMock, adapter: Sprites
 ) -> None:
     api.post(url(KILL_PATH), json={"error": "not_found"}, status=404)
     api.get(url("/v1/sprites/box/exec"), json={"sessions": [{"id": 7}, {"id": 19}]})
-    adapter.terminate_session(BOX, "19", mode=mode)
+    adapter.terminate_session(BOX, "19", mode="force")
     assert calls(api) == [("POST", KILL_PATH), ("GET", "/v1/sprites/box/exec")]
 
 
-@pytest.mark.parametrize("mode", ["graceful", "force"])
-def test_a_404_for_a_session_the_sprite_does_not_list_is_not_found(
-    api: responses.RequestsMock, adapter: Sprites, mode: str
+@pytest.mark.parametrize(
+    ("status", "listing"), [(200, {"sessions": [{"id": 7}]}), (404, {"error": "not_found"})]
+)
+def test_a_force_404_for_a_session_the_sprite_does_not_list_is_unconfirmed(
+    api: responses.RequestsMock, adapter: Sprites, status: int, listing: dict[str, Any]
 ) -> None:
     api.post(url(KILL_PATH), json={"error": "not_found"}, status=404)
-    api.get(url("/v1/sprites/box/exec"), json={"sessions": [{"id": 7}]})
-    with pytest.raises(NotFound) as raised:
-        adapter.terminate_session(BOX, "19", mode=mode)
-    assert raised.value.detail == ("session", "19")
+    api.get(url("/v1/sprites/box/exec"), json=listing, status=status)
+    with pytest.raises(Unavailable) as raised:
+        adapter.terminate_session(BOX, "19", mode="force")
+    assert raised.value == Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
 @pytest.mark.parametrize("mode", ["graceful", "force"])

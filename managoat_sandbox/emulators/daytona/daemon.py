@@ -118,8 +118,10 @@ _SHELL_READER = (
 )
 #: A perl the sandbox's commands can run (the host's ``/usr`` is the box's), or None.
 PERL = next((path for path in ("/usr/bin/perl", "/bin/perl") if os.access(path, os.X_OK)), None)
-# An async command's stdin FIFO is held open by a writer until the command ends.
-_HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" & __dtn_h=$!'
+# An async command's stdin FIFO is held open by a writer until the command ends. The
+# writer holds none of the shell's output: a shell a command ends (`exit`) before the
+# writer is killed must still end, and the agent ends a process once its pipes close.
+_HOLD_STDIN = 'sleep 2147483647 > "$__dtn_si" 2>/dev/null & __dtn_h=$!'
 _NO_STDIN = "__dtn_h="
 #: The FIFOs of a command, made by the daemon in the command's directory.
 _FIFOS = ("stdout.pipe", "stderr.pipe", "stdin.pipe")

@@ -18,6 +18,9 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
   soft-deleted rows, and refuses with ``Truncated`` past ``max_pages`` pages.
   It lists the sandboxes this library created (label ``managoat=1``), so a
   host reconciling against it never sees, and never garbage-collects, others.
+* Handles carry the ``api_url`` they were made against (never a credential);
+  a handle used after ``api_url`` changed is ``Invalid(("handle",
+  "endpoint_changed"))`` before any request (:mod:`.._endpoint`).
 * Commands run through a shim (:mod:`.shim`) that frames their stdout and
   stderr byte-exact into the daemon's journal, ends each stream with a mark
   and adds the real exit code, so the journal alone tells a complete log
@@ -83,8 +86,9 @@ from ...types import (
     Session,
     Status,
 )
+from .. import _endpoint
 from . import files, shim
-from .api import PROVIDER, Api, Timeouts
+from .api import PROVIDER, SETTINGS, Api, Timeouts
 from .end import DaytonaCommandEnd
 from .errors import conflict_is_transient, is_status
 from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
@@ -130,8 +134,12 @@ def status_of(state: object) -> Status:
 
 
 def _name(handle: object) -> str:
+    """The handle's sandbox name; ``Invalid(("handle", "endpoint_changed"))`` when the
+    handle was made against another ``api_url`` than the configured one
+    (:mod:`.._endpoint`)."""
     if not isinstance(handle, Handle):
         raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+    _endpoint.check(handle, SETTINGS.url("api_url"))
     return handle.name
 
 
@@ -219,7 +227,8 @@ class Daytona(StreamingAdapter):
     # -- lifecycle --------------------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, name)
+        """A handle of ``name`` carrying the ``api_url`` configured now (:mod:`.._endpoint`)."""
+        return _endpoint.carrying(Handle(self.provider, name), SETTINGS.url("api_url"))
 
     def create(self, name: str, **opts: Any) -> Handle:
         """Create ``name``, adopting it when it exists (a 400/409 confirmed by a GET)."""
@@ -479,7 +488,12 @@ class Daytona(StreamingAdapter):
     # -- sessions -----------------------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
-        """The sandbox's spawned sessions, finished ones included; none while it is parked."""
+        """The sandbox's spawned sessions, finished ones included; none while it is parked.
+
+        A session whose listed command carries an integer ``exitCode`` has ended with
+        that code (the shim makes it the command's real one). The daemon records it
+        lazily, so a command listed without one may be running or finished:
+        ``ended`` and ``exit_code`` are then None."""
         try:
             toolbox = self._toolbox(handle, wake=False)
         except NotFound as error:
@@ -494,12 +508,16 @@ class Daytona(StreamingAdapter):
             if not isinstance(session_id, str) or not session_id.startswith(SPAWN_PREFIX):
                 continue
             spawned = _spawned_command(entry)
+            code = spawned.get("exitCode") if spawned is not None else None
+            recorded = isinstance(code, int) and not isinstance(code, bool)
             found.append(
                 Session(
                     id=session_id,
                     command=shim.command_line_of(
                         spawned.get("command") if spawned is not None else None
                     ),
+                    ended=True if recorded else None,
+                    exit_code=code if recorded else None,
                 )
             )
         return sorted(found, key=lambda session: session.id)
@@ -552,30 +570,25 @@ class Daytona(StreamingAdapter):
         confirms with 204. Force mode is not supported.
 
         A session that has ended is success: one still listed is deleted like any
-        other; one already deleted (terminated before) is recognised by the state
-        directory our shim left in the sandbox. An unknown session is ``NotFound``,
-        and so is any session of a deleted sandbox; a parked sandbox has no running
-        session (its sessions ended when it stopped): success, without waking it.
+        other. An absent session (never there, already deleted, or of a deleted
+        sandbox) is success, as graceful mode makes it; a parked sandbox has no
+        running session (its sessions ended when it stopped): success, without
+        waking it. Past ``timeout`` (plus 5 s of transport) it is
+        ``DeadlineExpired("termination_timeout")``.
         """
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         if mode == "force":
             raise NotSupported("force_terminate_session")
         try:
             toolbox = self._toolbox(handle, wake=False, limit=timeout_ms / 1000)
-        except NotFound as error:
-            if reasons.reason_of(error) == reasons.SANDBOX_NOT_RUNNING:
-                return
-            raise NotFound(("session", session_id)) from None
+        except NotFound:
+            return
         except SandboxError as error:
             raise _sanitised(error) from None
         try:
-            try:
-                toolbox.delete_session(session_id, read_timeout=timeout_ms / 1000 + 5.0)
-            except NotFound:
-                if toolbox.execute(shim.ran_here(session_id))[0] != 0:
-                    raise
+            toolbox.delete_session(session_id, read_timeout=timeout_ms / 1000 + 5.0)
         except NotFound:
-            raise NotFound(("session", session_id)) from None
+            return
         except Unavailable as error:
             if error.detail == "timeout":
                 raise DeadlineExpired(reasons.TERMINATION_TIMEOUT) from None
@@ -600,16 +613,6 @@ class Daytona(StreamingAdapter):
         """``None``: no URL a browser could open exists to report (see the module docs)."""
         _name(handle)
         return None
-
-    # -- checkpoints ----------------------------------------------------------------------
-
-    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
-        """Not supported: Daytona snapshots and forks make new sandboxes, not restore points."""
-        raise NotSupported("checkpoint")
-
-    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
-        """Not supported (see :meth:`create_checkpoint`)."""
-        raise NotSupported("checkpoint")
 
 
 def _spawned_command(session: Mapping[str, Any]) -> Mapping[str, Any] | None:

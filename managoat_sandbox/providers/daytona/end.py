@@ -8,6 +8,7 @@ import threading
 
 import attrs
 
+from ... import reasons
 from ..._streaming import Stream
 from ...errors import CommandExited, NotFound, SandboxError, WriteFailed
 from . import shim
@@ -50,7 +51,7 @@ class DaytonaCommandEnd:
     def _check(self) -> None:
         self.stream.check_stdin()
         if not self.live:
-            raise CommandExited("the command had exited before attach")
+            raise CommandExited(reasons.EXITED)
 
     def write(self, data: bytes) -> None:
         """Send ``data`` to the command's stdin: total, as the contract says."""
@@ -62,8 +63,8 @@ class DaytonaCommandEnd:
             self.toolbox.send_input(self.session_id, self.command_id, shim.input_lines(data))
         except SandboxError as error:
             if _exited(error):
-                raise CommandExited("exited") from None
-            raise WriteFailed((type(error).__name__, error.detail)) from None
+                raise CommandExited(reasons.EXITED) from None
+            raise WriteFailed(reasons.write_failure(error)) from None
 
     def close_stdin(self) -> None:
         """Close stdin for real: the relay feeding the command ends, the command reads EOF.
@@ -74,7 +75,7 @@ class DaytonaCommandEnd:
         """
         self._check()
         if self.attached and self.stream.finished.is_set():
-            raise CommandExited("exited")
+            raise CommandExited(reasons.EXITED)
         with self._lock:
             if self._stdin_closed or self.stream.finished.is_set():
                 return

@@ -78,7 +78,6 @@ __all__ = [
     "parse_probe",
     "probe",
     "program",
-    "ran_here",
     "script",
 ]
 
@@ -377,12 +376,6 @@ def probe(session_id: str) -> str:
         f"elif [ -s {d}/code ]; then cat {d}/code; "
         f"else echo {GONE}; fi"
     )
-
-
-def ran_here(session_id: str) -> str:
-    """Shell text exiting 0 iff a shim ran in session ``session_id`` of this sandbox (its
-    state directory, which outlives the session, is there)."""
-    return f"test -d {state_dir(session_id)}"
 
 
 def kill_relay(session_id: str) -> str:

@@ -9,6 +9,9 @@ applied to it is applied again after such a resume (E2B rebuilds the network
 config from the snapshot; whether a ``PUT /network`` before the pause
 survives is not guaranteed). ``destroy`` deletes every sandbox stamped with
 the name. A create/create race can still make two sandboxes of one name.
+Handles carry the ``base_url`` they were made against and the sandbox id
+(:mod:`.handle`, never a credential); a handle used after ``base_url`` changed is
+``Invalid(("handle", "endpoint_changed"))`` before any request.
 ``get``, ``suspend``, ``resume``, ``destroy`` and ``apply_network_policy``
 always look the name up (they need the sandbox's state).
 
@@ -75,15 +78,17 @@ from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotFound, NotSupported, ProviderError
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from .. import _endpoint
 from . import files, shim
 from .api import ControlPlane, SandboxAccess, sandbox_id_of
 from .end import E2BCommandEnd
 from .envd import Envd, start_request
 from .errors import PROVIDER, files_policy
+from .handle import Carried
 from .heartbeat import Heartbeats
 from .process import Keepalive, open_process
 from .remembered import Remembered
-from .settings import Settings
+from .settings import SETTINGS, Settings
 
 __all__ = ["E2B"]
 
@@ -150,12 +155,16 @@ class E2B(StreamingAdapter):
     # -- identity and lookup ------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, name)
+        """A handle of ``name`` carrying the ``base_url`` configured now (:mod:`.handle`)."""
+        return Handle(self.provider, name, private=Carried.of(SETTINGS.url("base_url")))
 
     @staticmethod
     def _check_handle(handle: object) -> Handle:
+        """``handle``, once it is a Handle made against the ``base_url`` configured now
+        (else ``Invalid(("handle", "endpoint_changed"))``, :mod:`.._endpoint`)."""
         if not isinstance(handle, Handle):
             raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+        _endpoint.check(handle, SETTINGS.url("base_url"))
         return handle
 
     def _found(self, s: Settings, name: str) -> Mapping[str, Any]:
@@ -208,10 +217,12 @@ class E2B(StreamingAdapter):
         matches = self._api.find(s, name)
         if matches:
             self._remembered.reconcile(s, name, matches[0])
-            return Handle(self.provider, name, private=sandbox_id_of(matches[0]))
+            return Handle(
+                self.provider, name, private=Carried.of(s.base_url, sandbox_id_of(matches[0]))
+            )
         access = self._api.create(s, name)
         self._remembered.remember(s, name, access)
-        return Handle(self.provider, name, private=access.sandbox_id)
+        return Handle(self.provider, name, private=Carried.of(s.base_url, access.sandbox_id))
 
     def get(self, handle: Handle) -> Info:
         """``running`` / ``suspended`` (paused) / ``unknown``; ``raw`` is the listing item."""
@@ -243,13 +254,14 @@ class E2B(StreamingAdapter):
             self._api.pause(s, sandbox_id_of(item))
 
     def resume(self, handle: Handle) -> Handle:
-        """Connect to the sandbox (resuming it if paused); the handle carries its id."""
+        """Connect to the sandbox (resuming it if paused); the handle carries its id
+        and the endpoint (:mod:`.handle`)."""
         s = Settings.load()
         item = self._found(s, self._check_handle(handle).name)
         sandbox_id = sandbox_id_of(item)
         access = self._connect(s, sandbox_id, resumed=item.get("state") == "paused")
         self._remembered.remember(s, handle.name, access)
-        return Handle(self.provider, handle.name, private=sandbox_id)
+        return Handle(self.provider, handle.name, private=Carried.of(s.base_url, sandbox_id))
 
     # -- files --------------------------------------------------------------
 
@@ -611,9 +623,3 @@ class E2B(StreamingAdapter):
         """``None``: no port is opened, so there is no URL a browser could open."""
         self._check_handle(handle)
         return None
-
-    def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
-        raise NotSupported("checkpoint")
-
-    def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
-        raise NotSupported("checkpoint")

@@ -57,7 +57,7 @@ class E2BCommandEnd:
     def _check_connected(self) -> None:
         self.stream.check_stdin()
         if not self.live:
-            raise CommandExited("the session had finished before attach")
+            raise CommandExited(reasons.EXITED)
 
     def write(self, data: bytes) -> None:
         """``SendInput`` by pid; total: exited → ``CommandExited``, else ``WriteFailed``."""
@@ -69,18 +69,18 @@ class E2BCommandEnd:
             try:
                 pid = self._target()
                 if pid is None:
-                    raise CommandExited("the process is no longer running")
+                    raise CommandExited(reasons.EXITED)
                 for start in range(0, len(data), STDIN_PIECE):
                     piece = base64.b64encode(data[start : start + STDIN_PIECE]).decode("ascii")
                     self.envd.call(
                         self.http, "SendInput", {"process": {"pid": pid}, "input": {"stdin": piece}}
                     )
             except (CommandExited, NotFound):
-                raise CommandExited("the process has exited") from None
+                raise CommandExited(reasons.EXITED) from None
             except SandboxError as error:
                 if _stdin_closed(error):
                     raise Invalid(reasons.STDIN_NOT_OPEN) from None
-                raise WriteFailed(error.detail) from None
+                raise WriteFailed(reasons.write_failure(error)) from None
 
     def close_stdin(self) -> None:
         """``CloseStdin`` by pid; idempotent while connected, also after the exit."""

@@ -13,17 +13,17 @@ to every process (:mod:`managoat_sandbox._engine.limits`).
 Sessions outlive the Python process that started them: any process can
 ``list_sessions`` and ``attach`` (replay from byte zero, live tail, the real
 exit code). Every ``spawn`` is such a detachable session, kept after it ends
-up to ``local.retained_sessions`` finished ones (:mod:`.retention`); ``exec``
-is a private process that leaves nothing on disk and is killed if its deadline
-expires or its output passes ``max_bytes``. Output is back-pressured all the
-way to the command: a caller that does not read its frames holds up the
-command's reader, then the agent, which stops reading the command's pipes so
-that the command blocks on write (:mod:`managoat_sandbox._engine.agent`);
-unread output never piles up in the caller's memory. A spawn's journal keeps
-everything on the sandbox's disk (within its ``file_size`` limit), where a
-detached session goes on writing it. An agent that dies ends its commands with
-``Error(…, Unavailable("closed_before_exit"))``; the next operation starts a
-new one.
+within ``local.retained_sessions`` and ``local.retained_bytes``
+(:mod:`.retention`); ``exec`` is a private process that leaves nothing on disk
+and is killed if its deadline expires or its output passes ``max_bytes``.
+Output is back-pressured all the way to the command: a caller that does not
+read its frames holds up the command's reader, then the agent, which stops
+reading the command's pipes so that the command blocks on write
+(:mod:`managoat_sandbox._engine.agent`); unread output never piles up in the
+caller's memory. A spawn's journal keeps everything on the sandbox's disk
+(within its ``file_size`` limit), where a detached session goes on writing it.
+An agent that dies ends its commands with ``Error(…,
+Unavailable("closed_before_exit"))``; the next operation starts a new one.
 
 Files are written and read back (``write_file``, ``read_file``,
 ``list_files``) from the host, in the sandbox's own filesystem, without ever
@@ -48,6 +48,7 @@ from ..._engine import egress, events, isolation, safefs, trees
 from ..._engine.box import AgentDown, Box, Refused
 from ..._engine.errors import EngineError
 from ..._engine.limits import Limits
+from ..._engine.records import SessionRecord
 from ..._engine.settings import BoxSettings, hostname_for
 from ..._engine.subscription import Subscription
 from ..._settings import read
@@ -55,6 +56,7 @@ from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
     AlreadyExists,
+    DeadlineExpired,
     Invalid,
     NotFound,
     NotSupported,
@@ -69,6 +71,20 @@ __all__ = ["Local"]
 
 _STOP_WAIT = 10.0
 _CREATE_OPTIONS = frozenset({"limits"})
+
+
+def _known_end(record: SessionRecord, served: bool | None) -> tuple[bool | None, int | None]:
+    """``(ended, exit_code)`` of a listed session (see ``Local.list_sessions``):
+    ``served`` says whether an agent served the sandbox throughout the listing (None: one
+    started meanwhile). An exit record that cannot be read leaves both unknown."""
+    try:
+        recorded = record.end()
+    except (OSError, EngineError):
+        return None, None
+    if recorded is None:
+        return (None if served is None else not served), None
+    end = events.end_from_record(recorded)
+    return True, end.code if isinstance(end, events.Exited) else None
 
 
 def _new_id(prefix: str) -> str:
@@ -115,14 +131,15 @@ class Local(StreamingAdapter):
 
     # -- boxes ----------------------------------------------------------------------
 
-    def _box(self, name: str) -> Box:
-        """The sandbox's box (cached per directory while its record exists), or NotFound."""
-        path = layout.sandbox_dir(name)
+    def _box(self, name: str, base: Path | None = None) -> Box:
+        """The box of sandbox ``name`` under ``base`` (None: the configured root), cached
+        per directory while its record exists, or NotFound."""
+        path = layout.sandbox_dir(name, base)
         with self._lock:
             box = self._boxes.get(path)
         if box is not None and os.path.isfile(path / layout.META):
             return box
-        path = layout.existing(name)
+        path = layout.existing(name, base)
         if box is None:
             try:
                 box = Box.open(path)
@@ -131,6 +148,11 @@ class Local(StreamingAdapter):
             with self._lock:
                 box = self._boxes.setdefault(path, box)
         return box
+
+    def _handle_box(self, handle: Handle) -> Box:
+        """The box of the sandbox ``handle`` was made for: under the root it carries, else
+        (``private`` None) under the configured root; or NotFound."""
+        return self._box(handle.name, _base(handle))
 
     def _forget(self, path: Path) -> None:
         with self._lock:
@@ -141,7 +163,13 @@ class Local(StreamingAdapter):
     # -- lifecycle ---------------------------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, layout.check_name(name))
+        """A handle of sandbox ``name`` under the root configured now, which it carries
+        (``private``): it keeps reaching that sandbox after ``local.root`` changes."""
+        return self._located(layout.check_name(name), layout.configured_root())
+
+    def _located(self, name: str, base: Path, instance_id: str | None = None) -> Handle:
+        """A handle of sandbox ``name`` that carries its root ``base``."""
+        return Handle(self.provider, name, instance_id=instance_id, private=layout.Located(base))
 
     @staticmethod
     def _settings(name: str, opts: Mapping[str, Any]) -> BoxSettings:
@@ -156,10 +184,11 @@ class Local(StreamingAdapter):
             isolated=mode.new_sandbox_isolated(), hostname=hostname_for(name), limits=limits
         )
 
-    def _make(self, name: str, instance_id: str | None, settings: BoxSettings) -> Path | None:
-        """Build the sandbox aside and move it into place; None if a sandbox of that name
-        exists, ``Invalid`` if something else holds the name."""
-        base = layout.root()
+    def _make(
+        self, base: Path, name: str, instance_id: str | None, settings: BoxSettings
+    ) -> Path | None:
+        """Build the sandbox aside in root ``base`` and move it into place; None if a
+        sandbox of that name exists, ``Invalid`` if something else holds the name."""
         target = base / name
         staging = layout.staging_dir(base)
         try:
@@ -178,7 +207,7 @@ class Local(StreamingAdapter):
     def _start(self, name: str, path: Path, pins: dict[str, str]) -> None:
         """Start a new sandbox's agent; on failure nothing of the sandbox is left."""
         try:
-            box = self._box(name)
+            box = self._box(name, path.parent)
             if box.settings.isolated:
                 box.set_policy(egress.Policy(resolve=pins))
             box.ensure()
@@ -197,15 +226,16 @@ class Local(StreamingAdapter):
         name = layout.check_name(name)
         settings = self._settings(name, opts)
         pins = _pins()
+        base = layout.root()
         for _ in range(3):
             try:
-                box = self._box(name)
+                box = self._box(name, base)
             except NotFound:
-                path = self._make(name, None, settings)
+                path = self._make(base, name, None, settings)
                 if path is None:
                     continue
                 self._start(name, path, pins)
-                return self.build_handle(name)
+                return self._located(name, base)
             mode.check_adoptable(box.settings.isolated)
             if "limits" in opts and box.settings.limits != settings.limits:
                 raise Invalid(
@@ -214,7 +244,7 @@ class Local(StreamingAdapter):
                         "the sandbox exists with other limits; destroy it first to change them",
                     )
                 )
-            return self.build_handle(name)
+            return self._located(name, base)
         raise Unavailable(("create_failed", "the name kept changing hands"))
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
@@ -224,17 +254,18 @@ class Local(StreamingAdapter):
         settings = self._settings(name, opts)
         pins = _pins()
         instance_id = f"local-{uuid.uuid4().hex}"
-        path = self._make(name, instance_id, settings)
+        base = layout.root()
+        path = self._make(base, name, instance_id, settings)
         if path is None:
             raise AlreadyExists(("sandbox", name))
         self._start(name, path, pins)
-        return Handle(self.provider, name, instance_id=instance_id)
+        return self._located(name, base, instance_id)
 
     def get(self, handle: Handle) -> Info:
         """Status, and in ``raw``: the record, ``isolation`` (``"namespaces"`` or
         ``"none"``), the limits, whether the agent runs, and the egress policy."""
-        path = layout.existing(handle.name)
-        box = self._box(handle.name)
+        path = layout.existing(handle.name, _base(handle))
+        box = self._handle_box(handle)
         meta = layout.read_meta(path) or {}
         policy = box.policy()
         raw = {
@@ -252,7 +283,7 @@ class Local(StreamingAdapter):
     def destroy(self, handle: Handle) -> None:
         """Kill every process of the sandbox (its agent first), then remove it; gone is fine."""
         try:
-            box = self._box(handle.name)
+            box = self._handle_box(handle)
         except NotFound:
             return
         self._forget(box.directory)
@@ -269,7 +300,7 @@ class Local(StreamingAdapter):
 
     def suspend(self, handle: Handle) -> None:
         """Freeze (SIGSTOP) every process of the sandbox."""
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         (box.directory / layout.SUSPENDED).touch()
         try:
             box.suspend()
@@ -278,13 +309,13 @@ class Local(StreamingAdapter):
 
     def resume(self, handle: Handle) -> Handle:
         """Continue (SIGCONT) every process of the sandbox."""
-        self._wake(self._box(handle.name))
+        self._wake(self._handle_box(handle))
         return handle
 
     def _runnable(self, handle: Handle) -> Box:
         """The sandbox's box, awake, for running a command; ``Unavailable`` under
         ``local.isolation="require"`` if it would run unisolated."""
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         mode.check_adoptable(box.settings.isolated)
         self._wake(box)
         return box
@@ -311,7 +342,7 @@ class Local(StreamingAdapter):
         relative to the home. Symlinks resolve inside the sandbox; read-only system
         paths are ``Invalid``."""
         payload = data
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         target = self._sandbox_path(box, path)
         try:
             with box.root() as root_fd:
@@ -328,20 +359,20 @@ class Local(StreamingAdapter):
         resolve inside the sandbox, never out of it); a FIFO, device or other non-file
         and the host's read-only system paths are ``Invalid`` (:mod:`.files`). Works on a
         suspended sandbox too."""
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         return files.read(box, self._sandbox_path(box, path), max_bytes)
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """The entries of the directory a command sees at ``path`` (a symlinked directory
         resolves inside the sandbox), each as it is itself: a symlink entry is
         ``"symlink"``, never followed (:mod:`.files`)."""
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         return files.listing(box, self._sandbox_path(box, path))
 
     def host_path(self, handle: Handle, path: str) -> str:
         """The path a command inside sees: the sandbox path itself when isolated, its
         location under the sandbox's ``fs/`` otherwise."""
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         return box.agent_path(self._sandbox_path(box, path))
 
     # -- commands --------------------------------------------------------------------------
@@ -361,10 +392,14 @@ class Local(StreamingAdapter):
         stderr_to_stdout: bool = False,
         max_bytes: int | None = None,
     ) -> ExecResult:
-        """Run a private process to its exit; one deadline, and the process is killed
+        """Run a private process to its end; one deadline, and the process is killed
         when it expires or its output passes ``max_bytes``. Nothing is written to disk.
-        The agent reads the process's pipes only as fast as this collects (it blocks on
-        write meanwhile), so what waits is in the sandbox."""
+        The end comes once the process has exited and its stdout and stderr reached end
+        of file (every writer closed, background children included), as with
+        ``subprocess``; the exit code is the main process's. With ``stderr_to_stdout``
+        the command gets one pipe for both (``2>&1``): ``output`` is in the order it
+        wrote. The agent reads the process's pipes only as fast as this collects (it
+        blocks on write meanwhile), so what waits is in the sandbox."""
         argv = tuple(args)
         deadline = Deadline(timeout)
         deadline.check()
@@ -372,7 +407,11 @@ class Local(StreamingAdapter):
         cwd = self._cwd(box, dir)
         try:
             _, _, subscription = box.run(
-                [cmd, *argv], env=box.environment(env), cwd=cwd, timeout=deadline.remaining()
+                [cmd, *argv],
+                env=box.environment(env),
+                cwd=cwd,
+                timeout=deadline.remaining(),
+                merge=stderr_to_stdout,
             )
         except TimeoutError:
             raise deadline.error() from None
@@ -416,9 +455,11 @@ class Local(StreamingAdapter):
         detachable: bool = False,
     ) -> Command:
         """Start a detachable session (every local spawn is one). Finished sessions beyond
-        ``local.retained_sessions`` are removed, oldest end first (:mod:`.retention`)."""
+        ``local.retained_sessions``, or beyond ``local.retained_bytes`` together, are
+        removed, oldest end first (:mod:`.retention`)."""
         argv = tuple(args)
         retain = retention.bound()
+        retain_bytes = retention.byte_bound()
         box = self._runnable(handle)
         cwd = self._cwd(box, dir)
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
@@ -432,6 +473,7 @@ class Local(StreamingAdapter):
                 stdin=stdin,
                 tty=tty,
                 retain=retain,
+                retain_bytes=retain_bytes,
             )
         except Refused as refusal:
             raise _refusal(refusal, dir) from None
@@ -454,20 +496,38 @@ class Local(StreamingAdapter):
     # -- sessions --------------------------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
-        return [
-            Session(
-                id=record.id,
-                command=" ".join(record.argv),
-                created_at=record.created_at,
-                last_activity_at=record.last_activity(),
-                tty=record.tty,
+        """Every spawn's session kept on disk, running or finished, by id.
+
+        A session with an exit record has ``ended`` True and the code its ``Exit``
+        carries (None for an end that was lost). One without is running while the
+        sandbox's agent serves (``ended`` False, also after ``stop_command``: a local
+        spawn goes on until it ends or ``terminate_session``); with no agent it has
+        ended and its end is lost (``ended`` True, no code). Where an agent started
+        while listing, a session without an exit record is ``ended`` None."""
+        box = self._handle_box(handle)
+        served: bool | None = box.alive()
+        found = box.sessions()
+        if not served and box.alive():
+            served = None
+        sessions = []
+        for record in found:
+            ended, exit_code = _known_end(record, served)
+            sessions.append(
+                Session(
+                    id=record.id,
+                    command=" ".join(record.argv),
+                    created_at=record.created_at,
+                    last_activity_at=record.last_activity(),
+                    tty=record.tty,
+                    ended=ended,
+                    exit_code=exit_code,
+                )
             )
-            for record in self._box(handle.name).sessions()
-        ]
+        return sessions
 
     def _existing_box(self, handle: Handle) -> Box | None:
         try:
-            return self._box(handle.name)
+            return self._handle_box(handle)
         except NotFound:
             return None
 
@@ -493,13 +553,17 @@ class Local(StreamingAdapter):
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
         """TERM (graceful) or KILL (force) the session's process group, confirmed by its
-        recorded end; a session that has already ended is success in both modes. A
-        session the sandbox has no record of (or no such sandbox) is ``NotFound``."""
+        recorded end; a session that has already ended is success in both modes. An
+        absent session (the sandbox has no record of it, or there is no such sandbox) is
+        success in graceful mode and ``Unavailable("termination_unconfirmed")`` in force
+        mode; no recorded end within ``timeout`` is ``DeadlineExpired("termination_timeout")``."""
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         box = self._existing_box(handle)
         record = box.session(session_id) if box is not None else None
         if box is None or record is None:
-            raise NotFound(("session", session_id))
+            if mode == "force":
+                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+            return
         deadline = time.monotonic() + timeout_ms / 1000
         try:
             follower = box.attach(session_id, from_end=True)
@@ -515,6 +579,8 @@ class Local(StreamingAdapter):
                 follower.close()
         except (EngineError, OSError):
             raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from None
+        if end is None and time.monotonic() >= deadline:
+            raise DeadlineExpired(reasons.TERMINATION_TIMEOUT)
         if not isinstance(end, events.Exited):
             raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
@@ -530,7 +596,7 @@ class Local(StreamingAdapter):
         from the agent's next start)."""
         if not isinstance(policy, NetworkPolicy):
             raise TypeError(f"expected a NetworkPolicy, got {type(policy).__name__}")
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         if not box.settings.isolated:
             raise NotSupported(("network_policy", "the sandbox is not isolated"))
         try:
@@ -544,14 +610,14 @@ class Local(StreamingAdapter):
 
     def public_url(self, handle: Handle) -> str | None:
         """``None``: local sandboxes have no public URL."""
-        layout.existing(handle.name)
+        layout.existing(handle.name, _base(handle))
         return None
 
     # -- checkpoints ----------------------------------------------------------------------
 
     def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
         """Snapshot the sandbox's files (regular files, directories and symlinks)."""
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         checkpoint_id = _new_id("cp-")
         try:
             checkpoints.create(box, checkpoint_id, comment or "")
@@ -564,7 +630,7 @@ class Local(StreamingAdapter):
         ends the sandbox's running commands. Any failure is ``RestoreFailed``."""
         if not isinstance(checkpoint_id, str) or _args.SESSION_ID.fullmatch(checkpoint_id) is None:
             raise Invalid(("checkpoint_id", "must be 1-256 characters of [A-Za-z0-9_-]"))
-        box = self._box(handle.name)
+        box = self._handle_box(handle)
         if not checkpoints.exists(box, checkpoint_id):
             raise RestoreFailed(("no_such_checkpoint", checkpoint_id))
         if not box.stop(timeout=_STOP_WAIT):
@@ -573,6 +639,12 @@ class Local(StreamingAdapter):
             checkpoints.restore(box, checkpoint_id)
         except OSError as error:
             raise RestoreFailed(("restore_failed", error.strerror)) from None
+
+
+def _base(handle: Handle) -> Path | None:
+    """The root ``handle`` carries (:class:`.layout.Located`), or None: the configured one."""
+    located = handle.private
+    return located.root if isinstance(located, layout.Located) else None
 
 
 def _isolation_note(box: Box) -> str:

@@ -77,7 +77,7 @@ class LocalCommandEnd:
         nothing left to write to."""
         self.stream.check_stdin()
         if not self.live:
-            raise CommandExited("the session had ended before attach")
+            raise CommandExited(reasons.EXITED)
         with self._lock:
             if self.stream.finished.is_set():
                 return None
@@ -119,11 +119,11 @@ class LocalCommandEnd:
         except Refused as refusal:
             if refusal.code == "unknown":
                 return "exited"
-            raise WriteFailed(refusal.code) from None
+            raise WriteFailed((reasons.REFUSED, refusal.code)) from None
         except (OSError, EngineError) as error:
             if self.stream.stopped.is_set():
-                raise CommandExited("detached") from None
-            raise WriteFailed(type(error).__name__) from None
+                raise CommandExited(reasons.DETACHED) from None
+            raise WriteFailed((reasons.TRANSPORT, type(error).__name__)) from None
         finally:
             self._done()
         return str(reply.get("status"))
@@ -143,7 +143,7 @@ class LocalCommandEnd:
         for start in range(0, max(len(view), 1), STDIN_PIECE):
             status = self._send("stdin", bytes(view[start : start + STDIN_PIECE]))
             if status == "exited" or (status == "closed" and not self._eof_sent):
-                raise CommandExited("exited")
+                raise CommandExited(reasons.EXITED)
             if status in ("closed", "not_open"):
                 raise Invalid(reasons.STDIN_NOT_OPEN)
 

@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from ... import _args
 from ..._engine import records
 from ..._engine.errors import EngineError
@@ -48,10 +50,15 @@ def default_root() -> Path:
     return Path(state) / "managoat_sandbox" / "local"
 
 
+def configured_root() -> Path:
+    """The root ``local.root`` names now (absolute), without touching the disk."""
+    return Path(read("local", "root") or default_root()).expanduser().absolute()
+
+
 def root() -> Path:
     """The configured root, created if missing; a root its rule refuses (a NUL, a lone
     surrogate) or that cannot be made is ``Invalid``."""
-    path = Path(read("local", "root") or default_root()).expanduser().absolute()
+    path = configured_root()
     if os.path.isdir(path):
         return path
     try:
@@ -61,6 +68,15 @@ def root() -> Path:
     if not path.is_dir():
         raise Invalid(f"the local sandbox root {path} is not a directory")
     return path
+
+
+@attrs.frozen
+class Located:
+    """What a local ``Handle.private`` holds: the root its sandbox was created (or its
+    handle built) under, so that the handle reaches that sandbox whatever ``local.root``
+    is when it is used. A handle without it (``private`` None) uses the configured root."""
+
+    root: Path
 
 
 def check_name(name: object) -> str:
@@ -73,9 +89,11 @@ def check_name(name: object) -> str:
     return name
 
 
-def sandbox_dir(name: str) -> Path:
-    """The directory of sandbox ``name`` (which may not exist)."""
-    return root() / check_name(name)
+def sandbox_dir(name: str, base: Path | None = None) -> Path:
+    """The directory of sandbox ``name`` (which may not exist) under ``base``, the root a
+    handle carries; ``None`` is the configured :func:`root`. A carried root is never
+    created: a sandbox under a root that is gone does not exist."""
+    return (root() if base is None else base) / check_name(name)
 
 
 def read_meta(path: Path) -> dict[str, Any] | None:
@@ -88,9 +106,10 @@ def read_meta(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def existing(name: str) -> Path:
-    """The directory of an existing sandbox, else ``NotFound`` (a symlink is never one)."""
-    path = sandbox_dir(name)
+def existing(name: str, base: Path | None = None) -> Path:
+    """The directory of an existing sandbox under ``base`` (as in :func:`sandbox_dir`),
+    else ``NotFound`` (a symlink is never one)."""
+    path = sandbox_dir(name, base)
     if read_meta(path) is None:
         raise NotFound(("sandbox", name))
     return path

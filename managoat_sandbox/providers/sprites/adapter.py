@@ -65,12 +65,13 @@ from ...types import (
     Session,
     Status,
 )
+from .. import _endpoint
 from . import checkpoints, files, once
 from .api import SpritesApi, sprite_path
 from .end import SpritesCommandEnd
 from .errors import http_error
 from .exec import open_socket
-from .settings import USER_AGENT, Settings, check_name, checkpoints_enabled, load
+from .settings import SETTINGS, USER_AGENT, Settings, check_name, checkpoints_enabled, load
 from .timestamps import timestamp
 
 __all__ = ["Sprites"]
@@ -133,14 +134,19 @@ class Sprites(StreamingAdapter):
 
     @staticmethod
     def _name(handle: Handle) -> str:
+        """The handle's sprite name; ``Invalid(("handle", "endpoint_changed"))`` when the
+        handle was made against another ``base_url`` than the configured one
+        (:mod:`.._endpoint`)."""
         if not isinstance(handle, Handle):
             raise TypeError(f"expected a Handle, got {type(handle).__name__}")
+        _endpoint.check(handle, SETTINGS.url("base_url"))
         return check_name(handle.name)
 
     # -- lifecycle --------------------------------------------------------
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, check_name(name))
+        """A handle of ``name`` carrying the ``base_url`` configured now (:mod:`.._endpoint`)."""
+        return _endpoint.carrying(Handle(self.provider, check_name(name)), SETTINGS.url("base_url"))
 
     def create(self, name: str, **opts: Any) -> Handle:
         """Create ``name``; an existing sprite (409) is adopted with no further request."""
@@ -150,7 +156,7 @@ class Sprites(StreamingAdapter):
         api = self._api()
         response = api.create({"name": name})
         if response.status == 409:
-            return self.build_handle(name)
+            return _endpoint.carrying(Handle(self.provider, name), api.settings.base_url)
         if not response.ok:
             raise http_error(response)
         if api.settings.public_urls:
@@ -164,8 +170,13 @@ class Sprites(StreamingAdapter):
                 )
         body = _json_or_none(response)
         instance_id = body.get("id") if isinstance(body, dict) else None
-        return Handle(
-            self.provider, name, instance_id=instance_id if isinstance(instance_id, str) else None
+        return _endpoint.carrying(
+            Handle(
+                self.provider,
+                name,
+                instance_id=instance_id if isinstance(instance_id, str) else None,
+            ),
+            api.settings.base_url,
         )
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
@@ -183,8 +194,11 @@ class Sprites(StreamingAdapter):
             raise Invalid("create_options")
         seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "create_timeout")
         name = check_name(name)
-        instance_id = once.create_new(load(), name, timeout=seconds, wait_for_capacity=wait)
-        return Handle(self.provider, name, instance_id=instance_id)
+        settings = load()
+        instance_id = once.create_new(settings, name, timeout=seconds, wait_for_capacity=wait)
+        return _endpoint.carrying(
+            Handle(self.provider, name, instance_id=instance_id), settings.base_url
+        )
 
     def get(self, handle: Handle) -> Info:
         name = self._name(handle)
@@ -428,8 +442,9 @@ class Sprites(StreamingAdapter):
 
         Graceful sends SIGTERM with ``timeout`` as the grace period before
         SIGKILL; force sends SIGKILL. A session that has already ended is
-        success in both modes; one the sprite does not know is ``NotFound``
-        (Sprites may forget ended sessions: one it no longer lists is too).
+        success in both modes; an absent one (the sprite does not know it: never
+        there, or an ended session it has forgotten) is success in graceful mode
+        and ``Unavailable("termination_unconfirmed")`` in force mode.
         """
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         name = self._name(handle)

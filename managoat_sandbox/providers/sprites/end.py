@@ -295,7 +295,7 @@ class SpritesCommandEnd:
         if self._exited_while_spawned():
             return
         if self.stream.finished.is_set():
-            raise CommandExited("not connected")
+            raise CommandExited(reasons.EXITED)
         try:
             self._send(STDIN_EOF)
         except CommandExited:
@@ -312,9 +312,9 @@ class SpritesCommandEnd:
             self.ws.send_bytes(frame)
         except (websocket.WebSocketException, OSError) as error:
             if self.stream.stopped.is_set():
-                raise CommandExited("detached") from None
+                raise CommandExited(reasons.DETACHED) from None
             if self.stream.finished.wait(_SETTLE):
-                raise CommandExited("exited") from None
+                raise CommandExited(reasons.EXITED) from None
             raise WriteFailed((reasons.TRANSPORT, type(error).__name__)) from None
 
     def stop(self) -> None:

@@ -15,8 +15,10 @@ kind, "host:port"))`` that says where it failed, never the URL):
   ``{"type": "complete", "exit_code": 0..255}`` after an ``exited`` or
   ``killed`` event (force mode also needs the ``SIGKILL`` signal event with a
   pid). A session that has already ended is success in both modes: a 410
-  (already exited), or a 404 for a session the sprite still lists (one
-  confirming GET); a 404 for one it does not list is ``NotFound``;
+  (already exited), or a 404 for a session the sprite still lists (in force
+  mode, one confirming GET). Any other 404 is an absent session (never there,
+  forgotten, or of a sprite that is gone): success in graceful mode,
+  ``Unavailable("termination_unconfirmed")`` in force mode;
 * ``create_checkpoint_once``: a 200 NDJSON stream of ``info`` events and one
   final ``complete``, then exactly one listed checkpoint carrying the
   operation's comment, within one 64 KiB budget for both answers.
@@ -30,7 +32,7 @@ from typing import Any
 from ... import reasons
 from ..._deadline import Deadline
 from ..._http import BODY_LIMIT
-from ...errors import AlreadyExists, NotFound, Unavailable
+from ...errors import AlreadyExists, Unavailable
 from .api import sprite_path
 from .bounded import Answer, Cut, Failed, TooLarge, exchange
 from .errors import sanitised
@@ -175,9 +177,9 @@ def terminate_session(
     if answer.status == 410:
         return
     if answer.status == 404:
-        if _listed(settings, name, session_id, deadline):
-            return
-        raise NotFound(("session", session_id))
+        if force and not _listed(settings, name, session_id, deadline):
+            raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+        return
     if 200 <= answer.status < 300 and answer.status != 200:
         raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
     if answer.status != 200:
@@ -187,8 +189,9 @@ def terminate_session(
 
 
 def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) -> bool:
-    """Whether the sprite lists ``session_id`` (one confirming GET): a kill's 404 then
-    means a session that existed and has ended, not one that never did."""
+    """Whether the sprite lists ``session_id`` (one confirming GET): a force kill's 404
+    then means a session that existed and has ended, not an absent one (no such
+    sprite lists nothing)."""
     answer = _request(
         settings,
         "termination",
@@ -198,7 +201,7 @@ def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) 
         limit=BODY_LIMIT,
     )
     if answer.status == 404:
-        raise NotFound(("sandbox", name))
+        return False
     if answer.status != 200:
         raise sanitised(answer.status)
     try:
