@@ -12,6 +12,7 @@ from managoat_sandbox import config
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.testing import ConformanceTests
 
+from ..bash_fixtures import COMMON, ORDERED, bulk
 from .emulated import KEY, emulated_adapter
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,24 +27,14 @@ class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
     adapter = emulated_adapter()
     frame_timeout = 3.0
     fixtures: ClassVar[dict[str, Any]] = {
-        "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
-        "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
-        "spawn_ok": ("bash", ["-lc", "echo hello"]),
-        "spawn_stay": ("bash", ["-lc", "echo ready; cat"]),
+        **COMMON,
         "spawn_drop": ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]),
         "exec_slow": ("bash", ["-c", "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done"]),
-        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
-        "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
-        "print_file": ("cat", []),
-        "make_private": ("chmod", ["000"]),
+        "spawn_bulk": bulk(BULK),
         # No "exec_late_child" yet: the adapter's exec (providers/daytona/shim.py)
         # captures output in files it reads once the main process has exited, so
         # what a background child writes later is lost (issue 24).
-        "exec_ordered": (
-            "bash",
-            ["-c", "echo a; echo b >&2; echo c; echo d >&2"],
-            "a\nb\nc\nd\n",
-        ),
+        "exec_ordered": ORDERED,
     }
     emulator: ClassVar[DaytonaEmulator]
 

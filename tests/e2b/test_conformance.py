@@ -15,6 +15,7 @@ from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.testing import ConformanceTests
 
+from ..bash_fixtures import COMMON, LATE_CHILD, bulk
 from .emulated import API_KEY, point_at
 
 BULK = 1_000_000
@@ -31,22 +32,11 @@ class E2BConformanceTest(ConformanceTests, unittest.TestCase):
     frame_timeout = 10.0
     spawn_opts: ClassVar[dict[str, Any]] = {"detachable": True}
     fixtures: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "exec_ok": ("bash", ["-c", "echo hello"], "hello"),
-        "exec_fail": ("bash", ["-c", "echo oops; exit 3"], 3),
-        "spawn_ok": ("bash", ["-c", "echo hello"]),
-        "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
+        **COMMON,
         "spawn_drop": ("bash", ["-c", "echo partial; sleep 3"]),
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done"]),
-        "exec_mixed": ("bash", ["-c", "echo OUT; echo ERR >&2"], "OUT", "ERR"),
-        "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
-        "print_file": ("cat", []),
-        "make_private": ("chmod", ["000"]),
-        "exec_late_child": (
-            "bash",
-            ["-c", "(sleep 0.5; echo late) & echo early"],
-            "early",
-            "late",
-        ),
+        "spawn_bulk": bulk(BULK),
+        "exec_late_child": LATE_CHILD,
         # No "exec_ordered": E2B's process stream delivers stdout and stderr apart,
         # so stderr_to_stdout merges by arrival and cannot promise the order written.
     }

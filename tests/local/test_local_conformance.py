@@ -16,6 +16,8 @@ from managoat_sandbox import config
 from managoat_sandbox.providers.local import Local
 from managoat_sandbox.testing import ConformanceTests
 
+from ..bash_fixtures import COMMON, LATE_CHILD, ORDERED, bulk
+
 BULK = 3_000_000
 
 
@@ -23,26 +25,11 @@ class LocalConformanceTest(ConformanceTests, unittest.TestCase):
     adapter = Local
     frame_timeout = 10.0
     fixtures: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
-        "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
-        "spawn_ok": ("bash", ["-lc", "echo hello"]),
-        "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
+        **COMMON,
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done"]),
-        "exec_mixed": ("bash", ["-c", "echo OUT; echo ERR >&2"], "OUT", "ERR"),
-        "spawn_bulk": ("bash", ["-c", f"head -c {BULK} /dev/zero | tr '\\0' x"], BULK),
-        "print_file": ("cat", []),
-        "make_private": ("chmod", ["000"]),
-        "exec_late_child": (
-            "bash",
-            ["-c", "(sleep 0.5; echo late) & echo early"],
-            "early",
-            "late",
-        ),
-        "exec_ordered": (
-            "bash",
-            ["-c", "echo a; echo b >&2; echo c; echo d >&2"],
-            "a\nb\nc\nd\n",
-        ),
+        "spawn_bulk": bulk(BULK),
+        "exec_late_child": LATE_CHILD,
+        "exec_ordered": ORDERED,
     }
 
     @classmethod

@@ -10,6 +10,7 @@ from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.providers.sprites import Sprites
 from managoat_sandbox.testing import ConformanceTests
 
+from ..bash_fixtures import COMMON, LATE_CHILD, bulk
 from .conftest import TOKEN
 
 
@@ -24,22 +25,11 @@ class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
     adapter = Sprites(keepalive=1.0)
     frame_timeout = 3.0
     fixtures: ClassVar[dict[str, Any]] = {
-        "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
-        "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
-        "spawn_ok": ("bash", ["-lc", "echo hello"]),
-        "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
+        **COMMON,
         "spawn_drop": ("bash", ["-c", "echo partial; sleep 30; echo never"]),
         "exec_slow": ("bash", ["-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]),
-        "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
-        "spawn_bulk": ("bash", ["-c", "head -c 300000 /dev/zero | tr '\\0' x"], 300000),
-        "print_file": ("cat", []),
-        "make_private": ("chmod", ["000"]),
-        "exec_late_child": (
-            "bash",
-            ["-c", "(sleep 0.5; echo late) & echo early"],
-            "early",
-            "late",
-        ),
+        "spawn_bulk": bulk(300000),
+        "exec_late_child": LATE_CHILD,
         # No "exec_ordered": the Sprites exec stream delivers stdout and stderr
         # apart, so stderr_to_stdout merges by arrival and cannot promise the order.
     }

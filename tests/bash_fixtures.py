@@ -1,0 +1,39 @@
+"""The bash commands the conformance suite runs on every provider that runs real commands.
+
+Each provider's conformance class starts from :data:`COMMON` and adds what only
+it needs (or leaves out, saying why, what it cannot promise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMMON: dict[str, tuple[Any, ...]] = {
+    "exec_ok": ("bash", ["-lc", "echo hello"], "hello"),
+    "exec_fail": ("bash", ["-lc", "echo oops; exit 3"], 3),
+    "spawn_ok": ("bash", ["-lc", "echo hello"]),
+    "spawn_stay": ("bash", ["-c", "echo ready; exec cat"]),
+    "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
+    "print_file": ("cat", []),
+    "make_private": ("chmod", ["000"]),
+}
+
+#: A command whose background child writes after the main process has exited.
+LATE_CHILD: tuple[Any, ...] = (
+    "bash",
+    ["-c", "(sleep 0.5; echo late) & echo early"],
+    "early",
+    "late",
+)
+
+#: A command that alternates stdout and stderr, merged in the order written.
+ORDERED: tuple[Any, ...] = (
+    "bash",
+    ["-c", "echo a; echo b >&2; echo c; echo d >&2"],
+    "a\nb\nc\nd\n",
+)
+
+
+def bulk(nbytes: int) -> tuple[Any, ...]:
+    """The ``spawn_bulk`` fixture: exactly ``nbytes`` bytes of stdout."""
+    return ("bash", ["-c", f"head -c {nbytes} /dev/zero | tr '\\0' x"], nbytes)
