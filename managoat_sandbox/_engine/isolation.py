@@ -10,13 +10,11 @@ user namespaces disabled by sysctl, restricted by AppArmor) and how to fix it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import mounts, seccomp
@@ -119,41 +117,39 @@ def _run_probe(bwrap: str, program: bytes | None) -> str | None:
     ran, else what went wrong."""
     probe = [*mounts.system_mounts(), mounts.Mount("proc", "/proc"), mounts.Mount("dev", "/dev")]
     command = [bwrap, *NAMESPACE_FLAGS, *mounts.args(probe)]
-    with contextlib.ExitStack() as stack:
-        passed: tuple[int, ...] = ()
-        if program is not None:
-            fd = stack.enter_context(program_fd(program))
-            command += ["--seccomp", str(fd)]
-            passed = (fd,)
-        try:
-            result = subprocess.run(
-                [*command, "--", "true"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=_PROBE_TIMEOUT,
-                check=False,
-                env={"PATH": "/usr/bin:/bin"},
-                pass_fds=passed,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return str(exc) or type(exc).__name__
+    passed = () if program is None else (program_fd(program),)
+    command += [arg for fd in passed for arg in ("--seccomp", str(fd))]
+    try:
+        result = subprocess.run(
+            [*command, "--", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+            env={"PATH": "/usr/bin:/bin"},
+            pass_fds=passed,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc) or type(exc).__name__
+    finally:
+        for fd in passed:
+            os.close(fd)
     if result.returncode != 0:
         detail = result.stderr.decode(errors="replace").strip().splitlines()
         return detail[-1] if detail else f"bwrap exited {result.returncode}"
     return None
 
 
-@contextlib.contextmanager
-def program_fd(program: bytes) -> Iterator[int]:
-    """A descriptor bubblewrap reads ``program`` from (``--seccomp FD``), closed after."""
+def program_fd(program: bytes) -> int:
+    """A descriptor bubblewrap reads ``program`` from (``--seccomp FD``); the caller closes
+    it once the child has it. A program fits in a pipe's buffer, so the write never waits."""
     read_end, write_end = os.pipe()
     try:
-        with os.fdopen(write_end, "wb") as writer:
-            writer.write(program)
-        yield read_end
+        os.write(write_end, program)
     finally:
-        os.close(read_end)
+        os.close(write_end)
+    return read_end
 
 
 def support(*, refresh: bool = False) -> Support:

@@ -446,15 +446,14 @@ def launch(
 
     An isolated box's keeper is started after the agent is ready, without
     waiting for it: connections a command makes to the proxy meanwhile wait in
-    the keeper's socket. The caller holds the box's launch lock and has made
-    sure no agent runs.
+    the keeper's socket. The caller holds the box's launch lock, has made
+    sure no agent runs, and has refused a box whose user would be host root
+    (:func:`check_identity`).
     """
     _reap_launched()
     state, fs = directory / "state", directory / "fs"
     ours: list[int] = []  # closed here at the end
     passed: list[int] = []  # closed here once the child has them
-    passed_open: list[int] = []  # passed too, closed by ``stack``
-    stack = contextlib.ExitStack()
     try:
         state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         ours.append(state_fd)
@@ -472,7 +471,6 @@ def launch(
         group: Path | None = None
         block_w: int | None = None
         if settings.isolated:
-            check_identity(settings)
             support = isolation.support()
             if not support.available or support.bwrap is None:
                 raise EngineError(f"isolation is unavailable: {support.reason}")
@@ -484,8 +482,8 @@ def launch(
                 passed.append(block_r)
             seccomp_fd: int | None = None
             if support.filter is not None:
-                seccomp_fd = stack.enter_context(isolation.program_fd(support.filter))
-                passed_open.append(seccomp_fd)
+                seccomp_fd = isolation.program_fd(support.filter)
+                passed.append(seccomp_fd)
             keeper_sock, agent_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             channel = keeper_sock.detach()
             ours.append(channel)
@@ -527,10 +525,9 @@ def launch(
                 str(ENGINE_DIR.parent),
                 *agent_args,
             ]
-        proc = _start(directory, argv, (state_fd, *passed, *passed_open), log)
+        proc = _start(directory, argv, (state_fd, *passed), log)
         while passed:
             os.close(passed.pop())
-        stack.close()
         pid = None
         if settings.isolated:
             pid = _agent_pid(info_r, state, deadline)
@@ -543,7 +540,6 @@ def launch(
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
-        stack.close()
         for fd in (*ours, *passed):
             os.close(fd)
 
