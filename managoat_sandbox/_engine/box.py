@@ -213,8 +213,8 @@ class Box:
             # The sandbox's user owns its files and its agent's records; nobody else
             # may enter them (its commands see fs/ as their / from the inside).
             fs.chmod(0o700)
-            owned = [fs, *home.relative_to(fs).parents, home.relative_to(fs), Path("tmp")]
-            for path in {fs / part for part in owned} | {state, state / records.SESSIONS}:
+            between = [path for path in home.parents if fs in path.parents]
+            for path in (fs, tmp, home, *between, state, state / records.SESSIONS):
                 os.chown(path, settings.host_uid, settings.host_uid, follow_symlinks=False)
         state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
