@@ -40,7 +40,6 @@ import contextlib
 import errno
 import functools
 import io
-import json
 import os
 import queue
 import resource
@@ -78,8 +77,6 @@ RELAY_CHUNK = 64 * 1024
 #: Largest size of the sandbox's log the keeper writes to (what would pass it is dropped).
 LOG_LIMIT = 1024 * 1024
 
-BOX = "box.json"
-_RECORD_LIMIT = 1024 * 1024
 _POLL = 1.0
 #: Descriptors kept for everything but connections (the state directory, the
 #: channel, the selector, the log, the resolver wake-up pair, a connection attempt).
@@ -126,32 +123,13 @@ def bounded_stderr(fd: int = 2, limit: int = LOG_LIMIT) -> io.TextIOWrapper:
     )
 
 
-def _processes_limit(state_fd: int) -> int | None:
-    """The sandbox's ``processes`` limit from its settings (``box.json``), or None."""
-    try:
-        fd = os.open(
-            BOX, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=state_fd
-        )
-    except OSError:
-        return None
-    try:
-        record = json.loads(os.read(fd, _RECORD_LIMIT))
-        value = record["limits"]["processes"]
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    finally:
-        os.close(fd)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def connection_cap(state_fd: int) -> int:
+def connection_cap(processes: int | None) -> int:
     """How many proxy connections the sandbox may hold at once: :data:`MAX_CONNECTIONS`,
-    or its ``processes`` limit if lower, and no more than this process's descriptors
-    allow (its soft ``RLIMIT_NOFILE`` is raised towards the hard one for them).
-    Each connection counts once, whatever its state, from the moment the keeper
-    receives it until both of its sockets are closed."""
+    or its ``processes`` limit (``--processes``, given by the launch) if lower, and no
+    more than this process's descriptors allow (its soft ``RLIMIT_NOFILE`` is raised
+    towards the hard one for them). Each connection counts once, whatever its state,
+    from the moment the keeper receives it until both of its sockets are closed."""
     cap = MAX_CONNECTIONS
-    processes = _processes_limit(state_fd)
     if processes is not None:
         cap = min(cap, processes)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -670,7 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse(
         sys.argv[1:] if argv is None else argv,
         required=("state", "egress", "agent"),
-        optional=("cgroup",),
+        optional=("cgroup", "processes"),
     )
     state, agent = int(options["state"]), int(options["agent"])
     group = Path(options["cgroup"]) if "cgroup" in options else None
@@ -685,7 +663,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     threading.Thread(target=finish, name="agent", daemon=True).start()
     try:
-        Proxy(state, channel, max_connections=connection_cap(state)).run()
+        processes = int(options["processes"]) if "processes" in options else None
+        Proxy(state, channel, max_connections=connection_cap(processes)).run()
     except Exception:
         traceback.print_exc()
     finish()

@@ -536,7 +536,15 @@ def launch(
                 os.write(block_w, b"1")
         _await_ready(ready_r, proc, state, deadline)
         if pid is not None:
-            _start_keeper(directory, state_fd, pid=pid, channel=channel, log=log, group=group)
+            _start_keeper(
+                directory,
+                state_fd,
+                pid=pid,
+                channel=channel,
+                log=log,
+                group=group,
+                processes=settings.limits.processes,
+            )
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
@@ -585,7 +593,14 @@ def _read_info(fd: int, deadline: float) -> dict[str, object]:
 
 
 def _start_keeper(
-    directory: Path, state_fd: int, *, pid: int, channel: int, log: int, group: Path | None
+    directory: Path,
+    state_fd: int,
+    *,
+    pid: int,
+    channel: int,
+    log: int,
+    group: Path | None,
+    processes: int | None,
 ) -> None:
     """Record the agent's host pid ``pid`` (``agent.json``) and start the keeper beside it."""
     write_record(state_fd, "agent.json", {"pid": pid, "start": tree.start_time(pid)})
@@ -606,6 +621,8 @@ def _start_keeper(
     ]
     if group is not None:
         argv += ["--cgroup", str(group)]
+    if processes is not None:
+        argv += ["--processes", str(processes)]
     _start(directory, argv, (state_fd, channel), log)
 
 
