@@ -168,7 +168,13 @@ class AlreadyExists(SandboxError):
 
 
 class CommandExited(SandboxError):
-    """A stdin write raced the command's exit, or the handle was detached."""
+    """A stdin call on a command that can no longer take input.
+
+    ``detail`` is ``"exited"`` when the command has ended (a write raced its
+    exit, or an attached session had ended before the attach) and
+    ``"detached"`` when ``stop_command`` detached this end — the same on every
+    adapter (:data:`managoat_sandbox.reasons.EXITED`, ``DETACHED``).
+    """
 
 
 class RateLimited(SandboxError):
@@ -250,7 +256,14 @@ class RestoreFailed(SandboxError):
 
 
 class WriteFailed(SandboxError):
-    """A stdin write failed for a reason other than the command's exit."""
+    """A stdin write failed for a reason other than the command's exit.
+
+    ``detail`` is ``("transport", kind)`` when the write could not reach the
+    command (``kind`` names the failure, an exception class name such as
+    ``"ConnectionResetError"``) and ``("refused", code)`` when the provider or
+    local agent refused it (``code`` is the agent's refusal code or the
+    taxonomy class name of the provider's answer) — the same on every adapter.
+    """
 
 
 class ProviderError(SandboxError):

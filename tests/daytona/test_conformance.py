@@ -12,7 +12,7 @@ from managoat_sandbox import config
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.testing import ConformanceTests
 
-from ..bash_fixtures import COMMON, ORDERED, bulk
+from ..bash_fixtures import COMMON, LATE_CHILD, ORDERED, bulk
 from .emulated import KEY, emulated_adapter
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,9 +31,7 @@ class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
         "spawn_drop": ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]),
         "exec_slow": ("bash", ["-c", "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done"]),
         "spawn_bulk": bulk(BULK),
-        # No "exec_late_child" yet: the adapter's exec (providers/daytona/shim.py)
-        # captures output in files it reads once the main process has exited, so
-        # what a background child writes later is lost (issue 24).
+        "exec_late_child": LATE_CHILD,
         "exec_ordered": ORDERED,
     }
     emulator: ClassVar[DaytonaEmulator]

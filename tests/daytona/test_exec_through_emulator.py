@@ -46,10 +46,16 @@ PRODUCER = (
     "head -c {size} /dev/urandom > blob; sha256sum < blob | cut -c1-64 >&2; cat blob; rm -f blob"
 )
 WAIT_FOR = "i=0; while [ ! -e {path} ]; do i=$((i+1)); [ $i -lt 2000 ] || exit 9; sleep 0.01; done"
+#: A daemon started as the docs say (its output redirected), which writes once a later
+#: exec lets it: it must not hold its exec open, nor write into the later one.
 LEAVER = (
-    "( " + WAIT_FOR.format(path="gate") + "; echo LATE-WRITE-FROM-AN-EARLIER-EXEC; : > written ) &"
+    "( "
+    + WAIT_FOR.format(path="gate")
+    + "; echo LATE-WRITE-FROM-AN-EARLIER-EXEC; : > written ) >daemon.log 2>&1 &"
 )
 SECOND = "touch gate; " + WAIT_FOR.format(path="written") + "; echo mine"
+#: A background child that keeps the exec's output and writes after the main exits.
+HOLDER = "( sleep 0.3; echo late; echo late-err >&2 ) & echo early"
 
 
 @pytest.fixture
@@ -111,13 +117,26 @@ def test_a_large_spawned_stream_arrives_exactly_once_in_order(
 
 
 @pytest.mark.parametrize("merge", [False, True])
-def test_a_process_left_by_an_earlier_exec_never_writes_into_a_later_one(
+def test_a_daemon_with_its_output_redirected_neither_holds_its_exec_nor_writes_into_a_later_one(
     daytona: Daytona, handle: Handle, merge: bool
 ) -> None:
     first = daytona.exec(handle, "sh", ["-c", LEAVER], timeout=20, stderr_to_stdout=merge)
     assert (first.output, first.exit_code) == (b"", 0)
     second = daytona.exec(handle, "sh", ["-c", SECOND], timeout=30, stderr_to_stdout=merge)
     assert (second.output, second.exit_code) == (b"mine\n", 0)
+    log = daytona.exec(handle, "cat", ["daemon.log"], timeout=20)
+    assert log.output == b"LATE-WRITE-FROM-AN-EARLIER-EXEC\n"
+
+
+def test_an_exec_ends_when_a_background_child_closes_its_output(
+    daytona: Daytona, handle: Handle
+) -> None:
+    apart = daytona.exec(handle, "sh", ["-c", HOLDER], timeout=20)
+    assert (apart.output, apart.stderr, apart.exit_code) == (b"early\nlate\n", b"late-err\n", 0)
+    merged = daytona.exec(handle, "sh", ["-c", HOLDER], timeout=20, stderr_to_stdout=True)
+    assert (merged.output, merged.exit_code) == (b"early\nlate\nlate-err\n", 0)
+    # The kept session runs the next exec as before.
+    assert daytona.exec(handle, "echo", ["next"], timeout=20) == (b"next\n", 0)
 
 
 def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(daytona: Daytona, handle: Handle) -> None:

@@ -786,7 +786,7 @@ def test_exec_is_one_synchronous_exec_in_a_session_kept_for_the_next(
     # The exec's subshell enters the dir itself, so that a missing one is told apart.
     assert "cd /w 2>/dev/null || " in first["command"]
     assert "exec 3>&-; export A=1 && exec bash -lc x ) 3>&1 " in first["command"]
-    assert '>"$__mg_o" 2>"$__mg_e"' in first["command"]
+    assert '>"$__mg_d/po" 2>"$__mg_d/pe"' in first["command"]
     assert all(h.get("X-Daytona-Split-Output") == "true" for h in fake.exec_headers)
 
 
@@ -796,10 +796,10 @@ def test_exec_merges_stderr_in_the_order_written_only_when_asked(
     fake.sync_journal = exec_journal(b"out\nerr\nmore\n", b"", 0)
     result = daytona.exec(handle_of(daytona), "x", stderr_to_stdout=True)
     assert result.output == b"out\nerr\nmore\n"
-    assert '>"$__mg_o" 2>&1' in fake.exec_bodies[0]["command"]
+    assert '>"$__mg_d/po" 2>&1' in fake.exec_bodies[0]["command"]
     fake.sync_journal = exec_journal(b"out\n", b"err\n", 0)
     assert daytona.exec(handle_of(daytona), "x").output == b"out\n"
-    assert '>"$__mg_o" 2>"$__mg_e"' in fake.exec_bodies[1]["command"]
+    assert '>"$__mg_d/po" 2>"$__mg_d/pe"' in fake.exec_bodies[1]["command"]
 
 
 def test_exec_output_is_byte_exact(daytona: Daytona, fake: FakeCommand) -> None:

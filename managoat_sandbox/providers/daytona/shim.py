@@ -259,6 +259,15 @@ def _whole_frame(path: str) -> str:
 SWEEP_EVERY = 32
 
 
+def _copier(fifo: str, path: str) -> list[str]:
+    """Session-script lines copying the session's FIFO ``fifo`` into the file at
+    ``path`` in the background, adding the copy's pid to ``$__mg_w``."""
+    return [
+        f'cat "$__mg_d/{fifo}" >"{path}" </dev/null 2>/dev/null &',
+        '__mg_w="$__mg_w $!"',
+    ]
+
+
 def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = False) -> str:
     """The script of a synchronous exec of ``run`` in the kept session ``session_id``.
 
@@ -267,6 +276,15 @@ def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = Fal
     ``merge``: both, in the order written) are captured in files of the state
     directory, then framed whole, one line per stream, followed by the end
     frames and the exit code, as :func:`script` frames them.
+
+    The command writes into FIFOs of the session (made once, ``po``/``pe``),
+    each copied into its capture file by a ``cat`` in the background: the
+    script waits for those copies, which end when every writer has closed the
+    FIFO — the command and any child that still holds its output. So what a
+    background child writes after the main process exits is part of the
+    answer, and the exec ends only at end of file (a child that keeps the
+    output open keeps the exec running until its deadline, which deletes the
+    session and so kills it).
 
     The script runs in the session shell itself, which the daemon *sources* it
     in: no shell is started for it, and it ends with ``return <code>``, which
@@ -289,7 +307,7 @@ def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = Fal
     starts no process besides its command.
     """
     nonce = secrets.token_hex(6)
-    err = "2>&1" if merge else '2>"$__mg_e"'
+    err = "2>&1" if merge else '2>"$__mg_d/pe"'
     enter = (
         []
         if run.cwd is None
@@ -310,9 +328,15 @@ def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = Fal
         '{ [ -d "$__mg_d" ] || mkdir -p "$__mg_d"; } && : >"$__mg_d/code" && '
         'echo "$$" >"$__mg_d/pid" || return 125',
         f'__mg_o="$__mg_d/o.{nonce}"; __mg_e="$__mg_d/e.{nonce}"',
+        '{ [ -p "$__mg_d/po" ] && [ -p "$__mg_d/pe" ]; } || '
+        '{ rm -f "$__mg_d/po" "$__mg_d/pe"; mkfifo "$__mg_d/po" "$__mg_d/pe"; } || return 125',
+        '__mg_w=""',
+        *_copier("po", "$__mg_o"),
+        *([] if merge else _copier("pe", "$__mg_e")),
         f"( {'; '.join([*enter, run.body])} ){' 3>&1' if enter else ''} "
-        f'</dev/null >"$__mg_o" {err}',
+        f'</dev/null >"$__mg_d/po" {err}',
         "__mg_c=$?",
+        "wait $__mg_w",
         _whole_frame("$__mg_o"),
         _whole_frame("$__mg_e") + " >&2",
         remove,
