@@ -277,6 +277,7 @@ RULES: dict[tuple[str | None, str], _Rule] = {
     ("daytona", "api_url"): _Rule(_url(optional=False), shown=False),
     ("daytona", "snapshot"): _Rule(_text(optional=True)),
     ("daytona", "organization_id"): _Rule(_token),
+    ("fake", "world"): _Rule(_text(optional=False)),
     ("local", "root"): _Rule(_path),
     ("local", "isolation"): _Rule(_choice(ISOLATION_MODES)),
     ("local", "egress_hosts"): _Rule(_host_map),

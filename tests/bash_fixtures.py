@@ -16,6 +16,8 @@ COMMON: dict[str, tuple[Any, ...]] = {
     "exec_mixed": ("bash", ["-c", "echo out-part; echo err-part >&2"], "out-part", "err-part"),
     "print_file": ("cat", []),
     "make_private": ("chmod", ["000"]),
+    # SIGTERM ignored, and so by the sleep it becomes (an ignored signal survives exec).
+    "spawn_deaf": ("bash", ["-c", "trap '' TERM; echo deaf; exec sleep 20"]),
 }
 
 #: A command whose background child writes after the main process has exited.

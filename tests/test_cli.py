@@ -586,14 +586,14 @@ def test_attach_to_an_unknown_session_is_not_found(
     assert capsys.readouterr().err == "managoat-sandbox: error: NotFound: ('session', 'nope')\n"
 
 
-def test_sessions_lists_id_created_and_command(
+def test_sessions_lists_id_state_created_and_command(
     fake: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
     handle = sandbox.create("fake", "box")
     sandbox.stop_command(sandbox.spawn(handle, "emit", ["stay"]))
     assert cli("sessions", "box") == 0
-    session_id, created, command = capsys.readouterr().out.rstrip("\n").split("\t")
-    assert (session_id, command) == (only_session(handle), "emit stay")
+    session_id, state, created, command = capsys.readouterr().out.rstrip("\n").split("\t")
+    assert (session_id, state, command) == (only_session(handle), "running", "emit stay")
     assert created.endswith("+00:00")
     assert cli("sessions", "box", "--json") == 0
     [document] = json.loads(capsys.readouterr().out)
@@ -603,7 +603,25 @@ def test_sessions_lists_id_created_and_command(
         "created_at": created,
         "last_activity_at": None,
         "tty": False,
+        "ended": False,
+        "exit_code": None,
     }
+
+
+def test_sessions_say_how_a_finished_session_ended(
+    fake: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = sandbox.create("fake", "box")
+    command = sandbox.spawn(handle, "emit", ["exit:3"])
+    assert [frame.code for frame in sandbox.iter_frames(command, timeout=10) if frame.terminal] == [
+        3
+    ]
+    assert cli("sessions", "box") == 0
+    [line] = lines(capsys.readouterr().out)
+    assert line.split("\t")[1] == "exited 3"
+    assert cli("sessions", "box", "--json") == 0
+    [document] = json.loads(capsys.readouterr().out)
+    assert (document["ended"], document["exit_code"]) == (True, 3)
 
 
 @pytest.mark.parametrize("flags", [(), ("--force", "--timeout", "5")])
@@ -968,7 +986,7 @@ def test_sessions_escape_ids_and_commands_but_keep_their_columns(
     assert cli("sessions", "box") == 0
     out = capsys.readouterr().out
     assert only_printable(out.replace("\t", " "))
-    [(shown_id, _created, command)] = [line.split("\t") for line in lines(out)]
+    [(shown_id, _state, _created, command)] = [line.split("\t") for line in lines(out)]
     assert shown_id == session_id
     assert HOSTILE_SHOWN in command
 

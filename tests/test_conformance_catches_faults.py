@@ -7,6 +7,7 @@ names (it must fail with an assertion, not crash with an unrelated error).
 
 from __future__ import annotations
 
+import logging
 import unittest
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +29,7 @@ from managoat_sandbox.testing.conformance import ConformanceTests
 from managoat_sandbox.testing.fake import Fake
 from managoat_sandbox.types import Command, ExecResult, Handle, Session
 
-from .test_fake_conformance import FAKE_FIXTURES
+from .test_fake_conformance import FAKE_FIXTURES, another_world
 
 #: Short frame waits keep the failing runs (which wait out their timeouts) fast.
 PROBE_FRAME_TIMEOUT = 0.3
@@ -333,6 +334,73 @@ class GuessesHowSessionsEnded(Fake):
         ]
 
 
+class ForgetsWhereItsHandlesLive(Fake):
+    """Acts on the world configured now, not the one a handle was made in: a handle used
+    after its configuration changed reaches another world (``destroy`` of it reports
+    success there while the sandbox runs on)."""
+
+    def _world(self, handle: Handle | None = None) -> Any:
+        return super()._world(None)
+
+
+def _swallowing(owner: Owner | None) -> Callable[[Frame], None]:
+    assert callable(owner), "the conformance suite passes callable owners"
+
+    def deliver(frame: Frame) -> None:
+        try:
+            owner(frame)
+        except Exception:
+            logging.getLogger("mutant").debug("owner failed", exc_info=True)
+
+    return deliver
+
+
+def _stopping(owner: Owner | None) -> Callable[[Frame], None]:
+    assert callable(owner), "the conformance suite passes callable owners"
+    failed = False
+
+    def deliver(frame: Frame) -> None:
+        nonlocal failed
+        if failed:
+            return
+        try:
+            owner(frame)
+        except Exception:
+            failed = True
+            raise
+
+    return deliver
+
+
+class SwallowsCallbackErrors(Fake):
+    """Catches what an owner callback raises and logs it to a logger nobody configured:
+    delivery goes on, but the failure is never seen."""
+
+    def spawn(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> Command:
+        return super().spawn(handle, cmd, args, **{**opts, "owner": _swallowing(opts["owner"])})
+
+
+class StopsAfterACallbackError(Fake):
+    """Reports an owner callback's exception but delivers nothing after it: the command
+    never reaches its terminal frame."""
+
+    def spawn(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> Command:
+        return super().spawn(handle, cmd, args, **{**opts, "owner": _stopping(opts["owner"])})
+
+
+class ExpiryIsUnconfirmed(Fake):
+    """The old local and Fake answer: a termination that ran out of time is
+    ``Unavailable("termination_unconfirmed")``, not ``DeadlineExpired``."""
+
+    def terminate_session(
+        self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
+    ) -> None:
+        try:
+            super().terminate_session(handle, session_id, timeout=timeout, mode=mode)
+        except DeadlineExpired:
+            raise Unavailable(reasons.TERMINATION_UNCONFIRMED) from None
+
+
 MUTANTS: list[tuple[type[Fake], str]] = [
     (ExitZeroOnDrop, "test_stream_closed_without_exit_is_an_error_frame_never_an_exit"),
     (ExitZeroOnDrop, "test_error_frame_carries_a_taxonomy_error"),
@@ -368,6 +436,19 @@ MUTANTS: list[tuple[type[Fake], str]] = [
     (StdinErrorsInProse, "test_write_stdin_after_exit_is_command_exited"),
     (StdinErrorsInProse, "test_stop_command_is_idempotent_and_silences_the_local_end"),
     (StdinErrorsInProse, "test_attach_to_finished_session_replays_output_and_real_exit"),
+    (
+        ForgetsWhereItsHandlesLive,
+        "test_a_handle_acts_on_its_own_sandbox_whatever_the_configuration_is_now",
+    ),
+    (ExpiryIsUnconfirmed, "test_a_termination_the_session_outlasts_is_deadline_expired"),
+    (
+        SwallowsCallbackErrors,
+        "test_an_owner_callback_that_raises_is_reported_and_delivery_goes_on",
+    ),
+    (
+        StopsAfterACallbackError,
+        "test_an_owner_callback_that_raises_is_reported_and_delivery_goes_on",
+    ),
 ]
 
 
@@ -376,7 +457,12 @@ def run_conformance_test(adapter: Fake, test_name: str) -> unittest.TestResult:
     probe = type(
         f"Probe{type(adapter).__name__}",
         (ConformanceTests, unittest.TestCase),
-        {"adapter": adapter, "fixtures": PROBE_FIXTURES, "frame_timeout": PROBE_FRAME_TIMEOUT},
+        {
+            "adapter": adapter,
+            "fixtures": PROBE_FIXTURES,
+            "frame_timeout": PROBE_FRAME_TIMEOUT,
+            "elsewhere": another_world,
+        },
     )
     result = unittest.TestResult()
     unittest.TestSuite([probe(test_name)]).run(result)
@@ -500,3 +586,36 @@ def test_an_adapter_without_a_capability_passes_with_its_tests_skipped(capabilit
     assert result.wasSuccessful(), _outcome(result)
     reason = f"the adapter does not advertise the {capability!r} capability"
     assert reason in [text for _, text in result.skipped], _outcome(result)
+
+
+#: The capabilities whose operations the unadvertised-operations test calls.
+GATED_OPERATIONS = (
+    Capability.SUSPEND,
+    Capability.ATTACH,
+    Capability.NETWORK_POLICY,
+    Capability.TERMINATE_SESSION,
+    Capability.CREATE_NEW,
+)
+
+
+@pytest.mark.parametrize("capability", GATED_OPERATIONS)
+def test_the_suite_fails_an_adapter_that_serves_an_operation_it_does_not_advertise(
+    capability: str,
+) -> None:
+    """Control: a Fake without ``capability`` whose operations say NotSupported passes.
+    Mutant: the same Fake, its operations still working, fails."""
+    test_name = "test_operations_behind_an_unadvertised_capability_are_not_supported"
+    control = run_conformance_test(_lacking(capability)(), test_name)
+    assert control.testsRun == 1 and control.wasSuccessful() and not control.skipped, _outcome(
+        control
+    )
+
+    def capabilities(self: Fake) -> frozenset[str]:
+        return Fake.capabilities(self) - {capability}
+
+    serving = type(f"ServesWithout_{capability}", (Fake,), {"capabilities": capabilities})
+    result = run_conformance_test(serving(), test_name)
+    assert result.testsRun == 1 and not result.skipped, _outcome(result)
+    # One failure per operation behind the capability (each is a subtest).
+    failed = len(REFUSED_WITHOUT[capability])
+    assert len(result.failures) == failed and not result.errors, _outcome(result)

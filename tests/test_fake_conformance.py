@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import unittest
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
+from managoat_sandbox import config
 from managoat_sandbox.testing.conformance import ConformanceTests
 from managoat_sandbox.testing.fake import Fake
 
@@ -29,12 +31,19 @@ FAKE_FIXTURES: Mapping[str, Sequence[Any]] = {
     "spawn_bulk": ("emit", ["out:" + "x" * BULK_CHUNK] * BULK_CHUNKS, BULK_CHUNK * BULK_CHUNKS),
     "exec_late_child": ("emit", ["out:early\n", "sleep:0.1", "out:late\n"], "early", "late"),
     "exec_ordered": ("emit", ["out:a\n", "err:b\n", "out:c\n"], "a\nb\nc\n"),
+    "spawn_deaf": ("emit", ["out:deaf", "deaf:10"]),
 }
+
+
+def another_world() -> AbstractContextManager[None]:
+    """The Fake configured to make and list its sandboxes in another world."""
+    return config.override("fake", world="elsewhere")
 
 
 class FakeConformanceTest(ConformanceTests, unittest.TestCase):
     adapter = Fake()
     fixtures = FAKE_FIXTURES
+    elsewhere = another_world
 
     def setUp(self) -> None:
         super().setUp()

@@ -140,16 +140,29 @@ def test_a_later_attach_replays_exit_137(fake: Fake) -> None:
     replay.expect(is_exit(attached.ref, 137), 1)
 
 
-def test_a_process_that_outlives_the_timeout_is_deadline_expired(
-    fake: Fake, monkeypatch: pytest.MonkeyPatch
+def test_a_process_deaf_to_a_graceful_termination_is_deadline_expired_and_force_ends_it(
+    fake: Fake,
 ) -> None:
     worker = fake.build_handle("worker")
-    command, session_id, box = start(fake, "stubborn")
-    with monkeypatch.context() as patch:
-        patch.setattr(fake, "_kill", lambda session: False)  # the kill does not take
-        with pytest.raises(DeadlineExpired) as caught:
-            fake.terminate_session(worker, session_id, timeout=0.05)
+    box = Mailbox()
+    command = fake.spawn(worker, "deaf", ["out:ready", "deaf:30"], owner=box)
+    box.expect(is_stdout(command.ref), 1)
+    [session] = fake.list_sessions(worker)
+    with pytest.raises(DeadlineExpired) as caught:
+        fake.terminate_session(worker, session.id, timeout=0.05)
     assert caught.value.detail == reasons.TERMINATION_TIMEOUT
     assert alive(fake, command)
-    fake.terminate_session(worker, session_id)
+    fake.terminate_session(worker, session.id, mode="force")
     box.expect(is_exit(command.ref, 137), 1)
+
+
+def test_a_graceful_termination_takes_effect_when_a_deaf_pause_ends(fake: Fake) -> None:
+    worker = fake.build_handle("worker")
+    box = Mailbox()
+    command = fake.spawn(worker, "deaf", ["out:ready", "deaf:0.2", "out:never"], owner=box)
+    box.expect(is_stdout(command.ref), 1)
+    [session] = fake.list_sessions(worker)
+    with pytest.raises(DeadlineExpired):
+        fake.terminate_session(worker, session.id, timeout=0.01)
+    box.expect(is_exit(command.ref, 143), 5)
+    assert b"never" not in b"".join(getattr(f, "data", b"") for f in box.history(command.ref))

@@ -346,7 +346,8 @@ def _sessions(add: Add) -> None:
     add(
         "sessions",
         sessions.run_sessions,
-        "List a sandbox's sessions: ID, CREATED and COMMAND, tab-separated.",
+        "List a sandbox's sessions: ID, STATE (running, exited N, ended, or - where the "
+        "provider does not say), CREATED and COMMAND, tab-separated.",
         "sessions box",
     ).add_argument("name", metavar="NAME", help=NAME_HELP)
     terminate = add(

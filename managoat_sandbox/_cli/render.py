@@ -35,6 +35,7 @@ __all__ = [
     "printable",
     "session_document",
     "session_fields",
+    "session_state",
 ]
 
 #: Longest detail an error line shows (an HTTP body can be 64 KiB).
@@ -138,13 +139,27 @@ def session_document(session: Session) -> dict[str, Any]:
         "created_at": _iso(session.created_at),
         "last_activity_at": _iso(session.last_activity_at),
         "tty": session.tty,
+        "ended": session.ended,
+        "exit_code": session.exit_code,
     }
 
 
-def session_fields(session: Session) -> tuple[str, str, str]:
-    """``(ID, CREATED, COMMAND)`` of a session's line, ``-`` for what the provider
-    did not say (the console escapes and tab-separates them)."""
-    return session.id, _iso(session.created_at) or "-", session.command or "-"
+def session_state(session: Session) -> str:
+    """What a session's line says of its command: ``running``, ``exited N``, ``ended``
+    (with no exit code known), or ``-`` where the provider does not say."""
+    if session.ended is None:
+        return "-"
+    if not session.ended:
+        return "running"
+    return "ended" if session.exit_code is None else f"exited {session.exit_code}"
+
+
+def session_fields(session: Session) -> tuple[str, str, str, str]:
+    """``(ID, STATE, CREATED, COMMAND)`` of a session's line (:func:`session_state`),
+    ``-`` for what the provider did not say (the console escapes and tab-separates
+    them)."""
+    created = _iso(session.created_at) or "-"
+    return session.id, session_state(session), created, session.command or "-"
 
 
 def file_document(entry: FileInfo) -> dict[str, Any]:

@@ -16,7 +16,9 @@ __all__ = ["run_sessions", "run_terminate"]
 
 
 def run_sessions(args: argparse.Namespace, console: Console) -> int:
-    """List the sandbox's detachable sessions, one ``ID<TAB>CREATED<TAB>COMMAND`` line each."""
+    """List the sandbox's detachable sessions, one ``ID<TAB>STATE<TAB>CREATED<TAB>COMMAND``
+    line each (STATE: ``running``, ``exited N``, ``ended`` or ``-`` where the provider
+    does not say)."""
     handle = sandbox.build_handle(args.provider, args.name)
     sessions = sandbox.list_sessions(handle)
     if console.json_mode:

@@ -41,7 +41,9 @@ Class attributes:
     started, holding its stdout, prints ``late`` about half a second later
     (well within :data:`LATE_CHILD_BOUND`); ``exec_ordered`` ``(cmd, args,
     expected_merged)`` — writes to stdout and stderr in turn, and
-    ``expected_merged`` is all of it in the order written. Give
+    ``expected_merged`` is all of it in the order written; ``spawn_deaf``
+    ``(cmd, args)`` — prints a line once it ignores a graceful termination
+    (SIGTERM), then runs on for at least 10 s. Give
     ``exec_ordered`` only where ``stderr_to_stdout`` gives the command one
     pipe for both streams: where the provider's protocol delivers them apart,
     the merge is by arrival and no order can be promised. Expected parts are
@@ -59,6 +61,15 @@ Class attributes:
 ``files_root``
     An absolute directory the ``read_file``/``list_files`` tests may write
     under (default ``/tmp``); each test uses a fresh subdirectory.
+``elsewhere``
+    Looked up on the class and called with no arguments, like
+    ``name_factory``; returns a context manager under which the adapter's
+    configuration names *another place* for its sandboxes — another
+    ``local.root``, another endpoint (the same server under another address
+    will do), another Fake world. It turns on the test that a handle acts on
+    the sandbox it was made for, whatever the configuration is when it is used,
+    or fails with a taxonomy error; never a success that did not act on it.
+    Default ``None``: that test is skipped.
 
 Gating: a test that needs a capability the adapter does not advertise, or an
 optional fixture that is not given, is skipped with a reason naming what is
@@ -85,6 +96,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from .. import reasons
@@ -132,6 +144,7 @@ OPTIONAL_FIXTURES = frozenset(
         "make_private",
         "exec_late_child",
         "exec_ordered",
+        "spawn_deaf",
     }
 )
 
@@ -151,6 +164,7 @@ FIXTURE_SHAPES: Mapping[str, tuple[str, ...]] = {
     "make_private": ("cmd", "args"),
     "exec_late_child": ("cmd", "args", "early", "late"),
     "exec_ordered": ("cmd", "args", "expected_merged"),
+    "spawn_deaf": ("cmd", "args"),
 }
 
 
@@ -234,6 +248,8 @@ BURST_CHUNKS = 64
 #: Seconds the ``exec_late_child`` command may take beyond one frame timeout (its
 #: background child prints about half a second after the main process exits).
 LATE_CHILD_BOUND = 5.0
+#: The timeout of the termination the ``spawn_deaf`` command outlasts.
+DEAF_TERMINATION_TIMEOUT = 0.5
 #: How many times the merged-order test runs ``exec_ordered``: an adapter that merges
 #: by arrival gets the order right by chance in some runs, rarely in all of them.
 ORDER_RUNS = 5
@@ -293,6 +309,7 @@ class ConformanceTests(_Base):
     frame_timeout: ClassVar[float] = 1.0
     spawn_opts: ClassVar[Mapping[str, Any]] = {}
     files_root: ClassVar[str] = "/tmp"
+    elsewhere: ClassVar[Callable[[], AbstractContextManager[object]] | None] = None
 
     #: The adapter under test, resolved from ``adapter`` once per test class.
     adapter_instance: ClassVar[Adapter]
@@ -502,6 +519,58 @@ class ConformanceTests(_Base):
         handle = self._created()
         adapter.destroy(handle)
         self._raises(NotFound, adapter.get, handle)
+
+    def test_a_handle_acts_on_its_own_sandbox_whatever_the_configuration_is_now(self) -> None:
+        """A handle made under one configuration and used under another (``elsewhere``)
+        reaches the sandbox it was made for, or raises a taxonomy error: ``destroy``
+        never reports success while that sandbox lives on — in either direction."""
+        elsewhere = type(self).elsewhere
+        if elsewhere is None:
+            self.skipTest("the class gives no 'elsewhere' (another configured place)")
+        adapter = self.adapter_instance
+        made_here = self._created()
+        with elsewhere():
+            destroyed = self._destroy_reported(made_here)
+        self._check_destroy(made_here, destroyed, nullcontext)
+        with elsewhere():
+            made_there = adapter.create(self._name())
+        self.addCleanup(self._destroy_within, elsewhere, made_there)
+        self._check_destroy(made_there, self._destroy_reported(made_there), elsewhere)
+
+    def _destroy_reported(self, handle: Handle) -> bool:
+        """Whether ``destroy`` reported success (a taxonomy error is a refusal)."""
+        try:
+            self.adapter_instance.destroy(handle)
+        except SandboxError:
+            return False
+        return True
+
+    def _destroy_within(
+        self, place: Callable[[], AbstractContextManager[object]], handle: Handle
+    ) -> None:
+        with place():
+            self._quietly(self.adapter_instance.destroy, handle)
+
+    def _check_destroy(
+        self,
+        handle: Handle,
+        destroyed: bool,
+        place: Callable[[], AbstractContextManager[object]],
+    ) -> None:
+        """Under ``place`` (the configuration ``handle`` was made under): gone if a
+        ``destroy`` under the other one reported success, else still there."""
+        adapter = self.adapter_instance
+        with place():
+            if destroyed:
+                try:
+                    adapter.get(handle)
+                except NotFound:
+                    return
+                self.fail(
+                    "destroy under another configuration reported success, "
+                    "but the sandbox the handle was made for runs on"
+                )
+            self.assertIsInstance(adapter.get(handle), Info)
 
     def test_list_all_names_is_the_full_view_as_a_frozenset(self) -> None:
         """list_all_names returns a frozenset holding every sandbox, a new one included."""
@@ -937,6 +1006,43 @@ class ConformanceTests(_Base):
         adapter.close_stdin(command)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))
 
+    def test_an_owner_callback_that_raises_is_reported_and_delivery_goes_on(self) -> None:
+        """An owner callback that raises is reported as Python reports an exception that
+        ends a thread — through ``threading.excepthook``, shown by default — and
+        delivery goes on: the command's one terminal frame still arrives."""
+        cmd, args = self._fixture("spawn_ok")
+        handle = self._created()
+        failure = RuntimeError("an owner callback failed (conformance test)")
+        reported: list[BaseException | None] = []
+        original = threading.excepthook
+
+        def hook(report: threading.ExceptHookArgs) -> None:
+            if report.exc_value is failure:
+                reported.append(report.exc_value)
+            else:
+                original(report)
+
+        threading.excepthook = hook
+        self.addCleanup(setattr, threading, "excepthook", original)
+        box = Mailbox()
+        raised = threading.Event()
+
+        def owner(frame: Frame) -> None:
+            box(frame)
+            if not raised.is_set():
+                raised.set()
+                raise failure
+
+        adapter = self.adapter_instance
+        options: dict[str, Any] = {**self.spawn_opts, "owner": owner, "stdin": False}
+        command = adapter.spawn(handle, cmd, args, **options)
+        self.addCleanup(self._quietly, adapter.stop_command, command)
+        terminal = self._terminal(box, command.ref)
+        self.assertIsInstance(terminal, Exit, "a raising callback must not end the command")
+        self.assertEqual(
+            reported, [failure], "the callback's exception never reached threading.excepthook"
+        )
+
     def test_stop_command_is_idempotent_and_silences_the_local_end(self) -> None:
         """stop_command succeeds twice; then nothing is delivered and stdin is
         CommandExited("detached")."""
@@ -1218,6 +1324,34 @@ class ConformanceTests(_Base):
         self.assertEqual(result.exit_code, 0)
         self.assertIn(_as_bytes(expected), result.output)
 
+    def test_a_termination_the_session_outlasts_is_deadline_expired(self) -> None:
+        """A graceful terminate_session whose session ignores it past the timeout raises
+        ``DeadlineExpired("termination_timeout")`` (a ``TimeoutError``) on every adapter —
+        never ``termination_unconfirmed``. Where the provider's graceful stop cannot be
+        ignored it may succeed instead, and then the session has ended."""
+        self._require(Capability.TERMINATE_SESSION)
+        cmd, args = self._fixture("spawn_deaf")
+        adapter = self.adapter_instance
+        handle = self._created()
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=False)
+        box.expect(is_stdout(command.ref), self.frame_timeout)
+        [session] = adapter.list_sessions(handle)
+        try:
+            adapter.terminate_session(handle, session.id, timeout=DEAF_TERMINATION_TIMEOUT)
+        except DeadlineExpired as error:
+            self.assertEqual(error.detail, reasons.TERMINATION_TIMEOUT)
+            return
+        except SandboxError as error:
+            self.fail(
+                "a termination that outlasts its timeout must be "
+                f"DeadlineExpired('termination_timeout'), got {error!r}"
+            )
+        self.assertTrue(
+            self._terminal(box, command.ref).terminal,
+            "terminate_session succeeded but the session did not end",
+        )
+
     def test_a_detachable_spawn_returns_its_session_id_which_lists_and_attaches(self) -> None:
         """spawn(detachable=True).session_id is a str that list_sessions names, and
         attaching to it rejoins that command (its output, then its exit)."""
@@ -1289,6 +1423,34 @@ class ConformanceTests(_Base):
         handle = self._created()
         adapter.apply_network_policy(handle, NetworkPolicy(allow=[]))
         adapter.apply_network_policy(handle, NetworkPolicy(allow=["api.example.com"]))
+
+    def test_operations_behind_an_unadvertised_capability_are_not_supported(self) -> None:
+        """Each operation behind a capability the adapter does not advertise (suspend
+        and resume, attach, terminate_session, apply_network_policy, create_new)
+        raises NotSupported: never a success, never another error."""
+        adapter = self.adapter_instance
+        capabilities = adapter.capabilities()
+        gated: list[tuple[str, Callable[[Handle], object]]] = [
+            (Capability.SUSPEND, adapter.suspend),
+            (Capability.SUSPEND, adapter.resume),
+            (Capability.ATTACH, lambda handle: adapter.attach(handle, "absent-session")),
+            (
+                Capability.TERMINATE_SESSION,
+                lambda handle: adapter.terminate_session(handle, "absent-session"),
+            ),
+            (
+                Capability.NETWORK_POLICY,
+                lambda handle: adapter.apply_network_policy(handle, NetworkPolicy(allow=[])),
+            ),
+            (Capability.CREATE_NEW, lambda _handle: adapter.create_new(self._name())),
+        ]
+        missing = [(name, call) for name, call in gated if name not in capabilities]
+        if not missing:
+            self.skipTest("the adapter advertises every capability-gated operation checked here")
+        handle = self._created()
+        for name, call in missing:
+            with self.subTest(capability=name):
+                self._raises(NotSupported, call, handle)
 
     def test_unadvertised_checkpointing_raises_not_supported(self) -> None:
         """Without the checkpoint capability, create and restore raise NotSupported."""

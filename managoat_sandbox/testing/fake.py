@@ -10,7 +10,13 @@ Files are bytes stored at the path given; the only directories are ``/``
 and those holding a written file, so ``exec``/``spawn`` with any other
 ``dir`` is ``Invalid(("dir", ...))``, as on a real sandbox.
 
-Each instance has its own state. Test-side controls: :meth:`Fake.reset`,
+Each instance has its own state, in *worlds*: the setting ``("fake",
+"world")`` (default ``"default"``) names the one ``create``, ``create_new``,
+``build_handle`` and ``list_all_names`` use, as ``local.root`` names a
+directory or a hosted adapter's URL a control plane. A handle carries the
+world it was made in (``Handle.private``) and every operation on it acts
+there, whatever is configured when it runs; a handle whose ``private`` is
+``None`` uses the configured world. Test-side controls: :meth:`Fake.reset`,
 :meth:`Fake.policy`, :meth:`Fake.file` and :meth:`Fake.fail_next`.
 """
 
@@ -26,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from .. import _args, reasons
+from .. import _args, config, reasons
 from .._deadline import Deadline, ExecOutput
 from .._streaming import Stream, new_ref
 from ..contract import Adapter, Capability, Owner
@@ -42,7 +48,7 @@ from ..errors import (
 )
 from ..files import collect
 from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
-from .script import Drop, Emit, ExitWith, Instruction, Sleep, Stay, parse
+from .script import Deaf, Drop, Emit, ExitWith, Instruction, Sleep, Stay, parse
 
 __all__ = ["Fake"]
 
@@ -59,6 +65,16 @@ FAULTABLE = frozenset(
         "apply_network_policy", "public_url", "create_checkpoint", "restore_checkpoint",
     }
 )  # fmt: skip
+
+
+#: The world of a Fake when ``("fake", "world")`` is not configured.
+DEFAULT_WORLD = "default"
+
+
+def configured_world() -> str:
+    """The Fake world the configuration names now."""
+    world = config.get("fake", "world")
+    return world if isinstance(world, str) else DEFAULT_WORLD
 
 
 @attrs.define(eq=False)
@@ -81,6 +97,8 @@ class _Session:
     subscribers: list[_Subscription] = attrs.field(factory=list)
     stdin: queue.SimpleQueue[Any] = attrs.field(factory=queue.SimpleQueue)
     killed: threading.Event = attrs.field(factory=threading.Event)
+    #: Set by every kill but a graceful termination (which a ``deaf`` pause ignores).
+    forced: threading.Event = attrs.field(factory=threading.Event)
     thread: threading.Thread | None = None
 
 
@@ -181,7 +199,7 @@ class Fake(Adapter):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._sandboxes: dict[str, _Sandbox] = {}
+        self._worlds: dict[str, dict[str, _Sandbox]] = {}
         self._faults: dict[str, list[SandboxError]] = {}
         self._ids = itertools.count(1)
 
@@ -190,8 +208,8 @@ class Fake(Adapter):
     def reset(self) -> None:
         """Forget every sandbox and fault; end every session silently."""
         with self._lock:
-            sandboxes = list(self._sandboxes.values())
-            self._sandboxes.clear()
+            sandboxes = [box for world in self._worlds.values() for box in world.values()]
+            self._worlds.clear()
             self._faults.clear()
             subscriptions = []
             for sandbox in sandboxes:
@@ -203,15 +221,16 @@ class Fake(Adapter):
             sub.stream.stop()
 
     def policy(self, name: str) -> NetworkPolicy | None:
-        """The last policy applied to ``name``, verbatim, or ``None``."""
+        """The last policy applied to ``name`` (in the configured world), verbatim, or
+        ``None``."""
         with self._lock:
-            sandbox = self._sandboxes.get(name)
+            sandbox = self._world().get(name)
             return None if sandbox is None else sandbox.policy
 
     def file(self, name: str, path: str) -> bytes | None:
-        """The bytes written at ``path`` in ``name``, or ``None``."""
+        """The bytes written at ``path`` in ``name`` (in the configured world), or ``None``."""
         with self._lock:
-            sandbox = self._sandboxes.get(name)
+            sandbox = self._world().get(name)
             return None if sandbox is None else sandbox.files.get(path)
 
     def fail_next(self, operation: str, error: SandboxError, times: int = 1) -> None:
@@ -239,7 +258,15 @@ class Fake(Adapter):
         return self._CAPABILITIES
 
     def build_handle(self, name: str) -> Handle:
-        return Handle(self.provider, name)
+        return Handle(self.provider, name, private=configured_world())
+
+    def _world(self, handle: Handle | None = None) -> dict[str, _Sandbox]:
+        """The sandboxes of ``handle``'s world (without one: of the configured world);
+        called with the lock held."""
+        where = None if handle is None else handle.private
+        if not isinstance(where, str):
+            where = configured_world()
+        return self._worlds.setdefault(where, {})
 
     @staticmethod
     def _check_handle(handle: object) -> Handle:
@@ -248,28 +275,31 @@ class Fake(Adapter):
         return handle
 
     def _sandbox(self, handle: Handle) -> _Sandbox:
-        sandbox = self._sandboxes.get(self._check_handle(handle).name)
+        sandbox = self._world(self._check_handle(handle)).get(handle.name)
         if sandbox is None:
             raise NotFound(("sandbox", handle.name))
         return sandbox
 
     def create(self, name: str, **opts: Any) -> Handle:
         self._inject("create")
+        handle = self.build_handle(name)
         with self._lock:
-            self._sandboxes.setdefault(name, _Sandbox())
-        return self.build_handle(name)
+            self._world(handle).setdefault(name, _Sandbox())
+        return handle
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
         if opts:
             raise TypeError(f"unknown create_new options: {sorted(opts)}")
         _args.bounded_timeout(timeout, 120.0, "create_timeout")
         self._inject("create_new")
+        world = configured_world()
         with self._lock:
-            if name in self._sandboxes:
+            sandboxes = self._worlds.setdefault(world, {})
+            if name in sandboxes:
                 raise AlreadyExists(("sandbox", name))
             instance_id = f"fake-{next(self._ids)}"
-            self._sandboxes[name] = _Sandbox(instance_id=instance_id)
-        return Handle(self.provider, name, instance_id=instance_id)
+            sandboxes[name] = _Sandbox(instance_id=instance_id)
+        return Handle(self.provider, name, instance_id=instance_id, private=world)
 
     def get(self, handle: Handle) -> Info:
         self._inject("get")
@@ -287,7 +317,7 @@ class Fake(Adapter):
         self._inject("destroy")
         self._check_handle(handle)
         with self._lock:
-            sandbox = self._sandboxes.pop(handle.name, None)
+            sandbox = self._world(handle).pop(handle.name, None)
             if sandbox is None:
                 return
             for session in sandbox.sessions.values():
@@ -297,7 +327,7 @@ class Fake(Adapter):
     def list_all_names(self) -> frozenset[str]:
         self._inject("list_all_names")
         with self._lock:
-            return frozenset(self._sandboxes)
+            return frozenset(self._world())
 
     def suspend(self, handle: Handle) -> None:
         self._inject("suspend")
@@ -400,7 +430,7 @@ class Fake(Adapter):
         for step in program:
             if isinstance(step, Emit):
                 output.add(step.data, stderr=step.stream == 2)
-            elif isinstance(step, Sleep):
+            elif isinstance(step, Sleep | Deaf):
                 remaining = deadline.remaining()
                 if remaining is not None and remaining < step.seconds:
                     threading.Event().wait(remaining)
@@ -507,12 +537,22 @@ class Fake(Adapter):
                 self._emit(session, ("out" if step.stream == 1 else "err", step.data))
             elif isinstance(step, Sleep):
                 session.killed.wait(step.seconds)
+            elif isinstance(step, Deaf):
+                self._deaf(session, step.seconds)
             elif isinstance(step, ExitWith):
                 self._finish(session, ("exit", step.code))
             elif isinstance(step, Drop):
                 self._finish(session, ("error", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
             elif isinstance(step, Stay):
                 self._stay(session)
+
+    def _deaf(self, session: _Session, seconds: float) -> None:
+        """Pause, deaf to a graceful termination: one that came meanwhile takes effect
+        when the pause ends (exit 143, as SIGTERM's status); a forced kill ends it."""
+        if session.forced.wait(seconds):
+            return
+        if session.killed.is_set():
+            self._conclude(session, ("exit", 143))
 
     def _finish(self, session: _Session, verdict: tuple[str, Any]) -> None:
         with self._lock:
@@ -533,11 +573,14 @@ class Fake(Adapter):
     def _alive(session: _Session) -> bool:
         return session.verdict is None and not session.killed.is_set()
 
-    def _kill(self, session: _Session) -> bool:
-        """Kill the session's thread; ``True`` if it was still running."""
+    def _kill(self, session: _Session, *, graceful: bool = False) -> bool:
+        """Kill the session's thread (``graceful``: as SIGTERM, which a ``deaf`` pause
+        ignores); ``True`` if it was still running."""
         with self._lock:
             running = self._alive(session)
             session.killed.set()
+            if not graceful:
+                session.forced.set()
         session.stdin.put(_KILL)
         return running
 
@@ -609,7 +652,7 @@ class Fake(Adapter):
         self._inject("attach")
         sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
         with self._lock:
-            sandbox = self._sandboxes.get(handle.name)
+            sandbox = self._world(handle).get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
             if session is None:
                 raise NotFound(("session", session_id))
@@ -635,13 +678,13 @@ class Fake(Adapter):
         session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
         self._inject("terminate_session")
         with self._lock:
-            sandbox = self._sandboxes.get(handle.name)
+            sandbox = self._world(handle).get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
         if session is None:
             if mode == "force":
                 raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
             return
-        self._kill(session)
+        self._kill(session, graceful=mode == "graceful")
         thread = session.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_ms / 1000)

@@ -5,6 +5,9 @@
 ``err:<data>``            emit ``<data>`` on stderr
 ``exit:<n>``              exit with ``n`` (0-255)
 ``sleep:<seconds>``       pause
+``deaf:<seconds>``        pause, deaf to a graceful termination (as a process that
+                          ignores SIGTERM); a forced one ends it. Terminated
+                          gracefully meanwhile, it exits 143 when the pause ends
 ``stay``                  echo each stdin write as ``echo:<data>``; EOF exits 0
 ``drop``                  the transport closes with no exit frame
 ========================  ==================================================
@@ -23,7 +26,7 @@ import attrs
 
 from ..errors import Invalid
 
-__all__ = ["Drop", "Emit", "ExitWith", "Instruction", "Sleep", "Stay", "parse"]
+__all__ = ["Deaf", "Drop", "Emit", "ExitWith", "Instruction", "Sleep", "Stay", "parse"]
 
 
 @attrs.frozen
@@ -37,6 +40,13 @@ class Emit:
 @attrs.frozen
 class Sleep:
     """Pause for ``seconds``."""
+
+    seconds: float
+
+
+@attrs.frozen
+class Deaf:
+    """Pause for ``seconds``, ignoring a graceful termination (a forced one ends it)."""
 
     seconds: float
 
@@ -58,7 +68,7 @@ class Drop:
     """Close the transport without an exit. Terminal."""
 
 
-Instruction = Emit | Sleep | ExitWith | Stay | Drop
+Instruction = Emit | Sleep | Deaf | ExitWith | Stay | Drop
 TERMINAL = (ExitWith, Stay, Drop)
 
 
@@ -82,14 +92,14 @@ def _instruction(arg: str) -> Instruction:
         if not value.isdigit() or not 0 <= int(value) <= 255:
             raise _bad(arg)
         return ExitWith(int(value))
-    if kind == "sleep":
+    if kind in ("sleep", "deaf"):
         try:
             seconds = float(value)
         except ValueError:
             raise _bad(arg) from None
         if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
             raise _bad(arg)
-        return Sleep(seconds)
+        return Sleep(seconds) if kind == "sleep" else Deaf(seconds)
     raise _bad(arg)
 
 

@@ -4,6 +4,7 @@ bash fixtures: every contract promise, through the real wire protocol."""
 from __future__ import annotations
 
 import unittest
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import pytest
@@ -35,6 +36,14 @@ class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_ordered": ORDERED,
     }
     emulator: ClassVar[DaytonaEmulator]
+
+    @staticmethod
+    def elsewhere() -> AbstractContextManager[None]:
+        """The same emulator under another address: the handle rule's other endpoint."""
+        return config.override(
+            "daytona",
+            api_url=DaytonaConformanceTest.emulator.api_url.replace("127.0.0.1", "localhost"),
+        )
 
     @classmethod
     def setUpClass(cls) -> None:

@@ -9,8 +9,10 @@ emulator's stream fault: the Start stream closes after one data event, without
 from __future__ import annotations
 
 import unittest
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
+from managoat_sandbox import config
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.testing import ConformanceTests
@@ -41,6 +43,13 @@ class E2BConformanceTest(ConformanceTests, unittest.TestCase):
         # so stderr_to_stdout merges by arrival and cannot promise the order written.
     }
     emulator: ClassVar[E2BEmulator]
+
+    @staticmethod
+    def elsewhere() -> AbstractContextManager[None]:
+        """The same emulator under another address: the handle rule's other endpoint."""
+        return config.override(
+            "e2b", base_url=E2BConformanceTest.emulator.base_url.replace("127.0.0.1", "localhost")
+        )
 
     @classmethod
     def setUpClass(cls) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import unittest
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from managoat_sandbox import config
@@ -32,9 +33,15 @@ class LocalConformanceTest(ConformanceTests, unittest.TestCase):
         "exec_ordered": ORDERED,
     }
 
+    @staticmethod
+    def elsewhere() -> AbstractContextManager[None]:
+        """Another ``local.root``: the handle rule's other place."""
+        return config.override("local", root=LocalConformanceTest._other)
+
     @classmethod
     def setUpClass(cls) -> None:
         cls._root = tempfile.mkdtemp(prefix="local-conformance-")
+        cls._other = tempfile.mkdtemp(prefix="local-conformance-other-")
         cls._saved = config.get("local", "root")
         super().setUpClass()
 
@@ -42,6 +49,7 @@ class LocalConformanceTest(ConformanceTests, unittest.TestCase):
     def tearDownClass(cls) -> None:
         super().tearDownClass()
         shutil.rmtree(cls._root, ignore_errors=True)
+        shutil.rmtree(cls._other, ignore_errors=True)
 
     def setUp(self) -> None:
         config.configure("local", root=self._root)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unittest
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from managoat_sandbox import config
@@ -34,6 +35,14 @@ class SpritesConformanceTest(ConformanceTests, unittest.TestCase):
         # apart, so stderr_to_stdout merges by arrival and cannot promise the order.
     }
     emulator: ClassVar[SpritesEmulator]
+
+    @staticmethod
+    def elsewhere() -> AbstractContextManager[None]:
+        """The same emulator under another address: the handle rule's other endpoint."""
+        return config.override(
+            "sprites",
+            base_url=SpritesConformanceTest.emulator.base_url.replace("127.0.0.1", "localhost"),
+        )
 
     @classmethod
     def setUpClass(cls) -> None:
