@@ -128,7 +128,7 @@ def test_list_dir_and_stat_errors_are_connect_errors(raw: Raw) -> None:
     stat = fs_call(raw, sandbox, "Stat", {"path": "/work/file"})
     assert stat.status_code == 200
     assert (stat.json()["entry"]["name"], stat.json()["entry"]["size"]) == ("file", "1")
-    assert fs_call(raw, sandbox, "Remove", {"path": "/work/file"}).status_code == 501
+    assert fs_call(raw, sandbox, "Unknown", {"path": "/work/file"}).status_code == 501
     assert fs_call(raw, sandbox, "ListDir", {"path": "/work"}, "text/plain").status_code == 415
     anonymous = requests.post(
         f"{raw.url}/filesystem.Filesystem/ListDir",

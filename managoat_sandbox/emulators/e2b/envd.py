@@ -15,9 +15,11 @@ Authorisation: every envd call needs ``X-Access-Token: <envdAccessToken>``
 
 RPCs: ``process.Process`` Start and Connect (server streams, see
 :mod:`.streams`), List, SendInput, CloseStdin, SendSignal and Update (unary;
-it resizes a PTY); ``filesystem.Filesystem`` ListDir and Stat (unary, see
-:mod:`.filesystem`); ``StreamInput`` and the rest of ``filesystem.Filesystem``
-answer ``unimplemented``. Plain HTTP: ``POST /files`` (multipart part
+it resizes a PTY); ``filesystem.Filesystem`` ListDir, Stat, MakeDir, Move and
+Remove (unary, see :mod:`.filesystem`), WatchDir (a server stream; the stream
+faults that frame envelopes apply to it too) and CreateWatcher,
+GetWatcherEvents and RemoveWatcher (unary; see :mod:`.watch`); ``StreamInput``
+answers ``unimplemented``. Plain HTTP: ``POST /files`` (multipart part
 ``file`` or octet-stream, gzip accepted; ``X-Metadata-<key>`` headers become
 ``user.e2b.<key>`` extended attributes of every file written and the entries'
 ``metadata``), ``GET /files`` (the file streamed with its ``Content-Length``;
@@ -59,10 +61,11 @@ from .._blocking import run_blocking
 from .._fs import go_text
 from .._input import BadInput, load_json, parse_int
 from .._server import Faults
-from . import connect, filesystem
+from . import connect, filesystem, watch
 from .processes import Process, ProcessTable, RpcError, decode_bytes
 from .state import SandboxRecord
 from .streams import DEFAULT_STREAM_ERROR, Disconnected, EnvelopeWriter, StreamPlan, pump
+from .watch import Watcher, Watchers
 from .world import World
 
 __all__ = ["ENVD_PORT", "Envd", "is_envd_request", "sandbox_target"]
@@ -75,9 +78,8 @@ _MAX_TIMEOUT_MS = 9_999_999_999
 _MAX_KEEPALIVE = 86_400
 _MAX_EXPIRATION = 2**63 - 1
 STREAM_CONTENT_TYPE = "application/connect+json"
-#: Upload headers that carry file metadata (lowercase), and the xattr namespace it is kept in.
+#: Upload headers that carry file metadata (lowercase); it is kept under ``XATTR_PREFIX``.
 METADATA_HEADER = "x-metadata-"
-XATTR_PREFIX = "user.e2b."
 DEFAULT_KEEPALIVE = 90.0
 _HOST = re.compile(r"^(?P<port>\d+)-(?P<id>[a-z0-9]+)\.")
 _STREAM_FAULTS = (
@@ -118,6 +120,15 @@ def _unsubscribe(started: tuple[object, Subscription | None]) -> None:
         subscription.close()
 
 
+def _opening_error(error: Exception) -> dict[str, str]:
+    """The end-of-stream error of a stream that failed before its first message."""
+    if isinstance(error, RpcError):
+        return connect.error_body(error.code, error.message)
+    if isinstance(error, KeyError):
+        return connect.error_body("unavailable", "sandbox is gone")
+    return connect.error_body("invalid_argument", str(error))
+
+
 def _rpc_error(error: RpcError) -> web.Response:
     return web.json_response(
         connect.error_body(error.code, error.message),
@@ -147,6 +158,10 @@ class Envd:
         #: Multiplies ``Keepalive-Ping-Interval`` (tests shrink it).
         self.keepalive_scale = 1.0
         self._timers: set[asyncio.TimerHandle] = set()
+        #: The watchers ``CreateWatcher`` made.
+        self.watchers = Watchers()
+        #: ``WatchDir`` streams being served now (changed on the event loop only).
+        self.open_watches = 0
 
     # -- routing -------------------------------------------------------------------------
 
@@ -325,9 +340,12 @@ class Envd:
     async def _filesystem_rpc(
         self, request: web.Request, record: SandboxRecord, method: str
     ) -> web.StreamResponse:
-        """A unary ``filesystem.Filesystem`` call (:mod:`.filesystem`); the rest of the
-        service answers ``unimplemented``."""
-        handler = filesystem.METHODS.get(method)
+        """A ``filesystem.Filesystem`` call: ``WatchDir`` streams (:mod:`.watch`), the
+        watcher calls go to :attr:`watchers`, the rest to :mod:`.filesystem`; a method
+        neither knows answers ``unimplemented``."""
+        if method == "WatchDir":
+            return await self._stream(request, record, method)
+        handler = filesystem.METHODS.get(method) or self.watchers.methods.get(method)
         if handler is None:
             return _rpc_error(
                 RpcError("unimplemented", f"filesystem.Filesystem/{method} is not emulated")
@@ -413,6 +431,8 @@ class Envd:
         try:
             if plan.no_start:
                 await writer.send(connect.end_stream())
+            elif method == "WatchDir":
+                await self._run_watch(request, body, record, writer)
             else:
                 await self._run_stream(request, body, record, method, writer)
             await writer.finish()
@@ -445,18 +465,8 @@ class Envd:
                 ended = process.end() is not None
                 subscription = None if ended else await run_blocking(lambda: table.follow(process))
             deadline = self._stream_deadline(request)
-        except (connect.EnvelopeError, BadInput) as error:
-            await writer.send(
-                connect.end_stream(connect.error_body("invalid_argument", str(error)))
-            )
-            return
-        except KeyError:
-            await writer.send(
-                connect.end_stream(connect.error_body("unavailable", "sandbox is gone"))
-            )
-            return
-        except RpcError as error:
-            await writer.send(connect.end_stream(connect.error_body(error.code, error.message)))
+        except (connect.EnvelopeError, BadInput, KeyError, RpcError) as error:
+            await writer.send(connect.end_stream(_opening_error(error)))
             return
         await pump(
             writer,
@@ -466,6 +476,34 @@ class Envd:
             keepalive=self._keepalive(request),
             deadline=deadline,
         )
+
+    async def _run_watch(
+        self, request: web.Request, body: bytes, record: SandboxRecord, writer: EnvelopeWriter
+    ) -> None:
+        """A ``WatchDir`` stream (:mod:`.watch`): its watcher opened, then served."""
+        try:
+            user = self._user(request)
+            message = connect.decode_one(body)
+            if not isinstance(message, dict):
+                raise RpcError("invalid_argument", "request must be a JSON object")
+            sandbox = self.world.table(record.sandbox_id).sandbox
+            watcher = await run_blocking(lambda: Watcher.open(sandbox, message, user))
+            deadline = self._stream_deadline(request)
+        except (connect.EnvelopeError, BadInput, KeyError, RpcError) as error:
+            await writer.send(connect.end_stream(_opening_error(error)))
+            return
+        self.open_watches += 1
+        try:
+            await watch.stream(
+                writer,
+                watcher,
+                sandbox,
+                record,
+                keepalive=self._keepalive(request),
+                deadline=deadline,
+            )
+        finally:
+            self.open_watches -= 1
 
     def _keepalive(self, request: web.Request) -> float | None:
         """Seconds between keep-alive pings: ``Keepalive-Ping-Interval`` (whole seconds,
@@ -632,7 +670,7 @@ class Envd:
             metadata = _upload_metadata(request)
         except ValueError as error:
             return _http_error(400, str(error))
-        xattrs = {XATTR_PREFIX + key: value.encode() for key, value in metadata.items()}
+        xattrs = {filesystem.XATTR_PREFIX + key: value.encode() for key, value in metadata.items()}
         sandbox = self.world.table(record.sandbox_id).sandbox
         targets = [(sandbox.sandbox_path(path, user), data) for path, data in uploads]
         seen: set[str] = set()

@@ -1,4 +1,7 @@
-"""envd's ``filesystem.Filesystem`` service (``ListDir``, ``Stat``) and the reads of ``GET /files``.
+"""envd's unary ``filesystem.Filesystem`` calls and the reads of ``GET /files``.
+
+Served: ``ListDir``, ``Stat``, ``MakeDir``, ``Move`` and ``Remove`` (the
+watchers live in :mod:`.watch`).
 
 Everything here runs on the sandbox's real files, reached only through
 :mod:`~managoat_sandbox._engine.safefs` from a descriptor of the sandbox's
@@ -31,7 +34,22 @@ a string; a symlink's own size), ``mode`` (the permission bits),
 ``owner``/``group``, ``modifiedTime`` (RFC 3339, UTC) and, for a symlink,
 ``isSymlink: true`` with ``type`` and ``mode`` those of its target and
 ``symlinkTarget`` the target's resolved sandbox path (both absent when the
-link dangles or loops).
+link dangles or loops), and ``metadata``: the entry's own ``user.e2b.<key>``
+extended attributes as ``{key: value}`` (what an upload's ``X-Metadata-<key>``
+headers set, or any other tool), absent when there are none or they cannot be
+read (a symlink's own attributes are read, never its target's).
+
+``MakeDir`` (``{"path"}``) creates the directory and its parents and answers
+``{"entry": {"name", "type": FILE_TYPE_DIRECTORY, "path"}}``;
+``already_exists`` if a directory is there, ``invalid_argument`` if something
+else is. ``Move`` (``{"source", "destination"}``) creates the destination's
+parents, renames (an entry at the destination is replaced, as ``rename(2)``
+does) and answers ``{"entry": EntryInfo}`` of the destination; ``not_found``
+when the source is missing. ``Remove`` (``{"path"}``) deletes a file, a
+symlink itself or a whole tree and answers ``{}``, also when nothing was there
+(envd's ``os.RemoveAll``). What the sandbox's user may not do is ``internal``
+with envd's message (``error renaming: ...``, ``error removing file or
+directory: ...``) ending in Go's text for the errno.
 
 Owners: the box runs every command as one uid (:mod:`.layout`), and what the
 emulator writes is the host's; so files of the emulator's host uid/gid are
@@ -53,13 +71,35 @@ from .._fs import go_text
 from .layout import SandboxBox, box_user
 from .processes import RpcError
 
-__all__ = ["METHODS", "READ_CHUNK", "entry_info", "list_dir", "open_file", "stat_entry"]
+__all__ = [
+    "METHODS",
+    "READ_CHUNK",
+    "XATTR_PREFIX",
+    "entry_info",
+    "list_dir",
+    "make_dir",
+    "move",
+    "open_file",
+    "remove",
+    "stat_entry",
+]
 
 #: Bytes handed to the event loop per read of a ``GET /files`` body.
 READ_CHUNK = 1024 * 1024
 FILE = "FILE_TYPE_FILE"
 DIRECTORY = "FILE_TYPE_DIRECTORY"
+#: The extended-attribute namespace upload metadata is kept in (the key follows it).
+XATTR_PREFIX = "user.e2b."
 _NOBODY = "65534"
+#: Go's text for the errno behind each way safefs refuses a path.
+_REFUSAL_TEXT: Mapping[str, str] = {
+    "not_a_directory": "not a directory",
+    "is_directory": "is a directory",
+    "is_root": "device or resource busy",
+    "loop": "too many levels of symbolic links",
+    "read_only": "read-only file system",
+    "system_mount": "read-only file system",
+}
 _NOGROUP = "nogroup"
 
 
@@ -131,6 +171,33 @@ def _link_target(root_fd: int, path: str) -> tuple[str, os.stat_result] | None:
         where.close()
 
 
+def _metadata(root_fd: int, path: str) -> dict[str, str]:
+    """The ``user.e2b.*`` extended attributes of the entry at ``path`` itself, prefix
+    stripped; empty when it has none or they cannot be read.
+
+    The attributes are read by name under the descriptor of the entry's parent
+    (``/proc/self/fd/<parent>/<name>``, the last component not followed), so the
+    path is the one :func:`safefs.resolve` walked inside the sandbox.
+    """
+    try:
+        where = safefs.resolve(root_fd, path, follow=False)
+    except (OSError, safefs.PathRefused):
+        return {}
+    try:
+        target = f"/proc/self/fd/{where.parent}/{where.name}"
+        return {
+            name[len(XATTR_PREFIX) :]: os.getxattr(target, name, follow_symlinks=False).decode(
+                "utf-8", "replace"
+            )
+            for name in os.listxattr(target, follow_symlinks=False)
+            if name.startswith(XATTR_PREFIX)
+        }
+    except OSError:
+        return {}
+    finally:
+        where.close()
+
+
 def entry_info(root_fd: int, path: str, info: os.stat_result, owners: _Owners) -> dict[str, Any]:
     """The ``EntryInfo`` of the entry at sandbox ``path`` whose own status is ``info``."""
     entry: dict[str, Any] = {"name": posixpath.basename(path) or "/", "path": path}
@@ -152,6 +219,9 @@ def entry_info(root_fd: int, path: str, info: os.stat_result, owners: _Owners) -
     entry["owner"] = owners.owner(info.st_uid)
     entry["group"] = owners.group(info.st_gid)
     entry["modifiedTime"] = _timestamp(info.st_mtime_ns)
+    metadata = _metadata(root_fd, path)
+    if metadata:
+        entry["metadata"] = metadata
     return entry
 
 
@@ -231,10 +301,11 @@ def open_file(sandbox: SandboxBox, path: str) -> int:
         return safefs.open_file(root_fd, path)
 
 
-def _path(body: Mapping[str, Any], sandbox: SandboxBox, user: str) -> str:
-    given = body.get("path", "")
+def _path(body: Mapping[str, Any], sandbox: SandboxBox, user: str, key: str = "path") -> str:
+    """The sandbox path the request's field ``key`` names, as ``user`` means it."""
+    given = body.get(key, "")
     if not isinstance(given, str):
-        raise RpcError("invalid_argument", "path must be a string")
+        raise RpcError("invalid_argument", f"{key} must be a string")
     return sandbox.sandbox_path(given, user)
 
 
@@ -258,8 +329,93 @@ def _stat(sandbox: SandboxBox, body: Mapping[str, Any], user: str) -> dict[str, 
     return {"entry": stat_entry(sandbox, _path(body, sandbox, user))}
 
 
+def _refusal_text(refusal: safefs.PathRefused) -> str:
+    """Go's text for the errno the kernel gives where safefs refused a path."""
+    return _REFUSAL_TEXT.get(refusal.reason, str(refusal))
+
+
+def _existing(sandbox: SandboxBox, path: str) -> os.stat_result | None:
+    """The status of what is at ``path`` (symlinks followed), None if nothing is; RpcError
+    ``internal`` as envd's ``stat`` failing for another reason."""
+    with sandbox.root() as root_fd:
+        try:
+            return safefs.stat_path(root_fd, path)
+        except FileNotFoundError:
+            return None
+        except PermissionError as error:
+            text = go_text(error)
+        except safefs.PathRefused as refusal:
+            text = _refusal_text(refusal)
+    raise RpcError("internal", f"error getting file info: stat {path}: {text}")
+
+
+def make_dir(sandbox: SandboxBox, path: str) -> dict[str, Any]:
+    """``MakeDir``: the directory at ``path`` and its parents made (module docstring)."""
+    existing = _existing(sandbox, path)
+    if existing is not None:
+        if stat.S_ISDIR(existing.st_mode):
+            raise RpcError("already_exists", f"directory already exists: {path}")
+        raise RpcError("invalid_argument", f"path already exists but it is not a directory: {path}")
+    try:
+        sandbox.make_dirs(path)
+    except safefs.PathRefused as refusal:
+        text = _refusal_text(refusal)
+    except OSError as error:
+        text = go_text(error)
+    else:
+        return {"entry": {"name": posixpath.basename(path) or "/", "type": DIRECTORY, "path": path}}
+    raise RpcError("internal", f"error creating directory {path}: mkdir {path}: {text}")
+
+
+def move(sandbox: SandboxBox, source: str, destination: str) -> dict[str, Any]:
+    """``Move``: ``source`` renamed to ``destination`` (module docstring)."""
+    where = f"rename {source} {destination}"
+    try:
+        sandbox.rename(source, destination)
+    except FileNotFoundError:
+        raise RpcError(
+            "not_found", f"source file not found: {where}: no such file or directory"
+        ) from None
+    except safefs.PathRefused as refusal:
+        raise RpcError("internal", f"error renaming: {where}: {_refusal_text(refusal)}") from None
+    except OSError as error:
+        raise RpcError("internal", f"error renaming: {where}: {go_text(error)}") from None
+    return {"entry": stat_entry(sandbox, destination)}
+
+
+def remove(sandbox: SandboxBox, path: str) -> dict[str, Any]:
+    """``Remove``: whatever is at ``path`` deleted, nothing there being no error."""
+    try:
+        sandbox.remove(path)
+    except FileNotFoundError:
+        return {}
+    except safefs.PathRefused as refusal:
+        text = _refusal_text(refusal)
+    except OSError as error:
+        text = go_text(error)
+    else:
+        return {}
+    raise RpcError("internal", f"error removing file or directory: unlinkat {path}: {text}")
+
+
+def _make_dir(sandbox: SandboxBox, body: Mapping[str, Any], user: str) -> dict[str, Any]:
+    return make_dir(sandbox, _path(body, sandbox, user))
+
+
+def _move(sandbox: SandboxBox, body: Mapping[str, Any], user: str) -> dict[str, Any]:
+    source = _path(body, sandbox, user, "source")
+    return move(sandbox, source, _path(body, sandbox, user, "destination"))
+
+
+def _remove(sandbox: SandboxBox, body: Mapping[str, Any], user: str) -> dict[str, Any]:
+    return remove(sandbox, _path(body, sandbox, user))
+
+
 #: The unary ``filesystem.Filesystem`` methods served: (sandbox, request, user) -> answer.
 METHODS: Mapping[str, Callable[[SandboxBox, Mapping[str, Any], str], dict[str, Any]]] = {
     "ListDir": _list_dir,
     "Stat": _stat,
+    "MakeDir": _make_dir,
+    "Move": _move,
+    "Remove": _remove,
 }

@@ -153,6 +153,24 @@ class SandboxBox:
         with self.root() as root_fd:
             safefs.write_file(root_fd, path, data, masked=self._masked, xattrs=xattrs)
 
+    def make_dirs(self, path: str) -> bool:
+        """Create the directory at ``path`` and its parents; False if it already was one
+        (PathRefused ``not_a_directory`` for a file there, ``read_only``... as safefs says)."""
+        with self.root() as root_fd:
+            return safefs.make_dirs(root_fd, path, masked=self._masked)
+
+    def remove(self, path: str) -> None:
+        """Remove the file, symlink (itself) or whole directory tree at ``path``
+        (FileNotFoundError if nothing is there; PathRefused ``is_root``... as safefs says)."""
+        with self.root() as root_fd:
+            safefs.remove(root_fd, path, masked=self._masked)
+
+    def rename(self, source: str, target: str) -> None:
+        """Move ``source`` (a final symlink itself) to ``target``, creating its parents
+        (FileNotFoundError if ``source`` is missing; PathRefused as safefs says)."""
+        with self.root() as root_fd:
+            safefs.rename(root_fd, source, target, masked=self._masked)
+
     def exists(self, path: str) -> bool:
         """Whether anything is at ``path`` (a final symlink counts, dangling or not)."""
         with self.root() as root_fd:
