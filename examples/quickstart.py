@@ -9,7 +9,6 @@ Pass another provider name as the first argument to try it there, e.g.
 from __future__ import annotations
 
 import sys
-import uuid
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import Exit, Stderr, Stdout
@@ -29,11 +28,12 @@ DEFAULT = {
 
 def main() -> int:
     scripts = SCRIPTS.get(PROVIDER, DEFAULT)
-    handle = sandbox.create(PROVIDER, f"quickstart-{uuid.uuid4().hex[:8]}")
-    info = sandbox.get(handle)
-    isolation = info.raw.get("isolation") if isinstance(info.raw, dict) else None
-    print(f"created {handle!r}: {info.status}" + (f", isolation: {isolation}" if isolation else ""))
-    try:
+    # A fresh sandbox for the block, destroyed when it ends (also on an error or Ctrl-C).
+    with sandbox.temporary(PROVIDER, prefix="quickstart") as handle:
+        info = sandbox.get(handle)
+        isolation = info.raw.get("isolation") if isinstance(info.raw, dict) else None
+        shown = f", isolation: {isolation}" if isolation else ""
+        print(f"created {handle!r}: {info.status}{shown}")
         output, code = sandbox.exec(handle, *scripts["exec"], timeout=30)
         print(f"exec -> exit {code}: {output.decode().strip()}")
 
@@ -52,9 +52,7 @@ def main() -> int:
             elif isinstance(frame, Exit):
                 print(f"attach replay -> exit {frame.code}")
         sandbox.stop_command(command)
-    finally:
-        sandbox.destroy(handle)
-        print("destroyed")
+    print("destroyed")
     return 0
 
 

@@ -68,6 +68,7 @@ from .facade import (
     write_file,
     write_stdin,
 )
+from ._temporary import temporary
 from .frames import Error, Exit, Frame, Stderr, Stdout, iter_frames
 from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 
@@ -132,6 +133,7 @@ __all__ = [
     "supports",
     "suspend",
     "terminate_session",
+    "temporary",
     "write_file",
     "write_stdin",
 ]
