@@ -22,6 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from . import MISSING_EXTRA, MissingExtraError
 from ._access import read_credential_file
 
 if TYPE_CHECKING:
@@ -32,11 +33,6 @@ PROVIDERS = {
     "e2b": ("managoat_sandbox.emulators.e2b", "E2BEmulator"),
     "daytona": ("managoat_sandbox.emulators.daytona", "DaytonaEmulator"),
 }
-
-#: What to do when the emulators' only extra dependency (aiohttp) is missing.
-MISSING_EXTRA = (
-    "the emulators need the 'emulators' extra: pip install 'managoat_sandbox[emulators]'"
-)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,9 +59,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def import_problem(provider: str, error: ImportError | AttributeError) -> str:
-    """The one line to print when ``provider``'s emulator cannot be imported."""
-    missing = getattr(error, "name", None) or ""
-    if missing.partition(".")[0] == "aiohttp":
+    """The one line to print when ``provider``'s emulator cannot be imported:
+    :data:`MISSING_EXTRA` when the ``emulators`` extra is not installed."""
+    if isinstance(error, MissingExtraError):
         return MISSING_EXTRA
     return f"the {provider} emulator is not available: {error}"
 

@@ -6,17 +6,19 @@ published behaviour:
 * **bulk download**: ``{"paths": [...]}`` (a missing or empty list is 400) is
   answered 200 ``multipart/form-data; boundary=DAYTONA-FILE-BOUNDARY`` with one
   part per path, in order, each ``Content-Disposition: form-data;
-  name="file"|"error"; filename="<the path as requested>"``. A ``file`` part
-  streams the file (``Content-Type`` by extension, else
-  ``application/octet-stream``); an ``error`` part is the daemon's JSON error
+  name="file"|"error"; filename="<the path as requested>"`` and its
+  ``Content-Length`` (the SDK reports download progress against it). A ``file``
+  part streams the file (``Content-Type`` by extension, else
+  ``application/octet-stream``), exactly the length it had when opened; an
+  ``error`` part is the daemon's JSON error
   (``application/json``: ``statusCode``, ``message``, ``code``, ``source``
   ``DAYTONA_DAEMON``, ``timestamp``, ``path``, ``method``): 404
   ``FILE_NOT_FOUND`` for nothing there, 400 ``INVALID_FILE_PATH`` for a
   directory or anything else that is not a regular file, 403
   ``FILE_ACCESS_DENIED``, 500 ``FILE_READ_FAILED`` (also after a file part, if
-  reading fails midway). A path that cannot go in a quoted header value
-  (non-ASCII, control characters) is sent as ``filename*=utf-8''…``, which the
-  SDK decodes.
+  reading fails midway or the file was truncated meanwhile). A path that cannot
+  go in a quoted header value (non-ASCII, control characters) is sent as
+  ``filename*=utf-8''…``, which the SDK decodes.
 * **listing**: ``GET /files?path=`` (default: the home; ``depth`` >= 1 lists
   that many levels) answers a JSON list of ``{name, size, mode, permissions,
   modTime, modifiedAt, isDir, owner, group, path}``: each entry stat'ed through
@@ -50,7 +52,7 @@ from .._input import BadInput, load_json, parse_int
 from .daemon import Daemon
 from .shapes import DaemonError, iso
 
-__all__ = ["BOUNDARY", "bulk_download", "go_mode", "list_files"]
+__all__ = ["BOUNDARY", "bulk_download", "file_info", "go_mode", "list_files"]
 
 #: The daemon's fixed multipart boundary.
 BOUNDARY = "DAYTONA-FILE-BOUNDARY"
@@ -83,31 +85,31 @@ class _Parts:
         self.response = response
         self.started = False
 
-    async def open(self, field: str, path: str, content_type: str) -> None:
+    async def open(self, field: str, path: str, content_type: str, length: int) -> None:
+        """Start a part whose body is ``length`` bytes (its ``Content-Length``)."""
         head = "" if not self.started else "\r\n"
         self.started = True
         await self.response.write(
             f"{head}--{BOUNDARY}\r\nContent-Disposition: {_disposition(field, path)}\r\n"
-            f"Content-Type: {content_type}\r\n\r\n".encode()
+            f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n".encode()
         )
 
     async def error(
         self, request: web.Request, path: str, status: int, code: str, message: str
     ) -> None:
-        await self.open("error", path, "application/json")
-        await self.response.write(
-            json.dumps(
-                {
-                    "statusCode": status,
-                    "message": message,
-                    "code": code,
-                    "source": "DAYTONA_DAEMON",
-                    "timestamp": iso(datetime.now(timezone.utc)),
-                    "path": path,
-                    "method": request.method,
-                }
-            ).encode()
-        )
+        body = json.dumps(
+            {
+                "statusCode": status,
+                "message": message,
+                "code": code,
+                "source": "DAYTONA_DAEMON",
+                "timestamp": iso(datetime.now(timezone.utc)),
+                "path": path,
+                "method": request.method,
+            }
+        ).encode()
+        await self.open("error", path, "application/json", len(body))
+        await self.response.write(body)
 
     async def close(self) -> None:
         head = "" if not self.started else "\r\n"
@@ -132,15 +134,29 @@ def _refusal(path: str, error: BaseException) -> tuple[int, str, str]:
 class _Reader:
     """A regular file's descriptor read off the event loop, closed safely: a close waits
     for a read in progress, so the descriptor (and its number) is never pulled from
-    under a reading thread — also when the request is cancelled mid-read."""
+    under a reading thread — also when the request is cancelled mid-read.
+
+    It reads at most ``size`` bytes (the file's length when opened, the part's
+    ``Content-Length``), so a file a command keeps growing is not read past it.
+    """
 
     def __init__(self, fd: int) -> None:
         self._fd: int | None = fd
         self._lock = threading.Lock()
+        self.size = os.fstat(fd).st_size
+        self._left = self.size
 
     def read(self) -> bytes:
+        """The next piece; ``b""`` once ``size`` bytes have been read. OSError, or
+        EOFError when the file ends short of ``size`` (it was truncated meanwhile)."""
         with self._lock:
-            return b"" if self._fd is None else os.read(self._fd, _PIECE)
+            if self._fd is None or self._left <= 0:
+                return b""
+            piece = os.read(self._fd, min(_PIECE, self._left))
+            if not piece:
+                raise EOFError("unexpected EOF")
+            self._left -= len(piece)
+            return piece
 
     def close(self) -> None:
         with self._lock:
@@ -161,11 +177,11 @@ async def _send_file(parts: _Parts, request: web.Request, daemon: Daemon, path: 
     reader = _Reader(fd)
     try:
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
-        await parts.open("file", path, kind)
+        await parts.open("file", path, kind, reader.size)
         while True:
             try:
                 piece = await run_blocking(reader.read)
-            except OSError as error:
+            except (OSError, EOFError) as error:
                 await parts.error(
                     request, path, 500, "FILE_READ_FAILED", f"error streaming file: {error}"
                 )
@@ -229,7 +245,8 @@ def _rfc3339(seconds: int, nanos: int) -> str:
     return f"{moment}{'.' + fraction if fraction else ''}Z"
 
 
-def _entry(directory: str, name: str, info: os.stat_result) -> dict[str, Any]:
+def file_info(path: str, name: str, info: os.stat_result) -> dict[str, Any]:
+    """The daemon's ``FileInfo`` of the entry ``name`` at sandbox path ``path``."""
     seconds, nanos = divmod(info.st_mtime_ns, 1_000_000_000)
     return {
         "name": name,
@@ -241,8 +258,12 @@ def _entry(directory: str, name: str, info: os.stat_result) -> dict[str, Any]:
         "isDir": stat.S_ISDIR(info.st_mode),
         "owner": str(info.st_uid),
         "group": str(info.st_gid),
-        "path": f"{directory.rstrip('/')}/{name}",
+        "path": path,
     }
+
+
+def _entry(directory: str, name: str, info: os.stat_result) -> dict[str, Any]:
+    return file_info(f"{directory.rstrip('/')}/{name}", name, info)
 
 
 def _walk(daemon: Daemon, directory: str, depth: int) -> list[dict[str, Any]]:

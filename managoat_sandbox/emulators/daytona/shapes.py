@@ -63,13 +63,18 @@ class DaemonError(Exception):
     ``bare`` errors have no body at all (the daemon aborts some requests with a
     bare status); ``wrapped`` errors are the daemon's wrapped-error 500s whose
     message carries the inner prefix (``failed to execute command: not found: …``).
+    A ``code`` makes it one of the daemon's *typed* errors (``FILE_NOT_FOUND``,
+    ``FILE_ACCESS_DENIED``): that code, and the message without a prefix.
     """
 
-    def __init__(self, status: int, message: str = "", *, bare: bool = False) -> None:
+    def __init__(
+        self, status: int, message: str = "", *, bare: bool = False, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.bare = bare
+        self.code = code
 
 
 def api_error_response(request: web.Request, error: ApiError) -> web.Response:
@@ -91,6 +96,8 @@ def daemon_error_response(request: web.Request, error: DaemonError) -> web.Respo
     if error.bare:
         return web.Response(status=error.status)
     code, prefix = DAEMON_CODES.get(error.status, ("INTERNAL_SERVER_ERROR", ""))
+    if error.code is not None:
+        code, prefix = error.code, ""
     return web.json_response(
         {
             "statusCode": error.status,

@@ -7,7 +7,9 @@ started (400 "… Is the Sandbox started?") and bumps its ``lastActivityAt``
 unless ``X-Daytona-Skip-Last-Activity-Update: true``. The daemon part is
 :class:`~.daemon.Daemon`; logs are rendered by :mod:`.logs`.
 
-The file reads (bulk download, listing) are :mod:`.downloads`. Every path a
+The file reads (bulk download, listing) are :mod:`.downloads`; the other file
+operations (create a folder, delete, move, find, search, replace, permissions,
+info) are :mod:`.fileops`. Every path a
 request names (``path=`` of the file endpoints, an execute's
 ``cwd``) is a sandbox path — absolute, or relative to the sandbox user's home
 — reached through the sandbox's :class:`~.files.SandboxFiles` as the
@@ -48,7 +50,7 @@ from .._blocking import run_blocking
 from .._faults import Fault, Faults
 from .._fs import go_text
 from .._input import BadInput, load_json
-from . import downloads
+from . import downloads, fileops
 from .daemon import Command, Daemon, Session
 from .logs import MarkerStripper, demux, follow_chunks, render_mode, strip
 from .sandboxes import Sandbox, SandboxStore
@@ -176,6 +178,7 @@ class ToolboxRoutes:
             ("GET", "/files/download", self.download),
             ("POST", "/files/bulk-download", downloads.bulk_download),
             ("GET", "/files", downloads.list_files),
+            *fileops.ROUTES,
             ("GET", "/version", self.version),
             ("GET", "/user-home-dir", self.home_dir),
             ("GET", "/work-dir", self.home_dir),

@@ -29,6 +29,10 @@ users and files), :mod:`.processes` (envd's process table), :mod:`.streams`
 HTTP surfaces).
 """
 
-from .emulator import E2BEmulator
+from .. import require_extra
+
+require_extra()
+
+from .emulator import E2BEmulator  # noqa: E402 - only once the extra is known to be there
 
 __all__ = ["E2BEmulator"]

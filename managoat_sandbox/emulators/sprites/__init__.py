@@ -9,6 +9,10 @@ to the engine), :mod:`.network` (network policies as egress allow-lists), :mod:`
 (shared shapes), :mod:`.behaviour` (switches between documented variants).
 """
 
-from .emulator import SpritesEmulator
+from .. import require_extra
+
+require_extra()
+
+from .emulator import SpritesEmulator  # noqa: E402 - only once the extra is known to be there
 
 __all__ = ["SpritesEmulator"]
