@@ -17,6 +17,7 @@ no logging hears nothing (not even retry warnings); one that does sees them.
 
 import logging
 
+from ._temporary import temporary
 from ._version import __version__
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability, IsolationWarning
 from .errors import (
@@ -50,6 +51,7 @@ from .facade import (
     create_new,
     destroy,
     destroy_once,
+    download,
     exec,  # noqa: F401 - public, but kept out of __all__ (shadows the builtin)
     get,
     host_path,
@@ -65,12 +67,21 @@ from .facade import (
     supports,
     suspend,
     terminate_session,
+    upload,
     write_file,
     write_stdin,
 )
-from ._temporary import temporary
 from .frames import Error, Exit, Frame, Stderr, Stdout, iter_frames
-from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from .types import (
+    Command,
+    ExecResult,
+    FileInfo,
+    Handle,
+    Info,
+    NetworkPolicy,
+    Session,
+    TransferProgress,
+)
 
 __all__ = [
     "KNOWN_CAPABILITIES",
@@ -98,6 +109,7 @@ __all__ = [
     "RestoreFailed",
     "SandboxError",
     "Session",
+    "TransferProgress",
     "Stderr",
     "Stdout",
     "Truncated",
@@ -118,6 +130,7 @@ __all__ = [
     "create_new",
     "destroy",
     "destroy_once",
+    "download",
     "get",
     "host_path",
     "iter_frames",
@@ -134,6 +147,7 @@ __all__ = [
     "suspend",
     "terminate_session",
     "temporary",
+    "upload",
     "write_file",
     "write_stdin",
 ]

@@ -10,6 +10,7 @@ out, whatever the value.
 from __future__ import annotations
 
 import math
+import os
 import re
 import reprlib
 import threading
@@ -371,6 +372,28 @@ def owner(value: object) -> object:
     return value
 
 
+def local_path(value: object) -> str:
+    """A path on this machine: a str or ``os.PathLike`` of str, not empty, without NUL
+    (anything else is ``TypeError``; an empty path or a NUL ``Invalid``)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"local_path must be a str or os.PathLike, got {type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError("local_path must be a path of str, not of bytes")
+    if not path:
+        raise Invalid(("local_path", "must not be empty"))
+    if "\x00" in path:
+        raise Invalid(("local_path", "must not contain NUL"))
+    return path
+
+
+def progress(value: object) -> object:
+    """``None`` or a callable taking a :class:`~managoat_sandbox.types.TransferProgress`."""
+    if value is not None and not callable(value):
+        raise TypeError("progress must be a callable taking a TransferProgress, or None")
+    return value
+
+
 def _flag_named(what: str) -> Callable[[object], bool]:
     return lambda value: flag(value, what)
 
@@ -400,6 +423,9 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "data": flatten_bytes,
     "max_bytes": max_bytes,
     "comment": _optional_str_named("comment"),
+    "remote_path": file_path,
+    "local_path": local_path,
+    "progress": progress,
 }
 
 

@@ -8,7 +8,16 @@ from typing import Any, Protocol
 
 from .errors import NotSupported
 from .frames import Frame
-from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from .types import (
+    Command,
+    ExecResult,
+    FileInfo,
+    Handle,
+    Info,
+    NetworkPolicy,
+    Session,
+    TransferProgress,
+)
 
 __all__ = [
     "IDEMPOTENT_OPERATIONS",
@@ -37,6 +46,7 @@ class Capability:
     READ_FILE = "read_file"
     LIST_FILES = "list_files"
     ISOLATION = "isolation"
+    TRANSFER = "transfer"
 
 
 class IsolationWarning(UserWarning):
@@ -275,6 +285,35 @@ class Adapter(ABC):
         """Restore a checkpoint; a reported failure is ``RestoreFailed`` (capability
         ``checkpoint``; ``NotSupported("checkpoint")`` here)."""
         raise NotSupported(Capability.CHECKPOINT)
+
+    def upload(
+        self,
+        handle: Handle,
+        local_path: str,
+        remote_path: str,
+        *,
+        progress: Callable[[TransferProgress], object] | None = None,
+        timeout: float | None = None,
+    ) -> TransferProgress:
+        """Copy the local file, symbolic link or directory tree at ``local_path`` to
+        ``remote_path`` in the sandbox, which becomes the copy (capability
+        ``transfer``; ``NotSupported("transfer")`` here; see
+        :class:`managoat_sandbox.transfers.TarTransfers`)."""
+        raise NotSupported(Capability.TRANSFER)
+
+    def download(
+        self,
+        handle: Handle,
+        remote_path: str,
+        local_path: str,
+        *,
+        progress: Callable[[TransferProgress], object] | None = None,
+        timeout: float | None = None,
+    ) -> TransferProgress:
+        """Copy the sandbox's file, symbolic link or directory tree at ``remote_path``
+        to ``local_path``, which becomes the copy, never writing outside it
+        (capability ``transfer``; ``NotSupported("transfer")`` here)."""
+        raise NotSupported(Capability.TRANSFER)
 
     def host_path(self, handle: Handle, path: str) -> str:
         """The path a process inside the sandbox sees; identity by default."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -28,7 +29,16 @@ from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
 from .errors import DeadlineExpired, NotSupported, SandboxError
 from .registry import adapter_for, adapters
 from .retry import budget_for, idempotent
-from .types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from .types import (
+    Command,
+    ExecResult,
+    FileInfo,
+    Handle,
+    Info,
+    NetworkPolicy,
+    Session,
+    TransferProgress,
+)
 
 __all__ = [
     "adapter_for",
@@ -44,6 +54,7 @@ __all__ = [
     "create_new",
     "destroy",
     "destroy_once",
+    "download",
     "exec",
     "get",
     "host_path",
@@ -59,6 +70,7 @@ __all__ = [
     "supports",
     "suspend",
     "terminate_session",
+    "upload",
     "write_file",
     "write_stdin",
 ]
@@ -437,6 +449,77 @@ def restore_checkpoint(handle: Handle, checkpoint_id: str) -> None:
     if not isinstance(checkpoint_id, str):
         raise TypeError(f"checkpoint_id must be a str, got {type(checkpoint_id).__name__}")
     adapter.restore_checkpoint(handle, checkpoint_id)
+
+
+# -- whole trees ------------------------------------------------------------------
+
+
+def upload(
+    handle: Handle,
+    local_path: str | os.PathLike[str],
+    remote_path: str,
+    *,
+    progress: Callable[[TransferProgress], object] | None = None,
+    timeout: float | None = None,
+) -> TransferProgress:
+    """Copy the local file, symbolic link or directory tree at ``local_path`` to the
+    absolute ``remote_path``, which becomes the copy (a directory there is merged
+    into, files replaced): byte-exact, with permission bits and modification
+    times, links kept as links, streamed (memory bounded whatever the size).
+
+    ``progress`` is called with a :class:`TransferProgress` after each file and
+    every MiB, totals known. ``timeout`` bounds the whole copy
+    (``DeadlineExpired("transfer_timeout")``). Needs the ``transfer`` capability
+    (else ``NotSupported``); never retried. A local path that cannot be read is
+    the ``OSError`` reading it raised; the sandbox refusing is ``Denied`` or
+    ``Invalid(("transfer", ...))``. Returns the totals copied.
+    """
+    adapter = _for_handle(handle)
+    clean = _args.normalised(
+        local_path=local_path, remote_path=remote_path, progress=progress, timeout=timeout
+    )
+    if Capability.TRANSFER not in adapter.capabilities():
+        raise NotSupported(Capability.TRANSFER)
+    return adapter.upload(
+        handle,
+        clean["local_path"],
+        clean["remote_path"],
+        progress=clean["progress"],
+        timeout=clean["timeout"],
+    )
+
+
+def download(
+    handle: Handle,
+    remote_path: str,
+    local_path: str | os.PathLike[str],
+    *,
+    progress: Callable[[TransferProgress], object] | None = None,
+    timeout: float | None = None,
+) -> TransferProgress:
+    """Copy the sandbox's file, symbolic link or directory tree at the absolute
+    ``remote_path`` to ``local_path``, which becomes the copy (a directory there is
+    merged into, files replaced), as :func:`upload` copies — except that what comes
+    from the sandbox is trusted with nothing: no entry is written outside
+    ``local_path`` nor through a link (``Invalid(("archive_entry", name))``), and no
+    setuid, setgid or sticky bit is kept.
+
+    ``NotFound(("path", remote_path))`` when nothing is there. ``progress`` is
+    called as for ``upload``, its totals ``None`` (not known before the end).
+    """
+    adapter = _for_handle(handle)
+    clean = _args.normalised(
+        remote_path=remote_path, local_path=local_path, progress=progress, timeout=timeout
+    )
+    if Capability.TRANSFER not in adapter.capabilities():
+        raise NotSupported(Capability.TRANSFER)
+    return adapter.download(
+        handle,
+        clean["remote_path"],
+        clean["local_path"],
+        progress=clean["progress"],
+        timeout=clean["timeout"],
+    )
 
 
 def host_path(handle: Handle, path: str) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "TERMINATION_TRANSPORT_FAILED",
     "TERMINATION_UNCONFIRMED",
     "TIMEOUT",
+    "TRANSFER",
     "TRANSPORT",
     "no_such_dir",
     "reason_of",
@@ -66,6 +67,9 @@ DETACHED = "detached"
 REFUSED = "refused"
 #: A stdin call on a command started without stdin, or after EOF.
 STDIN_NOT_OPEN = "stdin_not_open"
+#: ``upload``/``download``: the sandbox's ``tar`` failed, or sent no usable archive:
+#: ``Invalid(("transfer", "<what it said>"))``.
+TRANSFER = "transfer"
 #: A malformed ``terminate_session`` request.
 TERMINATION_REQUEST = "termination_request"
 #: The provider did not confirm a termination in time.

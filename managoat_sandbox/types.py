@@ -19,6 +19,7 @@ __all__ = [
     "NetworkPolicy",
     "Session",
     "Status",
+    "TransferProgress",
 ]
 
 Status = Literal["running", "suspended", "unknown"]
@@ -207,3 +208,20 @@ class ExecResult(_Collected):
     def text(self) -> str:
         """The output decoded as UTF-8, undecodable bytes replaced."""
         return self.output.decode("utf-8", errors="replace")
+
+
+@attrs.frozen
+class TransferProgress:
+    """How far an ``upload`` or ``download`` has come, and what it returns when done.
+
+    ``files`` counts the regular files and symbolic links copied so far and
+    ``bytes`` their content; ``files_total`` and ``bytes_total`` are the whole
+    transfer's where they are known before it starts (an upload's, counted from
+    the local tree), else ``None``. The value a finished transfer returns has
+    its totals set.
+    """
+
+    files: int
+    bytes: int
+    files_total: int | None = None
+    bytes_total: int | None = None

@@ -115,6 +115,7 @@ from ..errors import (
 )
 from ..frames import Error, Exit, Frame, Stderr, Stdout
 from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from .conformance_trees import TransferTests
 from .mailbox import Mailbox, has_ref, is_exit, is_stdout, is_terminal
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ def _collect_stdout(
     return collected
 
 
-class ConformanceTests(_Base):
+class ConformanceTests(TransferTests):
     """The contract's promises as tests; mix into ``unittest.TestCase`` (see the module docs)."""
 
     adapter: ClassVar[Adapter | type[Adapter]]

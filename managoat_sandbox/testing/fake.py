@@ -26,7 +26,7 @@ import copy
 import itertools
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -47,7 +47,17 @@ from ..errors import (
     Unavailable,
 )
 from ..files import collect
-from ..types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
+from ..types import (
+    Command,
+    ExecResult,
+    FileInfo,
+    Handle,
+    Info,
+    NetworkPolicy,
+    Session,
+    TransferProgress,
+)
+from . import fake_tree
 from .script import Deaf, Drop, Emit, ExitWith, Instruction, Sleep, Stay, parse
 
 __all__ = ["Fake"]
@@ -63,6 +73,7 @@ FAULTABLE = frozenset(
         "write_file", "read_file", "list_files", "exec", "spawn", "write_stdin",
         "close_stdin", "list_sessions", "attach", "terminate_session",
         "apply_network_policy", "public_url", "create_checkpoint", "restore_checkpoint",
+        "upload", "download",
     }
 )  # fmt: skip
 
@@ -107,6 +118,9 @@ class _Sandbox:
     status: str = "running"
     files: dict[str, bytes] = attrs.field(factory=dict)
     modes: dict[str, int] = attrs.field(factory=dict)
+    #: Directories an upload made (with their modes), and the links it made.
+    dirs: dict[str, int] = attrs.field(factory=dict)
+    links: dict[str, str] = attrs.field(factory=dict)
     policy: NetworkPolicy | None = None
     sessions: dict[str, _Session] = attrs.field(factory=dict)
     instance_id: str | None = None
@@ -121,9 +135,13 @@ class _CommandState:
 
 
 def _is_dir(sandbox: _Sandbox, path: str) -> bool:
-    """``/``, or a directory holding a written file (the Fake's only directories)."""
+    """``/``, a directory an upload made, or one holding a file or link."""
     prefix = path.rstrip("/") + "/"
-    return prefix == "/" or any(name.startswith(prefix) for name in sandbox.files)
+    return (
+        prefix == "/"
+        or prefix[:-1] in sandbox.dirs
+        or any(name.startswith(prefix) for name in (*sandbox.files, *sandbox.links, *sandbox.dirs))
+    )
 
 
 def _file_on_the_way(sandbox: _Sandbox, path: str) -> str | None:
@@ -146,20 +164,24 @@ def _missing(sandbox: _Sandbox, path: str) -> SandboxError:
 
 
 def _listing(sandbox: _Sandbox, path: str) -> list[FileInfo]:
-    """The entries directly under directory ``path``: written files, and the
-    directories their paths imply."""
+    """The entries directly under directory ``path``: written files, uploaded
+    directories and links, and the directories their paths imply."""
     prefix = path.rstrip("/") + "/"
     entries: dict[str, FileInfo] = {}
-    for name, data in sandbox.files.items():
+    for name in (*sandbox.files, *sandbox.links, *sandbox.dirs):
         if not name.startswith(prefix):
             continue
         first, _, rest = name[len(prefix) :].partition("/")
         full = prefix + first
-        if rest:
-            entries.setdefault(first, FileInfo(first, full, "dir", 0, 0o755))
+        if rest or full in sandbox.dirs:
+            mode = sandbox.dirs.get(full, 0o755)
+            entries.setdefault(first, FileInfo(first, full, "dir", 0, mode))
+        elif full in sandbox.links:
+            entries[first] = FileInfo(first, full, "symlink", len(sandbox.links[full]), 0o777)
         else:
+            data = sandbox.files[full]
             entries[first] = FileInfo(
-                first, full, "file", len(data), sandbox.modes.get(name, _DEFAULT_MODE)
+                first, full, "file", len(data), sandbox.modes.get(full, _DEFAULT_MODE)
             )
     return list(entries.values())
 
@@ -194,6 +216,7 @@ class Fake(Adapter):
             Capability.CREATE_NEW,
             Capability.READ_FILE,
             Capability.LIST_FILES,
+            Capability.TRANSFER,
         }
     )
 
@@ -374,6 +397,38 @@ class Fake(Adapter):
             if not _is_dir(sandbox, path):
                 raise _missing(sandbox, path)
             return _listing(sandbox, path)
+
+    def upload(
+        self,
+        handle: Handle,
+        local_path: str,
+        remote_path: str,
+        *,
+        progress: Callable[[TransferProgress], object] | None = None,
+        timeout: float | None = None,
+    ) -> TransferProgress:
+        """Store the local file, link or tree as ``remote_path`` (:mod:`.fake_tree`)."""
+        Deadline(timeout).check()
+        self._inject("upload")
+        with self._lock:
+            return fake_tree.upload(self._sandbox(handle), local_path, remote_path, progress)
+
+    def download(
+        self,
+        handle: Handle,
+        remote_path: str,
+        local_path: str,
+        *,
+        progress: Callable[[TransferProgress], object] | None = None,
+        timeout: float | None = None,
+    ) -> TransferProgress:
+        """Write the Fake's file, link or tree at ``remote_path`` to ``local_path``
+        through the extractor every adapter uses (:mod:`.fake_tree`)."""
+        Deadline(timeout).check()
+        self._inject("download")
+        with self._lock:
+            tree = fake_tree.snapshot(self._sandbox(handle))
+        return fake_tree.download(tree, remote_path, local_path, progress)
 
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
         """Record the policy verbatim, ``allow=[]`` included."""

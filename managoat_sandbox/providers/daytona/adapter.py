@@ -76,6 +76,7 @@ from ...errors import (
     SandboxError,
     Unavailable,
 )
+from ...transfers import TarTransfers
 from ...types import (
     Command,
     ExecResult,
@@ -176,7 +177,7 @@ def _sanitised(error: SandboxError) -> SandboxError:
     return Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
-class Daytona(StreamingAdapter):
+class Daytona(TarTransfers, StreamingAdapter):
     """Daytona sandboxes (see the module docstring for the rules it keeps).
 
     Keyword arguments tune what config does not: ``follow`` (how logs are
@@ -194,6 +195,7 @@ class Daytona(StreamingAdapter):
         {
             Capability.SUSPEND,
             Capability.ISOLATION,  # a microVM per sandbox
+            Capability.TRANSFER,  # one tar stream through a command
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.TERMINATE_SESSION,

@@ -77,6 +77,7 @@ from ..._streaming import Stream, StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotFound, NotSupported, ProviderError
+from ...transfers import TarTransfers
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from .. import _endpoint
 from . import files, shim
@@ -112,7 +113,7 @@ def _chmod_target(path: str) -> tuple[str | None, str]:
     return None, path
 
 
-class E2B(StreamingAdapter):
+class E2B(TarTransfers, StreamingAdapter):
     """E2B sandboxes; see the module docstring for what each operation does.
 
     ``heartbeat_interval`` (seconds between TTL renewals while a command
@@ -128,6 +129,7 @@ class E2B(StreamingAdapter):
         {
             Capability.SUSPEND,
             Capability.ISOLATION,  # a microVM per sandbox
+            Capability.TRANSFER,  # one tar stream through a command
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.READ_FILE,

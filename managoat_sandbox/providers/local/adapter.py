@@ -63,6 +63,7 @@ from ...errors import (
     RestoreFailed,
     Unavailable,
 )
+from ...transfers import TarTransfers
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from . import checkpoints, files, layout, mode, retention
 from .end import LocalCommandEnd, end_error, follow_into
@@ -98,7 +99,7 @@ def _engine_error(error: EngineError) -> Unavailable:
     return Unavailable(("agent_failed", str(error)))
 
 
-class Local(StreamingAdapter):
+class Local(TarTransfers, StreamingAdapter):
     """Sandboxes on this machine; see the module docstring for what isolates them."""
 
     provider = "local"
@@ -108,6 +109,7 @@ class Local(StreamingAdapter):
         {
             Capability.SUSPEND,
             Capability.ATTACH,
+            Capability.TRANSFER,  # one tar stream through a command
             Capability.TTY,
             Capability.TERMINATE_SESSION,
             Capability.FORCE_TERMINATE_SESSION,

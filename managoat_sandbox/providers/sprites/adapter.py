@@ -55,6 +55,7 @@ from ..._http import HttpClient
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotSupported, SandboxError
+from ...transfers import TarTransfers
 from ...types import (
     Command,
     ExecResult,
@@ -86,7 +87,7 @@ _KILL_TIMEOUT_MS = 5000
 _DEFAULT_MODE = 0o644
 
 
-class Sprites(StreamingAdapter):
+class Sprites(TarTransfers, StreamingAdapter):
     """Sprites (sprites.dev); see the module docstring.
 
     ``keepalive`` is the WebSocket ping interval in seconds (a connection
@@ -101,6 +102,7 @@ class Sprites(StreamingAdapter):
         {
             Capability.SUSPEND,
             Capability.ISOLATION,  # a microVM per sandbox
+            Capability.TRANSFER,  # one tar stream through a command
             Capability.NETWORK_POLICY,
             Capability.ATTACH,
             Capability.TTY,

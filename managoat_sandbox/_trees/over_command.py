@@ -1,0 +1,233 @@
+"""``upload`` and ``download`` through a ``tar`` run in the sandbox, over any adapter.
+
+No provider offers a tree API that keeps modes and symbolic links (their
+multi-file uploads and downloads carry bytes only), so a whole tree goes as
+one tar stream through one command the adapter spawns — its stdin for an
+upload, its stdout for a download — one streaming request on every provider,
+memory bounded on both ends:
+
+* upload: ``mkdir -p PARENT && cd PARENT && tar -x -p --no-same-owner -f -``
+  in the sandbox, fed the stream :mod:`.pack` writes, in blocks of
+  :data:`.pack.CHUNK` (each ``write_stdin`` waits for the command to take it);
+* download: ``tar -c -f - -- NAME`` from ``PARENT`` in the sandbox, its stdout
+  read through a byte-bounded queue (back-pressure to the command) and written
+  by :mod:`.unpack`, which never writes outside the local target.
+
+The sandbox needs a POSIX ``sh`` and a GNU-compatible ``tar``. How it ends:
+the remote path missing is ``NotFound(("path", path))``; ``tar`` refused by file
+permissions ``Denied(("path", path))``; another ``tar`` failure
+``Invalid(("transfer", "<tar's last words>"))``; the transfer's ``timeout``
+passing ``DeadlineExpired("transfer_timeout")`` (the command is stopped).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import queue
+import tarfile
+import threading
+from typing import Any
+
+from .. import reasons
+from .._deadline import Deadline
+from .._frame_queue import FrameQueue
+from ..contract import Adapter
+from ..errors import CommandExited, Denied, Invalid, NotFound
+from ..frames import Error, Exit, Frame, Stderr, Stdout
+from ..types import Command, Handle, TransferProgress
+from .counter import Counter, ProgressCallback
+from .pack import plan, totals, write_archive
+from .unpack import Extractor
+
+__all__ = ["download", "upload"]
+
+#: ``$1`` the directory to extract in.
+UPLOAD_SCRIPT = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -x -p --no-same-owner -f -'
+#: The exit code the download script gives a missing path.
+MISSING = 66
+#: ``$1`` the path, ``$2`` its directory, ``$3`` its name.
+DOWNLOAD_SCRIPT = (
+    '[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; '
+    f'exit {MISSING}; }}; cd -- "$2" && exec tar -c -f - -- "$3"'
+)
+#: The most of a command's stderr kept to explain a failure.
+STDERR_KEPT = 64 * 1024
+#: The unread output a download lets wait before the command is held up.
+QUEUE_BYTES = 8 * 1024 * 1024
+TIMEOUT_REASON = reasons.timed_out("transfer")
+
+
+def _split(remote_path: str) -> tuple[str, str]:
+    parent, name = posixpath.split(remote_path)
+    return parent or "/", name
+
+
+class _End:
+    """An upload command's owner: its stderr (the last :data:`STDERR_KEPT` bytes) and
+    its terminal frame."""
+
+    def __init__(self) -> None:
+        self.stderr = b""
+        self.terminal: Frame | None = None
+        self.ended = threading.Event()
+
+    def __call__(self, frame: Frame) -> None:
+        if isinstance(frame, Stderr):
+            self.stderr = (self.stderr + frame.data)[-STDERR_KEPT:]
+        elif frame.terminal:
+            self.terminal = frame
+            self.ended.set()
+
+
+def _outcome(terminal: Frame | None, stderr: bytes, remote_path: str) -> None:
+    """Raise what a finished ``tar`` command's end says went wrong, if anything."""
+    if isinstance(terminal, Error):
+        raise terminal.reason
+    assert isinstance(terminal, Exit)
+    if terminal.code == 0:
+        return
+    words = stderr.decode("utf-8", "replace").strip()
+    if terminal.code == MISSING and "no such file or directory" in words:
+        raise NotFound(("path", remote_path))
+    if "Permission denied" in words or "Operation not permitted" in words:
+        raise Denied(("path", remote_path))
+    last = words.splitlines()[-1] if words else f"exit {terminal.code}"
+    raise Invalid((reasons.TRANSFER, last), reason=f"tar in the sandbox failed: {last}")
+
+
+class _Stdin:
+    """The archive's sink: whole blocks to the command's stdin, each within the
+    deadline."""
+
+    def __init__(self, adapter: Adapter, command: Command, deadline: Deadline) -> None:
+        self.adapter = adapter
+        self.command = command
+        self.deadline = deadline
+
+    def write(self, data: bytes) -> int:
+        self.deadline.check()
+        self.adapter.write_stdin(self.command, bytes(data))
+        return len(data)
+
+
+def upload(
+    adapter: Adapter,
+    handle: Handle,
+    local_path: str,
+    remote_path: str,
+    *,
+    progress: ProgressCallback | None,
+    timeout: float | None,
+) -> TransferProgress:
+    """Copy ``local_path`` (a file, link or tree) to ``remote_path`` (module docstring)."""
+    deadline = Deadline(timeout, reason=TIMEOUT_REASON)
+    parent, name = _split(remote_path)
+    entries = plan(local_path, name)
+    files, size = totals(entries)
+    counter = Counter(progress, files_total=files, bytes_total=size)
+    end = _End()
+    argv = ["-c", UPLOAD_SCRIPT, "sh", parent]
+    command = adapter.spawn(handle, "sh", argv, owner=end, stdin=True)
+    try:
+        try:
+            write_archive(entries, _Stdin(adapter, command, deadline), counter)
+            adapter.close_stdin(command)
+        except CommandExited:
+            pass  # tar ended early: its end says why
+        if not end.ended.wait(deadline.clamp()):
+            raise deadline.error()
+    except BaseException:
+        adapter.stop_command(command)
+        raise
+    _outcome(end.terminal, end.stderr, remote_path)
+    return counter.done()
+
+
+class _Stdout:
+    """A download command's stdout as a file to read (``tarfile``'s stream source);
+    its stderr kept aside, its terminal frame recorded."""
+
+    def __init__(self, frames: queue.Queue[Any], deadline: Deadline) -> None:
+        self.frames = frames
+        self.deadline = deadline
+        self.stderr = b""
+        self.terminal: Frame | None = None
+        self._held = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._held and self.terminal is None:
+            self._take()
+        if size < 0:
+            size = len(self._held)
+        data, self._held = self._held[:size], self._held[size:]
+        return data
+
+    def drain(self) -> None:
+        """Read (and drop) what is left, up to the command's terminal frame."""
+        self._held = b""
+        while self.terminal is None:
+            self._take()
+            self._held = b""
+
+    def _take(self) -> None:
+        try:
+            frame = self.frames.get(timeout=self.deadline.clamp())
+        except queue.Empty:
+            raise self.deadline.error() from None
+        if isinstance(frame, Stdout):
+            self._held += frame.data
+        elif isinstance(frame, Stderr):
+            self.stderr = (self.stderr + frame.data)[-STDERR_KEPT:]
+        elif frame.terminal:
+            self.terminal = frame
+
+
+def download(
+    adapter: Adapter,
+    handle: Handle,
+    remote_path: str,
+    local_path: str,
+    *,
+    progress: ProgressCallback | None,
+    timeout: float | None,
+) -> TransferProgress:
+    """Copy ``remote_path`` (a file, link or tree) to ``local_path`` (module docstring)."""
+    deadline = Deadline(timeout, reason=TIMEOUT_REASON)
+    parent, name = _split(remote_path)
+    frames = FrameQueue(max_bytes=QUEUE_BYTES)
+    command = adapter.spawn(
+        handle, "sh", ["-c", DOWNLOAD_SCRIPT, "sh", remote_path, parent, name], owner=frames
+    )
+    counter = Counter(progress)
+    stdout = _Stdout(frames, deadline)
+    extractor = Extractor(local_path, name, counter)
+    try:
+        try:
+            _extract(stdout, extractor)
+        finally:
+            extractor.close()
+        stdout.drain()
+    except BaseException:
+        adapter.stop_command(command)
+        raise
+    _outcome(stdout.terminal, stdout.stderr, remote_path)
+    return counter.done()
+
+
+def _extract(stdout: _Stdout, extractor: Extractor) -> None:
+    """Every entry of the stream written; a stream that is not a tar archive (none
+    at all when the command failed before writing one) ends it quietly, for the
+    command's end to explain, unless the command succeeded."""
+    try:
+        with tarfile.open(fileobj=stdout, mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                extractor.add(member, tar)
+    except tarfile.ReadError as error:
+        stdout.drain()
+        if isinstance(stdout.terminal, Exit) and stdout.terminal.code == 0:
+            raise Invalid(
+                (reasons.TRANSFER, "not a tar archive"),
+                reason=f"the sandbox's tar sent no usable archive: {error}",
+            ) from None
+        return
+    extractor.finish()
