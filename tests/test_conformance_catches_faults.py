@@ -8,6 +8,8 @@ names (it must fail with an assertion, not crash with an unrelated error).
 from __future__ import annotations
 
 import logging
+import os
+import posixpath
 import unittest
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,7 +29,7 @@ from managoat_sandbox.errors import (
 from managoat_sandbox.frames import Error, Exit, Frame, Stdout
 from managoat_sandbox.testing.conformance import ConformanceTests
 from managoat_sandbox.testing.fake import Fake
-from managoat_sandbox.types import Command, ExecResult, Handle, Session
+from managoat_sandbox.types import Command, ExecResult, Handle, Session, TransferProgress
 
 from .test_fake_conformance import FAKE_FIXTURES, another_world
 
@@ -401,6 +403,57 @@ class ExpiryIsUnconfirmed(Fake):
             raise Unavailable(reasons.TERMINATION_UNCONFIRMED) from None
 
 
+class UploadLosesModes(Fake):
+    """An upload stores every file with mode 0o644, whatever the local one was."""
+
+    def upload(self, handle: Handle, local_path: str, remote_path: str, **opts: Any) -> Any:
+        done = super().upload(handle, local_path, remote_path, **opts)
+        with self._lock:
+            modes = self._sandbox(handle).modes
+            for path in modes:
+                modes[path] = 0o644
+        return done
+
+
+class UploadFollowsLinks(Fake):
+    """An upload stores what a link points at (a dangling one not at all), not the link."""
+
+    def upload(self, handle: Handle, local_path: str, remote_path: str, **opts: Any) -> Any:
+        done = super().upload(handle, local_path, remote_path, **opts)
+        with self._lock:
+            sandbox = self._sandbox(handle)
+            for path in list(sandbox.links):
+                target = posixpath.normpath(
+                    posixpath.join(posixpath.dirname(path), sandbox.links.pop(path))
+                )
+                if target in sandbox.files:
+                    sandbox.files[path] = sandbox.files[target]
+        return done
+
+
+class UploadReplacesTheDirectory(Fake):
+    """An upload first removes whatever was at the remote path: no merge."""
+
+    def upload(self, handle: Handle, local_path: str, remote_path: str, **opts: Any) -> Any:
+        with self._lock:
+            sandbox = self._sandbox(handle)
+            for table in (sandbox.files, sandbox.modes, sandbox.dirs, sandbox.links):
+                for path in [p for p in table if p.startswith(remote_path + "/")]:
+                    del table[path]
+        return super().upload(handle, local_path, remote_path, **opts)
+
+
+class DownloadOfNothingIsEmpty(Fake):
+    """A download of a missing path makes an empty directory instead of NotFound."""
+
+    def download(self, handle: Handle, remote_path: str, local_path: str, **opts: Any) -> Any:
+        try:
+            return super().download(handle, remote_path, local_path, **opts)
+        except NotFound:
+            os.makedirs(local_path, exist_ok=True)
+            return TransferProgress(0, 0, 0, 0)
+
+
 MUTANTS: list[tuple[type[Fake], str]] = [
     (ExitZeroOnDrop, "test_stream_closed_without_exit_is_an_error_frame_never_an_exit"),
     (ExitZeroOnDrop, "test_error_frame_carries_a_taxonomy_error"),
@@ -441,6 +494,11 @@ MUTANTS: list[tuple[type[Fake], str]] = [
         "test_a_handle_acts_on_its_own_sandbox_whatever_the_configuration_is_now",
     ),
     (ExpiryIsUnconfirmed, "test_a_termination_the_session_outlasts_is_deadline_expired"),
+    (UploadLosesModes, "test_a_tree_makes_the_round_trip_exactly"),
+    (UploadLosesModes, "test_a_single_file_makes_the_round_trip_with_its_mode"),
+    (UploadFollowsLinks, "test_a_tree_makes_the_round_trip_exactly"),
+    (UploadReplacesTheDirectory, "test_an_upload_merges_into_a_directory_and_replaces_its_files"),
+    (DownloadOfNothingIsEmpty, "test_a_download_of_a_missing_path_is_not_found_and_writes_nothing"),
     (
         SwallowsCallbackErrors,
         "test_an_owner_callback_that_raises_is_reported_and_delivery_goes_on",

@@ -168,6 +168,7 @@ class TransferTests(_Base):
         back = os.path.join(local, "back")
         adapter.download(handle, remote, back)
         tree = describe_tree(back)
+        self.assertIn("kept", tree, "the second upload removed a file it did not carry")
         self.assertEqual((tree["kept"][2], tree["replaced"][2]), (b"1", b"new"))
 
     def test_a_download_of_a_missing_path_is_not_found_and_writes_nothing(self) -> None:
