@@ -11,17 +11,32 @@ of its own overrides either method.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ._trees import over_command
-from .contract import Adapter
-from .types import Handle, TransferProgress
+from .contract import Adapter, Owner
+from .types import Command, Handle, TransferProgress
 
 __all__ = ["TarTransfers"]
 
 
 class TarTransfers(Adapter):
-    """``upload``/``download`` through ``tar`` in the sandbox (module docstring)."""
+    """``upload``/``download`` through ``tar`` in the sandbox (module docstring).
+
+    Two hooks shape the command a transfer runs: :meth:`transfer_command` starts
+    it (a plain ``spawn`` here) and :meth:`transfer_ended` is called once it has
+    ended, whatever the outcome (nothing here) — for an adapter whose spawns
+    leave a session behind that a transfer should not.
+    """
+
+    def transfer_command(
+        self, handle: Handle, args: Sequence[str], *, owner: Owner, stdin: bool
+    ) -> Command:
+        """Start ``sh`` with ``args`` for a transfer, its frames to ``owner``."""
+        return self.spawn(handle, "sh", args, owner=owner, stdin=stdin)
+
+    def transfer_ended(self, handle: Handle, command: Command) -> None:
+        """Called once a transfer's command has ended (or was stopped)."""
 
     def upload(
         self,

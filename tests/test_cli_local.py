@@ -141,6 +141,7 @@ SUBCOMMANDS = [
     "write",
     "read",
     "ls",
+    "cp",
     "checkpoint",
     "restore",
     "destroy",

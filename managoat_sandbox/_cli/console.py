@@ -39,6 +39,7 @@ class Console:
         self._stdin = sys.stdin
         self._stdout = sys.stdout
         self._stderr = sys.stderr
+        self._status = False
 
     # -- writing --------------------------------------------------------------
 
@@ -69,6 +70,23 @@ class Console:
         if self.json_mode:
             self.document(error_document(error))
         self.note(f"error: {error_line(error)}{hint}")
+
+    def stderr_is_terminal(self) -> bool:
+        """Whether stderr is a terminal (where a status line may be shown)."""
+        isatty = getattr(self._stderr, "isatty", None)
+        return bool(isatty is not None and isatty())
+
+    def status(self, text: str) -> None:
+        """Show ``text`` as the status line on stderr, replacing the one shown (for a
+        terminal only: the caller checks :meth:`stderr_is_terminal`)."""
+        self._status = True
+        self.err(f"\r{printable(text)}\x1b[K".encode())
+
+    def clear_status(self) -> None:
+        """Erase the status line, if one is shown."""
+        if self._status:
+            self._status = False
+            self.err(b"\r\x1b[K")
 
     def document(self, value: Any) -> None:
         """Write ``value`` as one line of JSON to stdout (non-ASCII kept as UTF-8,

@@ -16,7 +16,7 @@ from .._args import TERMINATION_TIMEOUT_RANGE, TIMEOUT_RANGE, optional_seconds
 from .._deadline import EXEC_MAX_BYTES
 from .._version import __version__
 from ..errors import Invalid
-from . import files, sandboxes, sessions, streaming
+from . import files, sandboxes, sessions, streaming, transfer
 from .console import PROG, Console
 
 __all__ = ["DEFAULT_PROVIDER", "PROVIDER_ENV", "Handler", "build_parser", "default_provider"]
@@ -441,6 +441,26 @@ def _extras(add: Add) -> None:
     )
     ls.add_argument("name", metavar="NAME", help=NAME_HELP)
     ls.add_argument("path", metavar="PATH", help="the directory's absolute path in the sandbox")
+    cp = add(
+        "cp",
+        transfer.run_cp,
+        "Copy a file or a whole tree between this machine and a sandbox, like docker cp:\n"
+        "BOX:PATH on one side, a local path on the other; the destination becomes the\n"
+        "copy (modes and symlinks kept). A progress line on a terminal; totals under --json.",
+        "mkdir -p project/src && echo 'print(1)' > project/src/main.py && "
+        "{prog} cp project box:/tmp/project",
+        "cp box:/tmp/project ./project-copy",
+        "cp --json box:/tmp/project/src/main.py ./main.py",
+    )
+    cp.add_argument("source", metavar="SOURCE", help="a local path, or BOX:PATH")
+    cp.add_argument("destination", metavar="DEST", help="a local path, or BOX:PATH")
+    cp.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="give up after S seconds (default: no limit)",
+    )
     checkpoint = add(
         "checkpoint",
         sandboxes.run_checkpoint,

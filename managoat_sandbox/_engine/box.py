@@ -517,10 +517,12 @@ class Box:
         cwd: str,
         timeout: float | None = REQUEST_TIMEOUT,
         merge: bool = False,
+        stdin: bool = False,
     ) -> tuple[str, int | None, Subscription]:
-        """Start an ephemeral process (nothing on disk; killed if the subscription is closed
-        before its end): its id, pid and subscription. With ``merge`` its stdout and
-        stderr are one pipe (``2>&1``), all delivered as stdout in the order written."""
+        """Start an ephemeral process (nothing on disk, never listed; killed if the
+        subscription is closed before its end): its id, pid and subscription. With
+        ``merge`` its stdout and stderr are one pipe (``2>&1``), all delivered as stdout
+        in the order written; with ``stdin`` it reads what is written to its id."""
         sid = "x" + secrets.token_hex(8)
         header = {
             "op": "spawn",
@@ -528,6 +530,7 @@ class Box:
             "argv": list(argv),
             "env": dict(env),
             "cwd": cwd,
+            "stdin": stdin,
             "journal": False,
             "follow": True,
             "merge": merge,

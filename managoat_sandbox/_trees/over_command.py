@@ -26,12 +26,13 @@ import posixpath
 import queue
 import tarfile
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from .. import reasons
 from .._deadline import Deadline
 from .._frame_queue import FrameQueue
-from ..contract import Adapter
+from ..contract import Owner
 from ..errors import CommandExited, Denied, Invalid, NotFound
 from ..frames import Error, Exit, Frame, Stderr, Stdout
 from ..types import Command, Handle, TransferProgress
@@ -39,7 +40,7 @@ from .counter import Counter, ProgressCallback
 from .pack import plan, totals, write_archive
 from .unpack import Extractor
 
-__all__ = ["download", "upload"]
+__all__ = ["Runner", "download", "upload"]
 
 #: ``$1`` the directory to extract in.
 UPLOAD_SCRIPT = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -x -p --no-same-owner -f -'
@@ -55,6 +56,22 @@ STDERR_KEPT = 64 * 1024
 #: The unread output a download lets wait before the command is held up.
 QUEUE_BYTES = 8 * 1024 * 1024
 TIMEOUT_REASON = reasons.timed_out("transfer")
+
+
+class Runner(Protocol):
+    """What a transfer needs of an adapter (:class:`managoat_sandbox.transfers.TarTransfers`)."""
+
+    def transfer_command(
+        self, handle: Handle, args: Sequence[str], *, owner: Owner, stdin: bool
+    ) -> Command: ...
+
+    def transfer_ended(self, handle: Handle, command: Command) -> None: ...
+
+    def write_stdin(self, command: Command, data: bytes) -> None: ...
+
+    def close_stdin(self, command: Command) -> None: ...
+
+    def stop_command(self, command: Command) -> None: ...
 
 
 def _split(remote_path: str) -> tuple[str, str]:
@@ -99,7 +116,7 @@ class _Stdin:
     """The archive's sink: whole blocks to the command's stdin, each within the
     deadline."""
 
-    def __init__(self, adapter: Adapter, command: Command, deadline: Deadline) -> None:
+    def __init__(self, adapter: Runner, command: Command, deadline: Deadline) -> None:
         self.adapter = adapter
         self.command = command
         self.deadline = deadline
@@ -111,7 +128,7 @@ class _Stdin:
 
 
 def upload(
-    adapter: Adapter,
+    adapter: Runner,
     handle: Handle,
     local_path: str,
     remote_path: str,
@@ -127,7 +144,7 @@ def upload(
     counter = Counter(progress, files_total=files, bytes_total=size)
     end = _End()
     argv = ["-c", UPLOAD_SCRIPT, "sh", parent]
-    command = adapter.spawn(handle, "sh", argv, owner=end, stdin=True)
+    command = adapter.transfer_command(handle, argv, owner=end, stdin=True)
     try:
         try:
             write_archive(entries, _Stdin(adapter, command, deadline), counter)
@@ -139,6 +156,8 @@ def upload(
     except BaseException:
         adapter.stop_command(command)
         raise
+    finally:
+        adapter.transfer_ended(handle, command)
     _outcome(end.terminal, end.stderr, remote_path)
     return counter.done()
 
@@ -183,7 +202,7 @@ class _Stdout:
 
 
 def download(
-    adapter: Adapter,
+    adapter: Runner,
     handle: Handle,
     remote_path: str,
     local_path: str,
@@ -195,9 +214,8 @@ def download(
     deadline = Deadline(timeout, reason=TIMEOUT_REASON)
     parent, name = _split(remote_path)
     frames = FrameQueue(max_bytes=QUEUE_BYTES)
-    command = adapter.spawn(
-        handle, "sh", ["-c", DOWNLOAD_SCRIPT, "sh", remote_path, parent, name], owner=frames
-    )
+    argv = ["-c", DOWNLOAD_SCRIPT, "sh", remote_path, parent, name]
+    command = adapter.transfer_command(handle, argv, owner=frames, stdin=False)
     counter = Counter(progress)
     stdout = _Stdout(frames, deadline)
     extractor = Extractor(local_path, name, counter)
@@ -210,6 +228,8 @@ def download(
     except BaseException:
         adapter.stop_command(command)
         raise
+    finally:
+        adapter.transfer_ended(handle, command)
     _outcome(stdout.terminal, stdout.stderr, remote_path)
     return counter.done()
 

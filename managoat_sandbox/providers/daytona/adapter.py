@@ -565,6 +565,16 @@ class Daytona(TarTransfers, StreamingAdapter):
             session_id=end.session_id,
         )
 
+    def transfer_ended(self, handle: Handle, command: Command) -> None:
+        """Delete the session the transfer's command ran in (each spawn has one, which
+        ``list_sessions`` would list); a failure is only logged."""
+        if command.session_id is None:
+            return
+        try:
+            self.terminate_session(handle, command.session_id)
+        except SandboxError as error:
+            log.debug("daytona: deleting transfer session failed: %r", error)
+
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:

@@ -484,6 +484,24 @@ class Local(TarTransfers, StreamingAdapter):
         assert subscription is not None
         return self._followed(LocalCommandEnd(stream, box, session_id), subscription)
 
+    def transfer_command(
+        self, handle: Handle, args: Sequence[str], *, owner: Owner, stdin: bool
+    ) -> Command:
+        """A transfer's ``sh`` as an ephemeral process, like ``exec``'s: nothing of it is
+        journaled nor listed (a download's whole stream would otherwise be kept on disk
+        as a finished session), and it is killed if stopped before its end."""
+        box = self._runnable(handle)
+        stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
+        try:
+            sid, _, subscription = box.run(
+                ["sh", *args], env=box.environment(None), cwd=self._cwd(box, None), stdin=stdin
+            )
+        except Refused as refusal:
+            raise _refusal(refusal, None) from None
+        except (EngineError, TimeoutError) as error:
+            raise _engine_error(EngineError(str(error))) from None
+        return self._followed(LocalCommandEnd(stream, box, sid), subscription)
+
     def _followed(self, end: LocalCommandEnd, subscription: Subscription) -> Command:
         """The command whose end is ``end``, its reader started on ``subscription``."""
         follow_into(end.stream, subscription, end)
