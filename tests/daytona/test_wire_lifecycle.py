@@ -355,6 +355,7 @@ def test_capabilities_public_url_and_checkpoints(daytona: Daytona) -> None:
             Capability.TERMINATE_SESSION,
             Capability.READ_FILE,
             Capability.LIST_FILES,
+            Capability.TRANSFER,
         }
     )
     assert daytona.public_url(handle) is None

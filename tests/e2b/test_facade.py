@@ -38,7 +38,15 @@ def test_the_facade_drives_the_adapter_and_retries_a_rate_limited_lookup(
         frames = list(sandbox.iter_frames(command, timeout=10))
         assert frames == [Stdout(command.ref, b"streamed\n"), Exit(command.ref, 0)]
         assert sandbox.capabilities("e2b") == frozenset(
-            {"isolation", "suspend", "network_policy", "attach", "read_file", "list_files"}
+            {
+                "isolation",
+                "suspend",
+                "network_policy",
+                "attach",
+                "read_file",
+                "list_files",
+                "transfer",
+            }
         )
         sandbox.write_file(handle, "/tmp/facade/note", b"note")
         assert sandbox.read_file(handle, "/tmp/facade/note") == b"note"

@@ -132,6 +132,7 @@ ALWAYS = {
     "destroy_once",
     "read_file",
     "list_files",
+    "transfer",
 }
 
 

@@ -1,0 +1,1 @@
+"""The Deep Agents backend: the standard suite on every provider, and its mapping."""
