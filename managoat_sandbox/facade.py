@@ -474,19 +474,7 @@ def upload(
     the ``OSError`` reading it raised; the sandbox refusing is ``Denied`` or
     ``Invalid(("transfer", ...))``. Returns the totals copied.
     """
-    adapter = _for_handle(handle)
-    clean = _args.normalised(
-        local_path=local_path, remote_path=remote_path, progress=progress, timeout=timeout
-    )
-    if Capability.TRANSFER not in adapter.capabilities():
-        raise NotSupported(Capability.TRANSFER)
-    return adapter.upload(
-        handle,
-        clean["local_path"],
-        clean["remote_path"],
-        progress=clean["progress"],
-        timeout=clean["timeout"],
-    )
+    return _transfer(handle, "upload", local_path, remote_path, progress=progress, timeout=timeout)
 
 
 def download(
@@ -507,19 +495,32 @@ def download(
     ``NotFound(("path", remote_path))`` when nothing is there. ``progress`` is
     called as for ``upload``, its totals ``None`` (not known before the end).
     """
+    return _transfer(
+        handle, "download", local_path, remote_path, progress=progress, timeout=timeout
+    )
+
+
+def _transfer(
+    handle: Handle,
+    direction: str,
+    local_path: object,
+    remote_path: object,
+    *,
+    progress: object,
+    timeout: object,
+) -> TransferProgress:
+    """``upload`` or ``download`` (``direction``), its arguments checked and the
+    ``transfer`` capability required, then delegated."""
     adapter = _for_handle(handle)
     clean = _args.normalised(
-        remote_path=remote_path, local_path=local_path, progress=progress, timeout=timeout
+        local_path=local_path, remote_path=remote_path, progress=progress, timeout=timeout
     )
     if Capability.TRANSFER not in adapter.capabilities():
         raise NotSupported(Capability.TRANSFER)
-    return adapter.download(
-        handle,
-        clean["remote_path"],
-        clean["local_path"],
-        progress=clean["progress"],
-        timeout=clean["timeout"],
-    )
+    options = {"progress": clean["progress"], "timeout": clean["timeout"]}
+    if direction == "upload":
+        return adapter.upload(handle, clean["local_path"], clean["remote_path"], **options)
+    return adapter.download(handle, clean["remote_path"], clean["local_path"], **options)
 
 
 def host_path(handle: Handle, path: str) -> str:

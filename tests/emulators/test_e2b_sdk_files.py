@@ -20,6 +20,7 @@ import pytest
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
 from ..conftest import wait_until
+from .e2b_sdk import point_sdk
 
 e2b = pytest.importorskip("e2b")
 
@@ -38,11 +39,7 @@ CREATE, WRITE, REMOVE, RENAME, CHMOD = (
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[E2BEmulator]:
     with E2BEmulator(credential=KEY) as running:
-        monkeypatch.setenv("E2B_API_KEY", KEY)
-        monkeypatch.setenv("E2B_API_URL", running.base_url)
-        monkeypatch.setenv("E2B_SANDBOX_URL", running.base_url)
-        monkeypatch.setenv("E2B_DEBUG", "false")
-        monkeypatch.setenv("E2B_HTTP_VERSION", "1.1")
+        point_sdk(monkeypatch, running, KEY)
         yield running  # type: ignore[misc]
 
 
