@@ -11,13 +11,14 @@ of its own overrides either method.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from ._trees import over_command
+from ._trees import over_command, staged
 from .contract import Adapter, Owner
 from .types import Command, Handle, TransferProgress
 
-__all__ = ["TarTransfers"]
+__all__ = ["StagedTarTransfers", "TarTransfers"]
 
 
 class TarTransfers(Adapter):
@@ -61,5 +62,48 @@ class TarTransfers(Adapter):
         timeout: float | None = None,
     ) -> TransferProgress:
         return over_command.download(
+            self, handle, remote_path, local_path, progress=progress, timeout=timeout
+        )
+
+
+class StagedTarTransfers(TarTransfers):
+    """``upload``/``download`` with the tar archive staged as one file in the sandbox's
+    ``/tmp`` and moved by the provider's file API (:mod:`managoat_sandbox._trees.staged`),
+    for a provider whose command input and output cost more per byte than its file API.
+    The adapter implements :meth:`put_stream` and :meth:`get_stream`."""
+
+    def put_stream(self, handle: Handle, path: str, chunks: Iterable[bytes]) -> None:
+        """Write the file at ``path`` from ``chunks`` (parents made), streamed."""
+        raise NotImplementedError
+
+    def get_stream(
+        self, handle: Handle, path: str
+    ) -> contextlib.AbstractContextManager[Iterator[bytes]]:
+        """The bytes of the file at ``path``, streamed as read."""
+        raise NotImplementedError
+
+    def upload(
+        self,
+        handle: Handle,
+        local_path: str,
+        remote_path: str,
+        *,
+        progress: Callable[[TransferProgress], object] | None = None,
+        timeout: float | None = None,
+    ) -> TransferProgress:
+        return staged.upload(
+            self, handle, local_path, remote_path, progress=progress, timeout=timeout
+        )
+
+    def download(
+        self,
+        handle: Handle,
+        remote_path: str,
+        local_path: str,
+        *,
+        progress: Callable[[TransferProgress], object] | None = None,
+        timeout: float | None = None,
+    ) -> TransferProgress:
+        return staged.download(
             self, handle, remote_path, local_path, progress=progress, timeout=timeout
         )

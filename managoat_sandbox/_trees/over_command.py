@@ -40,7 +40,7 @@ from .counter import Counter, ProgressCallback
 from .pack import plan, totals, write_archive
 from .unpack import Extractor
 
-__all__ = ["Runner", "download", "upload"]
+__all__ = ["MISSING", "Runner", "download", "explain", "split", "upload"]
 
 #: ``$1`` the directory to extract in.
 UPLOAD_SCRIPT = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -x -p --no-same-owner -f -'
@@ -74,7 +74,7 @@ class Runner(Protocol):
     def stop_command(self, command: Command) -> None: ...
 
 
-def _split(remote_path: str) -> tuple[str, str]:
+def split(remote_path: str) -> tuple[str, str]:
     parent, name = posixpath.split(remote_path)
     return parent or "/", name
 
@@ -101,14 +101,20 @@ def _outcome(terminal: Frame | None, stderr: bytes, remote_path: str) -> None:
     if isinstance(terminal, Error):
         raise terminal.reason
     assert isinstance(terminal, Exit)
-    if terminal.code == 0:
+    explain(terminal.code, stderr, remote_path)
+
+
+def explain(code: int, stderr: bytes, remote_path: str) -> None:
+    """Raise what a ``tar`` script's exit ``code`` and ``stderr`` say went wrong (see
+    the module docstring), if anything."""
+    if code == 0:
         return
     words = stderr.decode("utf-8", "replace").strip()
-    if terminal.code == MISSING and "no such file or directory" in words:
+    if code == MISSING and "no such file or directory" in words:
         raise NotFound(("path", remote_path))
     if "Permission denied" in words or "Operation not permitted" in words:
         raise Denied(("path", remote_path))
-    last = words.splitlines()[-1] if words else f"exit {terminal.code}"
+    last = words.splitlines()[-1] if words else f"exit {code}"
     raise Invalid((reasons.TRANSFER, last), reason=f"tar in the sandbox failed: {last}")
 
 
@@ -138,7 +144,7 @@ def upload(
 ) -> TransferProgress:
     """Copy ``local_path`` (a file, link or tree) to ``remote_path`` (module docstring)."""
     deadline = Deadline(timeout, reason=TIMEOUT_REASON)
-    parent, name = _split(remote_path)
+    parent, name = split(remote_path)
     entries = plan(local_path, name)
     files, size = totals(entries)
     counter = Counter(progress, files_total=files, bytes_total=size)
@@ -212,7 +218,7 @@ def download(
 ) -> TransferProgress:
     """Copy ``remote_path`` (a file, link or tree) to ``local_path`` (module docstring)."""
     deadline = Deadline(timeout, reason=TIMEOUT_REASON)
-    parent, name = _split(remote_path)
+    parent, name = split(remote_path)
     frames = FrameQueue(max_bytes=QUEUE_BYTES)
     argv = ["-c", DOWNLOAD_SCRIPT, "sh", remote_path, parent, name]
     command = adapter.transfer_command(handle, argv, owner=frames, stdin=False)

@@ -58,7 +58,8 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ... import _args, reasons
@@ -76,7 +77,7 @@ from ...errors import (
     SandboxError,
     Unavailable,
 )
-from ...transfers import TarTransfers
+from ...transfers import StagedTarTransfers
 from ...types import (
     Command,
     ExecResult,
@@ -91,7 +92,7 @@ from .. import _endpoint
 from . import files, shim
 from .api import PROVIDER, SETTINGS, Api, Timeouts
 from .end import DaytonaCommandEnd
-from .errors import conflict_is_transient, is_status
+from .errors import conflict_is_transient, file_error, is_status
 from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
 from .logs import FollowPolicy, LogFollower
 from .toolbox import Toolbox, listed_command_id
@@ -177,7 +178,7 @@ def _sanitised(error: SandboxError) -> SandboxError:
     return Unavailable(reasons.TERMINATION_UNCONFIRMED)
 
 
-class Daytona(TarTransfers, StreamingAdapter):
+class Daytona(StagedTarTransfers, StreamingAdapter):
     """Daytona sandboxes (see the module docstring for the rules it keeps).
 
     Keyword arguments tune what config does not: ``follow`` (how logs are
@@ -565,15 +566,18 @@ class Daytona(TarTransfers, StreamingAdapter):
             session_id=end.session_id,
         )
 
-    def transfer_ended(self, handle: Handle, command: Command) -> None:
-        """Delete the session the transfer's command ran in (each spawn has one, which
-        ``list_sessions`` would list); a failure is only logged."""
-        if command.session_id is None:
-            return
+    def put_stream(self, handle: Handle, path: str, chunks: Iterable[bytes]) -> None:
+        """A staged transfer's archive to ``path``: one streamed bulk upload."""
         try:
-            self.terminate_session(handle, command.session_id)
+            self._toolbox(handle).upload_stream(path, chunks)
         except SandboxError as error:
-            log.debug("daytona: deleting transfer session failed: %r", error)
+            raise file_error(error, path) from None
+
+    @contextmanager
+    def get_stream(self, handle: Handle, path: str) -> Iterator[Iterator[bytes]]:
+        """A staged transfer's archive at ``path``: one streamed bulk download."""
+        with files.streamed(self._toolbox(handle), path) as chunks:
+            yield chunks
 
     def terminate_session(
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -131,6 +132,31 @@ def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
     if content is None:
         raise ProviderError(PROVIDER, ("no_file_part", path))
     return content
+
+
+@contextmanager
+def streamed(toolbox: Toolbox, path: str) -> Iterator[Iterator[bytes]]:
+    """The bytes of the file at ``path``, as they arrive (for a staged download): the
+    same answer as :func:`read` reads, its error part raised when met; a body cut short
+    is ``Unavailable``, a malformed one a ``ProviderError``."""
+    with toolbox.download(path) as (content_type, pieces):
+        yield _file_content(parts(pieces, boundary_of(content_type)), path)
+
+
+def _file_content(found: Iterator[Part], path: str) -> Iterator[bytes]:
+    try:
+        for part in found:
+            field = _field(part)
+            if field == "error":
+                raise file_error(_error_of(part), path)
+            if field == "file":
+                yield from part.content
+                return
+        raise ProviderError(PROVIDER, ("no_file_part", path))
+    except MalformedMultipart as error:
+        if error.reason == "truncated":
+            raise Unavailable(("malformed_multipart", error.reason)) from None
+        raise ProviderError(PROVIDER, ("malformed_multipart", error.reason)) from None
 
 
 # -- write_file -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -25,6 +25,7 @@ import attrs
 
 from ... import reasons
 from ..._http import Response, body_chunks, set_read_timeout
+from ..._multipart import StreamedForm
 from ...errors import ProviderError, Truncated, Unavailable
 from .api import PROVIDER, Api
 from .follow import LogSocket
@@ -304,6 +305,20 @@ class Toolbox:
     def list_files(self, path: str) -> Any:
         """``GET /files?path=``: the directory's entries (a JSON list of FileInfo)."""
         return self._call("GET", "/files", params={"path": path}, limit=LISTING_LIMIT).json()
+
+    def upload_stream(self, path: str, chunks: Iterable[bytes]) -> None:
+        """``POST /files/bulk-upload`` of one file whose bytes are ``chunks``, sent as they
+        come (chunked transfer encoding; memory does not grow with the file). ``path``
+        must be plain text (:mod:`managoat_sandbox._multipart`): the adapter's own
+        staging paths."""
+        name = posixpath.basename(path) or "file"
+        form = StreamedForm((("files[0].path", path),), "files[0].file", name, chunks)
+        self._call(
+            "POST",
+            "/files/bulk-upload",
+            data=form,
+            headers={"Content-Type": form.content_type},
+        )
 
     def upload(self, path: str, data: bytes) -> None:
         """``POST /files/bulk-upload`` of one file (the daemon creates parent directories)."""

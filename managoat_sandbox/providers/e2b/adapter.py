@@ -64,9 +64,11 @@ but nothing opens a port, and a dead URL is worse than none).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -77,7 +79,7 @@ from ..._streaming import Stream, StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotFound, NotSupported, ProviderError
-from ...transfers import TarTransfers
+from ...transfers import StagedTarTransfers
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from .. import _endpoint
 from . import files, shim
@@ -113,7 +115,7 @@ def _chmod_target(path: str) -> tuple[str | None, str]:
     return None, path
 
 
-class E2B(TarTransfers, StreamingAdapter):
+class E2B(StagedTarTransfers, StreamingAdapter):
     """E2B sandboxes; see the module docstring for what each operation does.
 
     ``heartbeat_interval`` (seconds between TTL renewals while a command
@@ -304,6 +306,27 @@ class E2B(TarTransfers, StreamingAdapter):
             s, handle.name, lambda envd, _: envd.read(self._http, path, max_bytes)
         )
         return data
+
+    def put_stream(self, handle: Handle, path: str, chunks: Iterable[bytes]) -> None:
+        """A staged transfer's archive to ``path``: one streamed ``POST /files``."""
+        s = Settings.load()
+        self._check_handle(handle)
+        self._remembered.first_call(
+            s, handle.name, lambda envd, _: envd.upload_stream(self._http, path, chunks)
+        )
+
+    @contextmanager
+    def get_stream(self, handle: Handle, path: str) -> Iterator[Iterator[bytes]]:
+        """A staged transfer's archive at ``path``: one streamed ``GET /files``."""
+        s = Settings.load()
+        self._check_handle(handle)
+        with contextlib.ExitStack() as stack:
+            _, chunks = self._remembered.first_call(
+                s,
+                handle.name,
+                lambda envd, _: stack.enter_context(envd.file_stream(self._http, path)),
+            )
+            yield chunks
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """envd's ``filesystem.Filesystem/ListDir`` at depth 1 (see :mod:`.files`)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -34,6 +34,7 @@ import urllib3.exceptions
 
 from ... import reasons
 from ..._http import ErrorPolicy, HttpClient, body_chunks, is_success, transport_error
+from ..._multipart import StreamedForm
 from ...errors import DeadlineExpired
 from ...files import collect
 from . import connect
@@ -152,6 +153,36 @@ class Envd:
             params=[("path", path), ("username", self.user)],
             files={"file": (name, data, "application/octet-stream")},
         )
+
+    def upload_stream(self, http: HttpClient, path: str, chunks: Iterable[bytes]) -> None:
+        """``POST /files`` of ``chunks`` as they come (chunked transfer encoding), for a
+        staged transfer's archive; ``path`` must be plain text
+        (:mod:`managoat_sandbox._multipart`). Refused as :meth:`upload` is."""
+        form = StreamedForm((), "file", path.rsplit("/", 1)[-1] or "file", chunks)
+        http.send(
+            "POST",
+            f"{self.base_url}/files",
+            policy=files_policy(path),
+            timeout=(self.timeout, self.timeout),
+            headers={**self.headers(), "Content-Type": form.content_type},
+            params=[("path", path), ("username", self.user)],
+            data=form,
+        )
+
+    @contextmanager
+    def file_stream(self, http: HttpClient, path: str) -> Iterator[Iterator[bytes]]:
+        """``GET /files``, its body as it arrives (refused as :meth:`read` is)."""
+        headers = {**self.headers(), "Accept-Encoding": "identity"}
+        with http.open(
+            "GET",
+            f"{self.base_url}/files",
+            policy=files_policy(path),
+            timeout=(self.timeout, self.timeout),
+            headers=headers,
+            params=[("path", path), ("username", self.user)],
+            accept=_only_200,
+        ) as response:
+            yield body_chunks(response, size=_READ_SIZE)
 
     def download(self, http: HttpClient, path: str, limit: int) -> bytes | None:
         """``GET /files``: the file's bytes (at most ``limit``), or ``None`` if it is missing."""

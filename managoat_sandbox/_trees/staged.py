@@ -1,0 +1,197 @@
+"""``upload`` and ``download`` with the archive staged as one file in the sandbox.
+
+For a provider whose command input and output are costly per byte (Daytona
+carries stdin as base64 lines, one request each, and stdout through its
+command journal) while its file API streams raw bytes, the tar stream goes
+through the file API instead, as one file in the sandbox's ``/tmp``:
+
+* upload: the archive is packed (:mod:`.pack`) into a temporary file on this
+  machine, streamed to ``/tmp/.managoat-transfer-<random>.tar`` in one file
+  upload, then one command runs ``tar -x`` from it and removes it;
+* download: one command runs ``tar -c`` into the staging file, it is streamed
+  back in one file download into :class:`.unpack.Extractor`, and removed.
+
+The same outcomes as :mod:`.over_command` (``NotFound``, ``Denied``,
+``Invalid(("transfer", ...))``, ``DeadlineExpired("transfer_timeout")``), and
+the same guarantees: memory bounded, nothing written outside the local target.
+The staging file takes the archive's size on the sandbox's disk while the
+transfer runs (an upload's on this machine's too); it is removed in every case
+the sandbox can still be reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, Protocol
+
+from .. import reasons
+from .._deadline import Deadline
+from ..errors import Invalid, SandboxError
+from ..types import ExecResult, Handle, TransferProgress
+from .counter import Counter
+from .over_command import MISSING, TIMEOUT_REASON, explain, split
+from .pack import CHUNK, plan, totals, write_archive
+from .unpack import Extractor
+
+__all__ = ["Stager", "download", "staging_path", "upload"]
+
+log = logging.getLogger("managoat_sandbox")
+
+#: ``$1`` the directory to extract in, ``$2`` the staged archive (removed in any case).
+EXTRACT_SCRIPT = (
+    'mkdir -p -- "$1" && cd -- "$1" && tar -x -p --no-same-owner -f "$2"; '
+    'c=$?; rm -f -- "$2"; exit "$c"'
+)
+#: ``$1`` the path, ``$2`` its directory, ``$3`` its name, ``$4`` the archive to write.
+ARCHIVE_SCRIPT = (
+    '[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; '
+    f'exit {MISSING}; }}; cd -- "$2" && tar -c -f "$4" -- "$3"'
+)
+REMOVE_SCRIPT = 'rm -f -- "$1"'
+
+
+def staging_path() -> str:
+    """A new path for a staged archive in the sandbox."""
+    return f"/tmp/.managoat-transfer-{secrets.token_hex(8)}.tar"
+
+
+class Stager(Protocol):
+    """What a staged transfer needs of an adapter: ``exec`` and a file API that streams."""
+
+    def exec(
+        self, handle: Handle, cmd: str, args: Sequence[str] = (), *, timeout: float | None = ...
+    ) -> ExecResult: ...
+
+    def put_stream(self, handle: Handle, path: str, chunks: Iterable[bytes]) -> None:
+        """Write the file at ``path`` from ``chunks`` (parents made), one streamed request;
+        ``chunks`` may be iterated again (each time from the start) to send it again."""
+
+    def get_stream(
+        self, handle: Handle, path: str
+    ) -> contextlib.AbstractContextManager[Iterator[bytes]]:
+        """The bytes of the file at ``path``, streamed as read."""
+
+
+def _run(
+    adapter: Stager, handle: Handle, script: str, args: list[str], deadline: Deadline
+) -> ExecResult:
+    return adapter.exec(handle, "sh", ["-c", script, "sh", *args], timeout=deadline.remaining())
+
+
+def _remove(adapter: Stager, handle: Handle, stage: str) -> None:
+    """Remove a staged archive; a failure is only logged (the sandbox may be gone)."""
+    try:
+        adapter.exec(handle, "sh", ["-c", REMOVE_SCRIPT, "sh", stage], timeout=60.0)
+    except SandboxError as error:
+        log.warning("could not remove the staged archive %s: %r", stage, error)
+
+
+class _FileChunks:
+    """A staged archive's bytes, in blocks, within the deadline; iterating again starts
+    over (so a request an adapter retries sends the whole archive again)."""
+
+    def __init__(self, file: IO[bytes], deadline: Deadline) -> None:
+        self.file = file
+        self.deadline = deadline
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.file.seek(0)
+        while chunk := self.file.read(CHUNK):
+            self.deadline.check()
+            yield chunk
+
+
+def upload(
+    adapter: Stager,
+    handle: Handle,
+    local_path: str,
+    remote_path: str,
+    *,
+    progress: Callable[[TransferProgress], object] | None,
+    timeout: float | None,
+) -> TransferProgress:
+    """Copy ``local_path`` to ``remote_path`` through a staged archive (module docstring);
+    progress counts the packing."""
+    deadline = Deadline(timeout, reason=TIMEOUT_REASON)
+    parent, name = split(remote_path)
+    entries = plan(local_path, name)
+    files, size = totals(entries)
+    counter = Counter(progress, files_total=files, bytes_total=size)
+    stage = staging_path()
+    with tempfile.TemporaryFile(prefix="managoat-transfer-") as archive:
+        write_archive(entries, archive, counter)
+        try:
+            adapter.put_stream(handle, stage, _FileChunks(archive, deadline))
+        except BaseException:
+            _remove(adapter, handle, stage)
+            raise
+    result = _run(adapter, handle, EXTRACT_SCRIPT, [parent, stage], deadline)
+    explain(result.exit_code, result.stderr, remote_path)
+    return counter.done()
+
+
+class _Reader:
+    """Chunks as a file to read (``tarfile``'s stream source), within a deadline."""
+
+    def __init__(self, chunks: Iterator[bytes], deadline: Deadline) -> None:
+        self.chunks = chunks
+        self.deadline = deadline
+        self._held = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._held) < size:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                break
+            self.deadline.check()
+            self._held += chunk
+        if size < 0:
+            size = len(self._held)
+        data, self._held = self._held[:size], self._held[size:]
+        return data
+
+
+def _extract(stream: _Reader, extractor: Extractor) -> None:
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                extractor.add(member, tar)
+    except tarfile.ReadError as error:
+        raise Invalid(
+            (reasons.TRANSFER, "not a tar archive"),
+            reason=f"the sandbox's tar sent no usable archive: {error}",
+        ) from None
+
+
+def download(
+    adapter: Stager,
+    handle: Handle,
+    remote_path: str,
+    local_path: str,
+    *,
+    progress: Callable[[TransferProgress], object] | None,
+    timeout: float | None,
+) -> TransferProgress:
+    """Copy ``remote_path`` to ``local_path`` through a staged archive (module docstring)."""
+    deadline = Deadline(timeout, reason=TIMEOUT_REASON)
+    parent, name = split(remote_path)
+    stage = staging_path()
+    counter = Counter(progress)
+    try:
+        made = _run(adapter, handle, ARCHIVE_SCRIPT, [remote_path, parent, name, stage], deadline)
+        explain(made.exit_code, made.stderr, remote_path)
+        extractor = Extractor(local_path, name, counter)
+        try:
+            with adapter.get_stream(handle, stage) as chunks:
+                _extract(_Reader(chunks, deadline), extractor)
+            extractor.finish()
+        finally:
+            extractor.close()
+    finally:
+        _remove(adapter, handle, stage)
+    return counter.done()
