@@ -1,4 +1,4 @@
-"""Staged transfers (E2B, Daytona): the archive goes through the file API as one file in
+"""Staged transfers (Sprites, E2B, Daytona): the archive goes through the file API as one file in
 the sandbox's ``/tmp``, which is removed whatever the outcome; the multipart body that
 carries it is streamed and can be sent again whole."""
 
@@ -17,6 +17,7 @@ from managoat_sandbox import config
 from managoat_sandbox._multipart import StreamedForm
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.emulators.e2b import E2BEmulator
+from managoat_sandbox.emulators.sprites import SpritesEmulator
 from managoat_sandbox.errors import NotFound
 from managoat_sandbox.types import Handle
 
@@ -26,9 +27,14 @@ KEY = "staged-transfer-key"
 STAGED = "ls -a /tmp | grep -c '^.managoat-transfer-' || true"
 
 
-@pytest.fixture(params=["e2b", "daytona"])
+@pytest.fixture(params=["sprites", "e2b", "daytona"])
 def handle(request: pytest.FixtureRequest) -> Iterator[Handle]:
-    if request.param == "e2b":
+    if request.param == "sprites":
+        with SpritesEmulator(credential=KEY) as sprites:
+            config.configure("sprites", token=KEY, base_url=sprites.base_url)
+            with sandbox.temporary("sprites") as made:
+                yield made
+    elif request.param == "e2b":
         with E2BEmulator(credential=KEY) as e2b:
             config.configure("e2b", api_key=KEY, base_url=e2b.base_url, sandbox_url=e2b.base_url)
             with sandbox.temporary("e2b") as made:

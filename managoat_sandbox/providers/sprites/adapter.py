@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ... import _args
@@ -55,7 +56,7 @@ from ..._http import HttpClient
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotSupported, SandboxError
-from ...transfers import TarTransfers
+from ...transfers import StagedTarTransfers, TarTransfers
 from ...types import (
     Command,
     ExecResult,
@@ -87,7 +88,7 @@ _KILL_TIMEOUT_MS = 5000
 _DEFAULT_MODE = 0o644
 
 
-class Sprites(TarTransfers, StreamingAdapter):
+class Sprites(StagedTarTransfers, StreamingAdapter):
     """Sprites (sprites.dev); see the module docstring.
 
     ``keepalive`` is the WebSocket ping interval in seconds (a connection
@@ -251,6 +252,17 @@ class Sprites(TarTransfers, StreamingAdapter):
         :func:`~managoat_sandbox.files.collect` (see :mod:`.files`)."""
         name = self._name(handle)
         return files.read(self._api(), name, path, max_bytes)
+
+    #: An upload goes through a command's stdin, unstaged: the exec WebSocket takes it as
+    #: fast as ``fs/write`` does, and staging would copy it twice (``bench/transfers.py``);
+    #: a download is staged, ``fs/read`` being faster than the exec's stdout.
+    upload = TarTransfers.upload
+
+    @contextmanager
+    def get_stream(self, handle: Handle, path: str) -> Iterator[Iterator[bytes]]:
+        """A staged transfer's archive at ``path``: one streamed ``fs/read``."""
+        with files.streamed(self._api(), self._name(handle), path) as chunks:
+            yield chunks
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """List through the filesystem endpoint (see :mod:`.files`)."""

@@ -33,7 +33,8 @@ from __future__ import annotations
 import posixpath
 import stat
 from collections.abc import Iterator, Mapping
-from typing import Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from ... import reasons
 from ..._http import BODY_LIMIT, Response, body_chunks
@@ -43,6 +44,9 @@ from ...types import FileInfo, FileType
 from .api import SpritesApi, sprite_path
 from .errors import file_error
 from .timestamps import timestamp
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["LISTING_LIMIT", "listing", "read"]
 
@@ -58,8 +62,10 @@ _TYPES: dict[str, FileType] = {
 }
 
 
-def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
-    """The bytes of the file at ``path`` in sprite ``name`` (see the module docstring)."""
+@contextmanager
+def _opened(api: SpritesApi, name: str, path: str) -> Iterator[requests.Response]:
+    """``GET fs/read`` of ``path`` in sprite ``name``, its 2xx answer open for reading (a
+    refusal is :func:`.errors.file_error`'s error)."""
     params = {"path": path, "workingDir": "/"}
     with api.stream(
         "GET",
@@ -70,7 +76,20 @@ def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
         if not 200 <= response.status_code < 300:
             body = _head(body_chunks(response), BODY_LIMIT)
             raise file_error(Response(response.status_code, dict(response.headers), body), path)
+        yield response
+
+
+def read(api: SpritesApi, name: str, path: str, max_bytes: int | None) -> bytes:
+    """The bytes of the file at ``path`` in sprite ``name`` (see the module docstring)."""
+    with _opened(api, name, path) as response:
         return collect(body_chunks(response), max_bytes, size=_length(response.headers))
+
+
+@contextmanager
+def streamed(api: SpritesApi, name: str, path: str) -> Iterator[Iterator[bytes]]:
+    """The bytes of the file at ``path`` as they arrive (a staged transfer's archive)."""
+    with _opened(api, name, path) as response:
+        yield body_chunks(response)
 
 
 def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
