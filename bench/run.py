@@ -16,10 +16,16 @@ Sections, in order (``--only`` picks some):
   time, and fan-outs in one sandbox and across many (:mod:`local_sandbox`);
 * ``sprites``, ``e2b``, ``daytona``: each against its emulator in a child
   process: ours vs the raw client vs the SDK (:mod:`providers`), then a
-  fan-out (:mod:`fanout`).
+  fan-out (:mod:`fanout`);
+* ``transfer``: ``upload`` and ``download`` of a tree of many small files and
+  of one large file, per provider (``local`` and each emulator), against the
+  raw protocol's file API (the local one against ``tar | tar`` on the host)
+  (:mod:`transfers`).
 
-``--quick`` takes under two minutes on 2 cores; the full run takes about
-twenty (most of it streaming 256 MiB per sample through Sprites and E2B).
+``--quick`` takes under two minutes on 2 cores (``transfer`` about two more);
+the full run takes about twenty (most of it streaming 256 MiB per sample
+through Sprites and E2B), plus the full ``transfer`` section (200 MiB each
+way per sample; Daytona's uploads, at a few MiB/s, take most of it).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import first_call
 import inprocess
 import local_sandbox
 import providers
+import transfers
 from measure import Row, guarded, table
 from served import emulator_process
 
@@ -50,6 +57,7 @@ from managoat_sandbox.testing import Fake
 
 BENCH = Path(__file__).resolve().parent
 MIB = providers.MIB
+KIB = 1024
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class Plan:
     sandboxes: int  # local: this many sandboxes ...
     per_sandbox: int  # ... running this many commands each at once
     sizes: providers.Sizes
+    transfers: transfers.Sizes
 
 
 QUICK = Plan(
@@ -77,6 +86,14 @@ QUICK = Plan(
     sandboxes=5,
     per_sandbox=10,
     sizes=providers.Sizes(rounds=7, stream_rounds=2, stream_bytes=8 * MIB),
+    transfers=transfers.Sizes(
+        rounds=3,
+        tree_bytes=16 * MIB,
+        smallest=4 * KIB,
+        largest=64 * KIB,
+        per_directory=100,
+        file_bytes=16 * MIB,
+    ),
 )
 FULL = Plan(
     "full",
@@ -88,8 +105,17 @@ FULL = Plan(
     sandboxes=50,
     per_sandbox=10,
     sizes=providers.Sizes(rounds=31, stream_rounds=9, stream_bytes=256 * MIB),
+    # 1-40 KiB files, 20.5 KiB on average: about 10,000 files in 200 MiB.
+    transfers=transfers.Sizes(
+        rounds=5,
+        tree_bytes=200 * MIB,
+        smallest=1 * KIB,
+        largest=40 * KIB,
+        per_directory=100,
+        file_bytes=200 * MIB,
+    ),
 )
-SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona")
+SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona", "transfer")
 
 
 def fake_fan_out(commands: int) -> list[Row]:
@@ -140,6 +166,8 @@ def section(name: str, plan: Plan) -> list[Row]:
                 lambda: local_sandbox.fan_out_rows(plan.fan_out, plan.sandboxes, plan.per_sandbox),
             ),
         ],
+        # Each provider's rows fail alone (transfers.rows guards them one by one).
+        "transfer": [("transfers", lambda: transfers.rows(plan.transfers))],
     }
     if name not in steps:
         return guarded(name, "emulator", lambda: hosted(name, plan))
