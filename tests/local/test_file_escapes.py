@@ -185,3 +185,29 @@ def test_files_swapped_for_links_while_being_read_never_yield_the_bait(
     finally:
         assert swapper.session_id is not None
         local.terminate_session(handle, swapper.session_id, mode="force")
+
+
+def test_an_upload_never_writes_through_a_link_the_sandbox_planted(
+    local: Local, either_mode: Handle, tmp_path: Path
+) -> None:
+    """The sandbox plants a link where an upload's directory goes, pointing at another
+    directory of its own: the upload makes a real directory there (the sandbox's
+    ``tar`` replaces the link, as GNU tar does) and the link's target stays as it was.
+    Every path is the sandbox's, at ``host_path`` (in this test's temporary root)."""
+    handle = either_mode
+    dest, elsewhere = local.host_path(handle, "/tmp/dest"), local.host_path(handle, "/tmp/other")
+    sh(local, handle, f"mkdir -p {elsewhere} {dest} && ln -s {elsewhere} {dest}/sub")
+    source = tmp_path / "project"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "file").write_bytes(b"uploaded")
+    local.upload(handle, str(source), dest)
+    check = local.exec(
+        handle,
+        "sh",
+        [
+            "-c",
+            f"test -d {dest}/sub && ! test -L {dest}/sub && cat {dest}/sub/file "
+            f"&& ls -A {elsewhere} | wc -l",
+        ],
+    )
+    assert (check.output, check.exit_code) == (b"uploaded0\n", 0)
