@@ -606,7 +606,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         except NotFound:
             return
         except Unavailable as error:
-            if error.detail == "timeout":
+            if error.detail == reasons.TIMEOUT:
                 raise DeadlineExpired(reasons.TERMINATION_TIMEOUT) from None
             if reasons.reason_of(error) == reasons.TRANSPORT:
                 raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from error

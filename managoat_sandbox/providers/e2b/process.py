@@ -272,7 +272,7 @@ def _wait_for_start(
         except StopIteration:
             raise _late(deadline) or Unavailable(reasons.CLOSED_BEFORE_EXIT) from None
         except Unavailable as error:
-            if error.detail == "timeout":
+            if error.detail == reasons.TIMEOUT:
                 raise expired() from None
             raise _late(deadline) or error from None
         try:
