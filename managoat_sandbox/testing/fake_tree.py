@@ -91,6 +91,8 @@ def upload(
 
 
 def _under(tree: Tree, path: str) -> Iterator[str]:
+    """Every path below ``path``: those stored and the directories their paths imply,
+    sorted (so a directory comes before what it holds)."""
     prefix = path.rstrip("/") + "/"
     names = {*tree.files, *tree.links, *tree.dirs}
     implied = {
