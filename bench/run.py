@@ -112,7 +112,9 @@ FULL = Plan(
         smallest=1 * KIB,
         largest=40 * KIB,
         per_directory=100,
-        file_bytes=200 * MIB,
+        # The raw reference sends the large file in one request, and the emulators bound
+        # a request's body at 64 MiB (ours sends an archive in parts of 32 MiB).
+        file_bytes=48 * MIB,
     ),
 )
 SECTIONS = ("import", "fake", "local", "sprites", "e2b", "daytona", "transfer")

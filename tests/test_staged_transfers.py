@@ -90,3 +90,15 @@ def test_a_streamed_form_is_a_multipart_body_and_can_be_sent_again() -> None:
 def test_a_name_a_header_cannot_carry_as_it_is_is_refused(unsafe: str) -> None:
     with pytest.raises(ValueError):
         b"".join(StreamedForm((), "file", unsafe, [b"x"]))
+
+
+def test_an_archive_larger_than_a_part_goes_in_parts_joined_in_order(
+    handle: Handle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("managoat_sandbox._trees.staged.PART_BYTES", 64 * 1024)
+    data = os.urandom(1_500_000)  # 23 parts: more than ten, so their order is tested
+    (tmp_path / "big.bin").write_bytes(data)
+    sandbox.upload(handle, tmp_path / "big.bin", "/tmp/work/big.bin")
+    sandbox.download(handle, "/tmp/work/big.bin", tmp_path / "back.bin")
+    assert (tmp_path / "back.bin").read_bytes() == data
+    assert staged_files(handle) == 0

@@ -6,8 +6,10 @@ command journal) while its file API streams raw bytes, the tar stream goes
 through the file API instead, as one file in the sandbox's ``/tmp``:
 
 * upload: the archive is packed (:mod:`.pack`) into a temporary file on this
-  machine, streamed to ``/tmp/.managoat-transfer-<random>.tar`` in one file
-  upload, then one command runs ``tar -x`` from it and removes it;
+  machine and streamed to ``/tmp/.managoat-transfer-<random>.tar.<n>`` in parts
+  of at most :data:`PART_BYTES` (one file upload each: services, and our
+  emulators, bound a request's body), then one command runs ``tar -x`` on the
+  parts joined in order and removes them;
 * download: one command runs ``tar -c`` into the staging file, it is streamed
   back in one file download into :class:`.unpack.Extractor`, and removed.
 
@@ -42,17 +44,20 @@ __all__ = ["Stager", "download", "staging_path", "upload"]
 
 log = logging.getLogger("managoat_sandbox")
 
-#: ``$1`` the directory to extract in, ``$2`` the staged archive (removed in any case).
+#: The most bytes of an upload's archive sent in one request.
+PART_BYTES = 32 * 1024 * 1024
+#: ``$1`` the directory to extract in, ``$2`` the staged archive's path: its parts are
+#: ``$2.0000``, ``$2.0001``… (the shell sorts them), removed in any case.
 EXTRACT_SCRIPT = (
-    'mkdir -p -- "$1" && cd -- "$1" && tar -x -p --no-same-owner -f "$2"; '
-    'c=$?; rm -f -- "$2"; exit "$c"'
+    'mkdir -p -- "$1" && cd -- "$1" && cat -- "$2".[0-9]* | tar -x -p --no-same-owner -f -; '
+    'c=$?; rm -f -- "$2".[0-9]*; exit "$c"'
 )
 #: ``$1`` the path, ``$2`` its directory, ``$3`` its name, ``$4`` the archive to write.
 ARCHIVE_SCRIPT = (
     '[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; '
     f'exit {MISSING}; }}; cd -- "$2" && tar -c -f "$4" -- "$3"'
 )
-REMOVE_SCRIPT = 'rm -f -- "$1"'
+REMOVE_SCRIPT = 'rm -f -- "$1" "$1".[0-9]*'
 
 
 def staging_path() -> str:
@@ -92,18 +97,34 @@ def _remove(adapter: Stager, handle: Handle, stage: str) -> None:
 
 
 class _FileChunks:
-    """A staged archive's bytes, in blocks, within the deadline; iterating again starts
-    over (so a request an adapter retries sends the whole archive again)."""
+    """``length`` bytes of a staged archive from ``start``, in blocks, within the
+    deadline; iterating again starts over (so a request an adapter sends again sends
+    the whole part again)."""
 
-    def __init__(self, file: IO[bytes], deadline: Deadline) -> None:
+    def __init__(self, file: IO[bytes], start: int, length: int, deadline: Deadline) -> None:
         self.file = file
+        self.start = start
+        self.length = length
         self.deadline = deadline
 
     def __iter__(self) -> Iterator[bytes]:
-        self.file.seek(0)
-        while chunk := self.file.read(CHUNK):
+        self.file.seek(self.start)
+        left = self.length
+        while left and (chunk := self.file.read(min(CHUNK, left))):
             self.deadline.check()
+            left -= len(chunk)
             yield chunk
+
+
+def _send_parts(
+    adapter: Stager, handle: Handle, stage: str, archive: IO[bytes], deadline: Deadline
+) -> None:
+    """The archive to ``<stage>.0000``, ``<stage>.0001``… in parts of :data:`PART_BYTES`."""
+    size = archive.seek(0, 2)
+    for index, start in enumerate(range(0, max(size, 1), PART_BYTES)):
+        length = min(PART_BYTES, size - start)
+        part = _FileChunks(archive, start, length, deadline)
+        adapter.put_stream(handle, f"{stage}.{index:04d}", part)
 
 
 def upload(
@@ -126,7 +147,7 @@ def upload(
     with tempfile.TemporaryFile(prefix="managoat-transfer-") as archive:
         write_archive(entries, archive, counter)
         try:
-            adapter.put_stream(handle, stage, _FileChunks(archive, deadline))
+            _send_parts(adapter, handle, stage, archive, deadline)
         except BaseException:
             _remove(adapter, handle, stage)
             raise
