@@ -57,7 +57,6 @@ import ipaddress
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -309,12 +308,13 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
                 raise conflict_is_transient(error) from None
             state, waiting = _state(sandbox), True
         budget = self.start_timeout if limit is None else min(limit, self.start_timeout)
-        expires = time.monotonic() + budget
+        deadline = Deadline(budget)
         pause = 0.25
         while waiting and state != "started" and state not in _BROKEN | _GONE:
-            if time.monotonic() >= expires:
+            left = deadline.remaining()
+            if left == 0:
                 raise Unavailable(("sandbox_not_started", state))
-            threading.Event().wait(min(pause, max(expires - time.monotonic(), 0.0)))
+            threading.Event().wait(pause if left is None else min(pause, left))
             pause = min(pause * 1.5, 2.0)
             sandbox = self.api.get(name)
             state = _state(sandbox)

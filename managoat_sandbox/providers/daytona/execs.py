@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable
 
 import attrs
@@ -320,7 +319,7 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
     """The id of the command this exec started in ``session``: the one the session ran
     that it did not know of. Looked for until ``window`` seconds (or the deadline)
     have passed: then the command never reached the daemon (closed before exit)."""
-    expires = time.monotonic() + job.window
+    window = Deadline(job.window)
     while True:
         commands = toolbox.session(session.id).get("commands")
         for entry in commands if isinstance(commands, list) else ():
@@ -330,7 +329,7 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
         remaining = job.deadline.remaining()
         if remaining == 0:
             raise job.deadline.error()
-        if time.monotonic() >= expires:
+        if window.expired():
             raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
         pause = _LOOKUP_PAUSE if remaining is None else min(_LOOKUP_PAUSE, remaining)
         threading.Event().wait(pause)

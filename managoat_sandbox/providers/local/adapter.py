@@ -56,7 +56,6 @@ from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
     AlreadyExists,
-    DeadlineExpired,
     Invalid,
     NotFound,
     NotSupported,
@@ -584,7 +583,7 @@ class Local(TarTransfers, StreamingAdapter):
             if mode == "force":
                 raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
             return
-        deadline = time.monotonic() + timeout_ms / 1000
+        deadline = Deadline(timeout_ms / 1000, reason=reasons.TERMINATION_TIMEOUT)
         try:
             follower = box.attach(session_id, from_end=True)
             if follower is None:
@@ -594,13 +593,13 @@ class Local(TarTransfers, StreamingAdapter):
             elif box.signal(session_id, signal.SIGTERM):
                 box.signal(session_id, signal.SIGCONT)
             try:
-                end = follower.wait_end(deadline - time.monotonic())
+                end = follower.wait_end(deadline.remaining() or 0.0)
             finally:
                 follower.close()
         except (EngineError, OSError):
             raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from None
-        if end is None and time.monotonic() >= deadline:
-            raise DeadlineExpired(reasons.TERMINATION_TIMEOUT)
+        if end is None and deadline.expired():
+            raise deadline.error()
         if not isinstance(end, events.Exited):
             raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
 

@@ -32,6 +32,7 @@ import attrs
 import websocket
 
 from ... import reasons
+from ..._deadline import Deadline
 from ..._streaming import Stream
 from ...errors import CommandExited, DeadlineExpired, WriteFailed
 from .exec import (
@@ -130,10 +131,10 @@ class SpritesCommandEnd:
         then meets), ``session_id`` stays ``None``.
         """
         ws = self.ws
-        expires = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while self.session_id is None:
-            remaining = expires - time.monotonic()
-            if remaining <= 0:
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:
                 return
             try:
                 ws.settimeout(remaining)
