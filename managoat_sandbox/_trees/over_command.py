@@ -26,7 +26,7 @@ import posixpath
 import queue
 import tarfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from .. import reasons
@@ -38,19 +38,21 @@ from ..frames import Error, Exit, Frame, Stderr, Stdout
 from ..types import Command, Handle, TransferProgress
 from .counter import Counter, ProgressCallback
 from .pack import plan, totals, write_archive
-from .unpack import Extractor
+from .unpack import ChunkReader, Extractor, unusable
 
-__all__ = ["MISSING", "Runner", "download", "explain", "split", "upload"]
+__all__ = ["MISSING", "PATH_MUST_EXIST", "Runner", "download", "explain", "split", "upload"]
 
 #: ``$1`` the directory to extract in.
 UPLOAD_SCRIPT = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -x -p --no-same-owner -f -'
-#: The exit code the download script gives a missing path.
+#: The exit code the download scripts give a missing path.
 MISSING = 66
-#: ``$1`` the path, ``$2`` its directory, ``$3`` its name.
-DOWNLOAD_SCRIPT = (
-    '[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; '
-    f'exit {MISSING}; }}; cd -- "$2" && exec tar -c -f - -- "$3"'
+#: A download script's start: its path ``$1`` missing (not even a dangling link) ends it
+#: with :data:`MISSING`.
+PATH_MUST_EXIST = (
+    f'[ -e "$1" ] || [ -L "$1" ] || {{ echo "no such file or directory" >&2; exit {MISSING}; }}; '
 )
+#: ``$1`` the path, ``$2`` its directory, ``$3`` its name.
+DOWNLOAD_SCRIPT = PATH_MUST_EXIST + 'cd -- "$2" && exec tar -c -f - -- "$3"'
 #: The most of a command's stderr kept to explain a failure.
 STDERR_KEPT = 64 * 1024
 #: The unread output a download lets wait before the command is held up.
@@ -80,8 +82,8 @@ def split(remote_path: str) -> tuple[str, str]:
 
 
 class _End:
-    """An upload command's owner: its stderr (the last :data:`STDERR_KEPT` bytes) and
-    its terminal frame."""
+    """What a transfer command's frames other than its output say: its stderr (the
+    last :data:`STDERR_KEPT` bytes) and its terminal frame (an upload's owner)."""
 
     def __init__(self) -> None:
         self.stderr = b""
@@ -168,43 +170,18 @@ def upload(
     return counter.done()
 
 
-class _Stdout:
-    """A download command's stdout as a file to read (``tarfile``'s stream source);
-    its stderr kept aside, its terminal frame recorded."""
-
-    def __init__(self, frames: queue.Queue[Any], deadline: Deadline) -> None:
-        self.frames = frames
-        self.deadline = deadline
-        self.stderr = b""
-        self.terminal: Frame | None = None
-        self._held = b""
-
-    def read(self, size: int = -1) -> bytes:
-        while not self._held and self.terminal is None:
-            self._take()
-        if size < 0:
-            size = len(self._held)
-        data, self._held = self._held[:size], self._held[size:]
-        return data
-
-    def drain(self) -> None:
-        """Read (and drop) what is left, up to the command's terminal frame."""
-        self._held = b""
-        while self.terminal is None:
-            self._take()
-            self._held = b""
-
-    def _take(self) -> None:
+def _stdout_of(frames: queue.Queue[Any], end: _End, deadline: Deadline) -> Iterator[bytes]:
+    """A download command's stdout as it arrives, within the deadline; its other frames
+    (stderr, the terminal one) go to ``end``."""
+    while end.terminal is None:
         try:
-            frame = self.frames.get(timeout=self.deadline.clamp())
+            frame = frames.get(timeout=deadline.clamp())
         except queue.Empty:
-            raise self.deadline.error() from None
+            raise deadline.error() from None
         if isinstance(frame, Stdout):
-            self._held += frame.data
-        elif isinstance(frame, Stderr):
-            self.stderr = (self.stderr + frame.data)[-STDERR_KEPT:]
-        elif frame.terminal:
-            self.terminal = frame
+            yield frame.data
+        else:
+            end(frame)
 
 
 def download(
@@ -223,37 +200,22 @@ def download(
     argv = ["-c", DOWNLOAD_SCRIPT, "sh", remote_path, parent, name]
     command = adapter.transfer_command(handle, argv, owner=frames, stdin=False)
     counter = Counter(progress)
-    stdout = _Stdout(frames, deadline)
-    extractor = Extractor(local_path, name, counter)
+    end = _End()
+    stdout = _stdout_of(frames, end, deadline)
     try:
+        unreadable: tarfile.ReadError | None = None
         try:
-            _extract(stdout, extractor)
-        finally:
-            extractor.close()
-        stdout.drain()
+            Extractor(local_path, name, counter).extract(ChunkReader(stdout))
+        except tarfile.ReadError as error:
+            unreadable = error  # none at all when tar failed before writing one
+        for _ in stdout:
+            pass  # what follows the archive, up to the command's end
+        if unreadable is not None and isinstance(end.terminal, Exit) and end.terminal.code == 0:
+            raise unusable(unreadable) from None
     except BaseException:
         adapter.stop_command(command)
         raise
     finally:
         adapter.transfer_ended(handle, command)
-    _outcome(stdout.terminal, stdout.stderr, remote_path)
+    _outcome(end.terminal, end.stderr, remote_path)
     return counter.done()
-
-
-def _extract(stdout: _Stdout, extractor: Extractor) -> None:
-    """Every entry of the stream written; a stream that is not a tar archive (none
-    at all when the command failed before writing one) ends it quietly, for the
-    command's end to explain, unless the command succeeded."""
-    try:
-        with tarfile.open(fileobj=stdout, mode="r|") as tar:  # type: ignore[call-overload]
-            for member in tar:
-                extractor.add(member, tar)
-    except tarfile.ReadError as error:
-        stdout.drain()
-        if isinstance(stdout.terminal, Exit) and stdout.terminal.code == 0:
-            raise Invalid(
-                (reasons.TRANSFER, "not a tar archive"),
-                reason=f"the sandbox's tar sent no usable archive: {error}",
-            ) from None
-        return
-    extractor.finish()

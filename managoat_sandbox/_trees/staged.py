@@ -31,14 +31,13 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Protocol
 
-from .. import reasons
 from .._deadline import Deadline
-from ..errors import Invalid, SandboxError
+from ..errors import SandboxError
 from ..types import ExecResult, Handle, TransferProgress
 from .counter import Counter
-from .over_command import MISSING, TIMEOUT_REASON, explain, split
+from .over_command import PATH_MUST_EXIST, TIMEOUT_REASON, explain, split
 from .pack import CHUNK, plan, totals, write_archive
-from .unpack import Extractor
+from .unpack import ChunkReader, Extractor, unusable
 
 __all__ = ["Stager", "download", "staging_path", "upload"]
 
@@ -53,10 +52,7 @@ EXTRACT_SCRIPT = (
     'c=$?; rm -f -- "$2".[0-9]*; exit "$c"'
 )
 #: ``$1`` the path, ``$2`` its directory, ``$3`` its name, ``$4`` the archive to write.
-ARCHIVE_SCRIPT = (
-    '[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; '
-    f'exit {MISSING}; }}; cd -- "$2" && tar -c -f "$4" -- "$3"'
-)
+ARCHIVE_SCRIPT = PATH_MUST_EXIST + 'cd -- "$2" && tar -c -f "$4" -- "$3"'
 REMOVE_SCRIPT = 'rm -f -- "$1" "$1".[0-9]*'
 
 
@@ -79,7 +75,8 @@ class Stager(Protocol):
     def get_stream(
         self, handle: Handle, path: str
     ) -> contextlib.AbstractContextManager[Iterator[bytes]]:
-        """The bytes of the file at ``path``, streamed as read."""
+        """The bytes of the file at ``path``, streamed as read; iterated to its end, the
+        answer has been checked whole."""
 
 
 def _run(
@@ -156,37 +153,10 @@ def upload(
     return counter.done()
 
 
-class _Reader:
-    """Chunks as a file to read (``tarfile``'s stream source), within a deadline."""
-
-    def __init__(self, chunks: Iterator[bytes], deadline: Deadline) -> None:
-        self.chunks = chunks
-        self.deadline = deadline
-        self._held = b""
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._held) < size:
-            chunk = next(self.chunks, None)
-            if chunk is None:
-                break
-            self.deadline.check()
-            self._held += chunk
-        if size < 0:
-            size = len(self._held)
-        data, self._held = self._held[:size], self._held[size:]
-        return data
-
-
-def _extract(stream: _Reader, extractor: Extractor) -> None:
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
-            for member in tar:
-                extractor.add(member, tar)
-    except tarfile.ReadError as error:
-        raise Invalid(
-            (reasons.TRANSFER, "not a tar archive"),
-            reason=f"the sandbox's tar sent no usable archive: {error}",
-        ) from None
+def _within(chunks: Iterator[bytes], deadline: Deadline) -> Iterator[bytes]:
+    for chunk in chunks:
+        deadline.check()
+        yield chunk
 
 
 def download(
@@ -206,13 +176,13 @@ def download(
     try:
         made = _run(adapter, handle, ARCHIVE_SCRIPT, [remote_path, parent, name, stage], deadline)
         explain(made.exit_code, made.stderr, remote_path)
-        extractor = Extractor(local_path, name, counter)
-        try:
-            with adapter.get_stream(handle, stage) as chunks:
-                _extract(_Reader(chunks, deadline), extractor)
-            extractor.finish()
-        finally:
-            extractor.close()
+        with adapter.get_stream(handle, stage) as chunks:
+            try:
+                Extractor(local_path, name, counter).extract(ChunkReader(_within(chunks, deadline)))
+            except tarfile.ReadError as error:
+                raise unusable(error) from None
+            for _ in chunks:
+                pass  # the answer read to its end: what follows the archive is checked
     finally:
         _remove(adapter, handle, stage)
     return counter.done()

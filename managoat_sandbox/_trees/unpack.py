@@ -36,10 +36,11 @@ import tarfile
 from collections.abc import Iterator
 from typing import IO
 
+from .. import reasons
 from ..errors import Invalid
 from .counter import Counter
 
-__all__ = ["Extractor"]
+__all__ = ["ChunkReader", "Extractor", "unusable"]
 
 log = logging.getLogger("managoat_sandbox")
 
@@ -53,6 +54,35 @@ def _refuse(name: str, why: str) -> Invalid:
     return Invalid(("archive_entry", name), reason=f"archive entry {name!r} {why}")
 
 
+class ChunkReader:
+    """Chunks as a file to read, as ``tarfile``'s stream mode reads an archive: each
+    ``read`` returns at most ``size`` bytes (all that is held for a negative one),
+    fewer when fewer have arrived — as a pipe does — and ``b""`` at the end."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._held = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._held:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._held = chunk
+        if size < 0:
+            size = len(self._held)
+        data, self._held = self._held[:size], self._held[size:]
+        return data
+
+
+def unusable(error: tarfile.ReadError) -> Invalid:
+    """The error of a sandbox whose ``tar`` sent something that is no tar archive."""
+    return Invalid(
+        (reasons.TRANSFER, "not a tar archive"),
+        reason=f"the sandbox's tar sent no usable archive: {error}",
+    )
+
+
 class Extractor:
     """Writes the entries of a stream archived as ``root`` to ``target`` (see the
     module docstring), counting them on ``counter``."""
@@ -63,6 +93,18 @@ class Extractor:
         self.counter = counter
         self._root_fd: int | None = None
         self._dir_modes: list[tuple[tuple[str, ...], int]] = []
+
+    def extract(self, source: ChunkReader | IO[bytes]) -> None:
+        """Write every entry of the tar stream ``source``, then apply the directories'
+        modes; the target is released whatever happens. ``tarfile.ReadError`` when
+        ``source`` holds no tar archive (or stops being one)."""
+        try:
+            with tarfile.open(fileobj=source, mode="r|") as tar:  # type: ignore[call-overload]
+                for member in tar:
+                    self.add(member, tar)
+            self.finish()
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Release the target directory (without applying directory modes)."""

@@ -137,14 +137,7 @@ def download(
     progress: Callable[[TransferProgress], object] | None,
 ) -> TransferProgress:
     """Write ``remote_path`` (a file, link or tree of the Fake) to ``local_path``."""
-    stream = io.BytesIO(_archive(tree, remote_path))
     counter = Counter(progress)
-    extractor = Extractor(local_path, posixpath.basename(remote_path), counter)
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
-            for member in tar:
-                extractor.add(member, tar)
-        extractor.finish()
-    finally:
-        extractor.close()
+    archive = io.BytesIO(_archive(tree, remote_path))
+    Extractor(local_path, posixpath.basename(remote_path), counter).extract(archive)
     return counter.done()

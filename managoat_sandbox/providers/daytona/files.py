@@ -144,19 +144,26 @@ def streamed(toolbox: Toolbox, path: str) -> Iterator[Iterator[bytes]]:
 
 
 def _file_content(found: Iterator[Part], path: str) -> Iterator[bytes]:
+    """The file part's content, the answer then read to its end as :func:`read` reads
+    it: an error part after it (the daemon failed mid-file) is raised, never a file
+    cut short."""
+    content_seen = False
     try:
         for part in found:
             field = _field(part)
             if field == "error":
                 raise file_error(_error_of(part), path)
+            if content_seen:
+                raise ProviderError(PROVIDER, ("malformed_multipart", "extra_part"))
             if field == "file":
+                content_seen = True
                 yield from part.content
-                return
-        raise ProviderError(PROVIDER, ("no_file_part", path))
     except MalformedMultipart as error:
         if error.reason == "truncated":
             raise Unavailable(("malformed_multipart", error.reason)) from None
         raise ProviderError(PROVIDER, ("malformed_multipart", error.reason)) from None
+    if not content_seen:
+        raise ProviderError(PROVIDER, ("no_file_part", path))
 
 
 # -- write_file -------------------------------------------------------------------------
