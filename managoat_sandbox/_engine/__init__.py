@@ -6,10 +6,11 @@ top-level one, with ``python -I -S``, from inside (or beside) the sandbox.
 Import its modules directly; this file imports nothing so that starting the
 agent costs only what the agent uses.
 
-* :mod:`.box` — a sandbox's directory and the library's client of its agent;
+* :mod:`.box`, :mod:`.client`, :mod:`.transport` — a sandbox's directory and
+  the library's client of its agent;
 * :mod:`.launch`, :mod:`.isolation`, :mod:`.mounts`, :mod:`.cgroup` — starting
   the agent under bubblewrap (or not), and what the sandbox sees;
-* :mod:`.agent`, :mod:`.agent_process`, :mod:`.stdin_feed`, :mod:`.tree`,
+* :mod:`.agent` and its ``agent_*`` modules, :mod:`.stdin_feed`, :mod:`.tree`,
   :mod:`.retention` — the agent;
 * :mod:`.keeper`, :mod:`.egress` — the host-side proxy and its policy;
 * :mod:`.wire`, :mod:`.events`, :mod:`.subscription`, :mod:`.records` — the

@@ -228,6 +228,17 @@ class Process(Generic[Client]):
             return {"code": 128 - code, "signal": -code}
         return {"code": code, "signal": None}
 
+    def signal_group(self, sig: int) -> bool:
+        """Send ``sig`` to the process's group, unless it never started or has ended;
+        whether it was sent."""
+        if self.pid is None or self.end is not None:
+            return False
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
     def _close_outputs(self) -> None:
         for fd in [*self.outputs, *self.spent]:
             with contextlib.suppress(OSError):

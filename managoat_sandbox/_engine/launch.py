@@ -40,8 +40,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from . import cgroup, isolation, tree
+from . import cgroup, isolation, process_tree
 from .agent_process import write_record
 from .errors import EngineError
 from .keeper import LOG_LIMIT
@@ -451,105 +452,176 @@ def launch(
     (:func:`check_identity`).
     """
     _reap_launched()
-    state, fs = directory / "state", directory / "fs"
-    ours: list[int] = []  # closed here at the end
-    passed: list[int] = []  # closed here once the child has them
+    state = directory / "state"
+    fds = _Descriptors()
     try:
-        state_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        ours.append(state_fd)
+        state_fd = fds.own(
+            os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        )
         ready_r, ready_w = os.pipe()
-        ours.append(ready_r)
-        passed.append(ready_w)
-        log = _open_log(state_fd)
-        ours.append(log)
-        config = json.dumps(agent_config(settings, egress_open=egress_open))
-        agent_args = ["--state", str(state_fd), "--ready", str(ready_w), "--config", config]
-        socket_path = state / SOCKET
-        if not settings.isolated and len(os.fsencode(socket_path)) < SUN_PATH:
-            agent_args += ["--socket", str(socket_path)]
+        fds.own(ready_r)
+        fds.give(ready_w)
+        log = fds.own(_open_log(state_fd))
+        agent_args = _agent_args(
+            settings, state, state_fd=state_fd, ready_w=ready_w, egress_open=egress_open
+        )
         python, python_paths = agent_python()
-        group: Path | None = None
-        block_w: int | None = None
+        sandbox: _Sandbox | None = None
         if settings.isolated:
-            support = isolation.support()
-            if not support.available or support.bwrap is None:
-                raise EngineError(f"isolation is unavailable: {support.reason}")
-            _prepare(fs, mounts(settings, state, python_paths), settings.host_uid)
-            block_r: int | None = None
-            if settings.host_uid is not None:
-                block_r, block_w = os.pipe()
-                ours.append(block_w)
-                passed.append(block_r)
-            seccomp_fd: int | None = None
-            if support.filter is not None:
-                seccomp_fd = isolation.program_fd(support.filter)
-                passed.append(seccomp_fd)
-            keeper_sock, agent_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            channel = keeper_sock.detach()
-            ours.append(channel)
-            agent_end = agent_sock.detach()
-            passed.append(agent_end)
-            info_r, info_w = os.pipe()
-            ours.append(info_r)
-            passed.append(info_w)
-            command = bwrap_command(
-                support.bwrap,
+            argv, sandbox = _isolate(
+                directory,
                 settings,
-                fs=fs,
-                state=state,
                 python=python,
                 python_paths=python_paths,
-                seccomp_fd=seccomp_fd,
-                userns_block_fd=block_r,
+                agent_args=agent_args,
+                fds=fds,
             )
-            argv = [
-                command[0],
-                "--info-fd",
-                str(info_w),
-                *command[1:],
-                *agent_args,
-                "--egress",
-                str(agent_end),
-            ]
-            limit = settings.limits.processes
-            group = cgroup.create(settings.id, limit) if limit else None
-            if group is not None:
-                argv = [*cgroup.joining(group), *argv]
         else:
-            argv = [
-                python,
-                "-I",
-                "-S",
-                "-c",
-                BOOTSTRAP.format(module="agent"),
-                str(ENGINE_DIR.parent),
-                *agent_args,
-            ]
-        proc = _start(directory, argv, (state_fd, *passed), log)
-        while passed:
-            os.close(passed.pop())
-        pid = None
-        if settings.isolated:
-            pid = _agent_pid(info_r, state, deadline)
-            if block_w is not None:
-                map_user(pid, settings)
-                os.write(block_w, b"1")
+            argv = [*_host_command(python, "agent"), *agent_args]
+        proc = _start(directory, argv, (state_fd, *fds.passed), log)
+        fds.close_passed()
+        pid = None if sandbox is None else _admit(sandbox, settings, state, deadline)
         _await_ready(ready_r, proc, state, deadline)
-        if pid is not None:
+        if sandbox is not None and pid is not None:
             _start_keeper(
                 directory,
                 state_fd,
                 pid=pid,
-                channel=channel,
+                channel=sandbox.channel,
                 log=log,
-                group=group,
+                group=sandbox.group,
                 processes=settings.limits.processes,
             )
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
-        for fd in (*ours, *passed):
+        fds.close()
+
+
+class _Descriptors:
+    """The descriptors a launch opens: its own (``ours``, closed once the launch ends)
+    and those the agent inherits (``passed``, closed here once it has them)."""
+
+    def __init__(self) -> None:
+        self.ours: list[int] = []
+        self.passed: list[int] = []
+
+    def own(self, fd: int) -> int:
+        """Keep ``fd`` until the launch ends; ``fd``."""
+        self.ours.append(fd)
+        return fd
+
+    def give(self, fd: int) -> int:
+        """Pass ``fd`` to the agent's process; ``fd``."""
+        self.passed.append(fd)
+        return fd
+
+    def close_passed(self) -> None:
+        """Close the passed descriptors (the agent's process has its own copies)."""
+        while self.passed:
+            os.close(self.passed.pop())
+
+    def close(self) -> None:
+        """Close every descriptor still open."""
+        for fd in (*self.ours, *self.passed):
             os.close(fd)
+
+
+class _Sandbox(NamedTuple):
+    """What an isolated launch needs once bubblewrap runs: the read end of its
+    ``--info-fd`` (``info_r``), the pipe that releases it once a root caller's user
+    namespace is mapped (``block_w``, else None), the keeper's end of its channel to
+    the agent (``channel``) and the cgroup bounding the sandbox's processes
+    (``group``, None without a limit on them)."""
+
+    info_r: int
+    block_w: int | None
+    channel: int
+    group: Path | None
+
+
+def _agent_args(
+    settings: BoxSettings, state: Path, *, state_fd: int, ready_w: int, egress_open: bool
+) -> list[str]:
+    """The agent's own options (:mod:`.agent`): its state directory, ready pipe and
+    configuration, and where to bind its control socket when that is reached by name."""
+    config = json.dumps(agent_config(settings, egress_open=egress_open))
+    agent_args = ["--state", str(state_fd), "--ready", str(ready_w), "--config", config]
+    socket_path = state / SOCKET
+    if not settings.isolated and len(os.fsencode(socket_path)) < SUN_PATH:
+        agent_args += ["--socket", str(socket_path)]
+    return agent_args
+
+
+def _host_command(python: str, module: str) -> list[str]:
+    """The command that runs the engine's ``module`` (its ``main``) on the host."""
+    return [python, "-I", "-S", "-c", BOOTSTRAP.format(module=module), str(ENGINE_DIR.parent)]
+
+
+def _isolate(
+    directory: Path,
+    settings: BoxSettings,
+    *,
+    python: str,
+    python_paths: tuple[str, ...],
+    agent_args: list[str],
+    fds: _Descriptors,
+) -> tuple[list[str], _Sandbox]:
+    """The command that starts the agent under bubblewrap, with ``agent_args``, and what
+    the launch needs once it runs; the descriptors it makes are added to ``fds``.
+
+    The mount points are made ready first (:func:`prepare_mount_point`), and the
+    command joins the sandbox's cgroup when its processes are limited.
+    EngineError when isolation is unavailable.
+    """
+    support = isolation.support()
+    if not support.available or support.bwrap is None:
+        raise EngineError(f"isolation is unavailable: {support.reason}")
+    state = directory / "state"
+    _prepare(directory / "fs", mounts(settings, state, python_paths), settings.host_uid)
+    block_r: int | None = None
+    block_w: int | None = None
+    if settings.host_uid is not None:
+        block_r, block_w = os.pipe()
+        fds.own(block_w)
+        fds.give(block_r)
+    seccomp_fd: int | None = None
+    if support.filter is not None:
+        seccomp_fd = fds.give(isolation.program_fd(support.filter))
+    keeper_sock, agent_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel = fds.own(keeper_sock.detach())
+    agent_end = fds.give(agent_sock.detach())
+    info_r, info_w = os.pipe()
+    fds.own(info_r)
+    fds.give(info_w)
+    command = bwrap_command(
+        support.bwrap,
+        settings,
+        fs=directory / "fs",
+        state=state,
+        python=python,
+        python_paths=python_paths,
+        seccomp_fd=seccomp_fd,
+        userns_block_fd=block_r,
+    )
+    argv = [command[0], "--info-fd", str(info_w), *command[1:], *agent_args]
+    argv += ["--egress", str(agent_end)]
+    limit = settings.limits.processes
+    group = cgroup.create(settings.id, limit) if limit else None
+    if group is not None:
+        argv = [*cgroup.joining(group), *argv]
+    return argv, _Sandbox(info_r=info_r, block_w=block_w, channel=channel, group=group)
+
+
+def _admit(sandbox: _Sandbox, settings: BoxSettings, state: Path, deadline: float) -> int:
+    """The host pid of the agent's process, once bubblewrap says which it is; a root
+    caller's sandbox then has its user namespace mapped (:func:`map_user`) and
+    bubblewrap is released to go on."""
+    pid = _agent_pid(sandbox.info_r, state, deadline)
+    if sandbox.block_w is not None:
+        map_user(pid, settings)
+        os.write(sandbox.block_w, b"1")
+    return pid
 
 
 def _prepare(fs: Path, found: list[Mount], owner: int | None) -> None:
@@ -603,15 +675,10 @@ def _start_keeper(
     processes: int | None,
 ) -> None:
     """Record the agent's host pid ``pid`` (``agent.json``) and start the keeper beside it."""
-    write_record(state_fd, "agent.json", {"pid": pid, "start": tree.start_time(pid)})
+    write_record(state_fd, "agent.json", {"pid": pid, "start": process_tree.start_time(pid)})
     python, _ = agent_python()
     argv = [
-        python,
-        "-I",
-        "-S",
-        "-c",
-        BOOTSTRAP.format(module="keeper"),
-        str(ENGINE_DIR.parent),
+        *_host_command(python, "keeper"),
         "--state",
         str(state_fd),
         "--egress",

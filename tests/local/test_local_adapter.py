@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from managoat_sandbox import config, reasons
-from managoat_sandbox._engine import launch, tree
+from managoat_sandbox._engine import launch, process_tree
 from managoat_sandbox.errors import (
     AlreadyExists,
     DeadlineExpired,
@@ -144,7 +144,7 @@ def test_suspend_freezes_every_process_and_resume_continues_them(local: Local, r
     def members() -> list[int]:
         if isolated:
             return [pid for pid in namespace_members(agent) if pid != agent]
-        return tree.descendants(agent)
+        return process_tree.descendants(agent)
 
     # bash, the setsid'd sleep and the double-forked one (the loop's short sleeps come and go)
     assert wait_until(lambda: len(members()) >= 3)

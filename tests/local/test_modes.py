@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from managoat_sandbox import IsolationWarning, cli, config
-from managoat_sandbox._engine import isolation, tree
+from managoat_sandbox._engine import isolation, process_tree
 from managoat_sandbox.errors import Invalid, NotSupported, Unavailable
 from managoat_sandbox.providers.local import Local, mode
 from managoat_sandbox.types import NetworkPolicy
@@ -179,7 +179,7 @@ def test_unisolated_destroy_still_kills_detached_descendants(unisolated: Local, 
     handle = unisolated.create("plain")
     unisolated.spawn(handle, "bash", ["-c", "setsid sleep 300 & (sleep 300 &); exec sleep 300"])
     agent = agent_pid(root, handle)
-    assert wait_until(lambda: len(tree.descendants(agent)) >= 3)
-    descendants = tree.descendants(agent)
+    assert wait_until(lambda: len(process_tree.descendants(agent)) >= 3)
+    descendants = process_tree.descendants(agent)
     unisolated.destroy(handle)
     assert wait_until(lambda: not [p for p in descendants if Path(f"/proc/{p}").exists()])
