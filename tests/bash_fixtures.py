@@ -20,10 +20,25 @@ COMMON: dict[str, tuple[Any, ...]] = {
     "spawn_deaf": ("bash", ["-c", "trap '' TERM; echo deaf; exec sleep 20"]),
 }
 
+#: Shell text: start ``child`` in the background once the main process has exited — it
+#: waits for the end of file of a FIFO (made in the working directory, removed by the
+#: child) that only the main process holds open for writing — then run ``main``.
+_AFTER_MAIN_EXITS = (
+    'f=.late-child-$$ && mkfifo "$f" && '
+    '{{ ( cat "$f" >/dev/null; rm -f "$f"; {child} ) & exec 3>"$f"; {main}; }}'
+)
+
+
+def after_main_exits(main: str, child: str) -> str:
+    """A POSIX shell script that runs ``main`` and, in a background child holding its
+    output, ``child`` strictly after the main process has exited (no timing decides it)."""
+    return _AFTER_MAIN_EXITS.format(main=main, child=child)
+
+
 #: A command whose background child writes after the main process has exited.
 LATE_CHILD: tuple[Any, ...] = (
     "bash",
-    ["-c", "(sleep 0.5; echo late) & echo early"],
+    ["-c", after_main_exits("echo early", "echo late")],
     "early",
     "late",
 )

@@ -10,7 +10,7 @@ agent costs only what the agent uses.
   the library's client of its agent;
 * :mod:`.launch`, :mod:`.isolation`, :mod:`.mounts`, :mod:`.cgroup` — starting
   the agent under bubblewrap (or not), and what the sandbox sees;
-* :mod:`.agent` and its ``agent_*`` modules, :mod:`.stdin_feed`, :mod:`.tree`,
+* :mod:`.agent` and its ``agent_*`` modules, :mod:`.stdin_feed`, :mod:`.process_tree`,
   :mod:`.retention` — the agent;
 * :mod:`.keeper`, :mod:`.egress` — the host-side proxy and its policy;
 * :mod:`.wire`, :mod:`.events`, :mod:`.subscription`, :mod:`.records` — the

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections import deque
@@ -58,6 +59,18 @@ class Resolved:
 
     def close(self) -> None:
         os.close(self.parent)
+
+
+#: The end of the name of the temporary file :func:`write_file` writes before putting
+#: it in place (``.<name>.<8 hex digits>.tmp``, beside the file).
+_TEMPORARY_SUFFIX = ".tmp"
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
+
+
+def is_write_temporary(name: str) -> bool:
+    """Whether ``name`` is that of a temporary file :func:`write_file` is filling (a
+    watcher of the tree leaves it out: the write shows as the file's own)."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 def _components(path: str) -> list[str]:
@@ -191,7 +204,7 @@ def write_file(
             raise PathRefused("is_directory", f"{path!r} is a directory")
         if mode is None:
             mode = stat.S_IMODE(current.st_mode) if current is not None else 0o644
-        tmp = f".{where.name[:200]}.{secrets.token_hex(4)}.tmp"
+        tmp = f".{where.name[:200]}.{secrets.token_hex(4)}{_TEMPORARY_SUFFIX}"
         fd = os.open(
             tmp,
             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,

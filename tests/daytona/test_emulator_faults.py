@@ -19,6 +19,7 @@ from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Command, Handle
 
+from ..handshake import daytona_gate
 from .emulated import emulated_adapter, serving
 
 pytestmark = pytest.mark.timeout(60)
@@ -66,9 +67,13 @@ def spawn(
 
 
 def test_a_session_shell_killed_mid_command_is_closed_before_exit(
-    daytona: Daytona, handle: Handle
+    daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
 ) -> None:
-    command, box = spawn(daytona, handle, ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]))
+    gate = daytona_gate(emulator, handle.name)
+    # The group is killed only once "hi" has arrived.
+    command, box = spawn(daytona, handle, ("bash", ["-c", gate.script("echo hi", "kill -9 0")]))
+    box.expect(is_stdout(command.ref), 5)
+    gate.release()
     frames = follow_to_end(daytona, command, box)
     assert stdout_of(frames) == b"hi\n"
     assert frames[-1] == Error(command.ref, Unavailable(reasons.CLOSED_BEFORE_EXIT))

@@ -14,7 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from managoat_sandbox.emulators._server import MARKER_ENV
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.emulators.daytona.downloads import go_mode
 from tests.conftest import wait_until
+from tests.handshake import daytona_gate
 
 pytestmark = pytest.mark.timeout(60)
 KEY = "test-key"
@@ -595,10 +596,22 @@ def test_sessions_vanish_on_stop_start_but_files_stay(
 # -- toolbox: logs -----------------------------------------------------------------------
 
 
+def _journaled(client: Client, sandbox: dict[str, Any], command_id: str, line: bytes) -> None:
+    """Wait until the command's journal (its split log) holds ``line``."""
+    assert wait_until(lambda: line in client.logs(sandbox, command_id, SPLIT).content, 10), line
+
+
 def _finished(client: Client, sandbox: dict[str, Any]) -> str:
+    """A command whose stdout line is journaled before its stderr line, and that one
+    before the end: each next step waits until the last one's line is in the journal."""
     client.session(sandbox)
-    command_id = client.run(sandbox, "echo out; printf tail; sleep 0.2; echo err >&2; sleep 0.2")
-    client.wait_exit(sandbox, command_id)
+    gate = daytona_gate(client.emulator, sandbox["id"])
+    command_id = client.run(sandbox, gate.script("echo out; printf tail", "echo err >&2", ":"))
+    _journaled(client, sandbox, command_id, b"\x01\x01\x01out\n")
+    gate.release()
+    _journaled(client, sandbox, command_id, b"\x02\x02\x02err\n")
+    gate.release()
+    assert client.wait_exit(sandbox, command_id) == 0
     return command_id
 
 
@@ -625,20 +638,31 @@ def _ws_url(client: Client, sandbox: dict[str, Any], command_id: str) -> str:
     return f"{base}/{sandbox['id']}/process/session/s1/command/{command_id}/logs?follow=true"
 
 
-def _ws_read(url: str, headers: dict[str, str]) -> tuple[list[bytes], int | None]:
-    ws = websocket.create_connection(
+def _ws_open(url: str, headers: dict[str, str]) -> websocket.WebSocket:
+    return websocket.create_connection(
         url, header=[f"{k}: {v}" for k, v in headers.items()], timeout=20
     )
+
+
+def _ws_frames(
+    ws: websocket.WebSocket, frames: list[bytes], until: Callable[[bytes], bool] | None = None
+) -> int | None:
+    """Append the binary frames that arrive to ``frames`` until the close frame (its
+    code is returned), or until ``until`` holds for all of them joined (None)."""
+    while until is None or not until(b"".join(frames)):
+        opcode, data = ws.recv_data(control_frame=True)
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return int.from_bytes(data[:2], "big") if len(data) >= 2 else None
+        if opcode == websocket.ABNF.OPCODE_BINARY:
+            frames.append(data)
+    return None
+
+
+def _ws_read(url: str, headers: dict[str, str]) -> tuple[list[bytes], int | None]:
+    ws = _ws_open(url, headers)
     frames: list[bytes] = []
-    code: int | None = None
     try:
-        while True:
-            opcode, data = ws.recv_data(control_frame=True)
-            if opcode == websocket.ABNF.OPCODE_CLOSE:
-                code = int.from_bytes(data[:2], "big") if len(data) >= 2 else None
-                break
-            if opcode == websocket.ABNF.OPCODE_BINARY:
-                frames.append(data)
+        code = _ws_frames(ws, frames)
     finally:
         ws.close()
     return frames, code
@@ -648,10 +672,20 @@ def test_websocket_follow_replays_live_in_small_frames_then_closes_1000(
     client: Client, sandbox: dict[str, Any]
 ) -> None:
     client.session(sandbox)
+    gate = daytona_gate(client.emulator, sandbox["id"])
     command_id = client.run(
-        sandbox, "head -c 3000 /dev/zero | tr '\\0' a; echo; sleep 0.3; echo err >&2"
+        sandbox, gate.script("head -c 3000 /dev/zero | tr '\\0' a; echo", "echo err >&2")
     )
-    frames, code = _ws_read(_ws_url(client, sandbox, command_id), SPLIT)
+    out = b"\x01\x01\x01" + b"a" * 3000 + b"\n"
+    ws = _ws_open(_ws_url(client, sandbox, command_id), SPLIT)
+    frames: list[bytes] = []
+    try:
+        # The stderr line is written only once the stdout has come over the follow.
+        assert _ws_frames(ws, frames, until=lambda data: len(data) >= len(out)) is None
+        gate.release()
+        code = _ws_frames(ws, frames)
+    finally:
+        ws.close()
     assert code == 1000
     assert all(len(frame) <= 1024 for frame in frames) and len(frames) >= 3
     assert b"".join(frames) == b"\x01\x01\x01" + b"a" * 3000 + b"\n\x02\x02\x02err\n"
@@ -663,10 +697,17 @@ def test_chunked_follow_streams_combined_output_until_exit(
     client: Client, sandbox: dict[str, Any]
 ) -> None:
     client.session(sandbox)
-    command_id = client.run(sandbox, "echo one; sleep 0.3; echo two >&2")
+    gate = daytona_gate(client.emulator, sandbox["id"])
+    command_id = client.run(sandbox, gate.script("echo one", "echo two >&2"))
     answer = client.logs(sandbox, command_id, SPLIT, params={"follow": "true"}, stream=True)
     assert answer.headers.get("Transfer-Encoding") == "chunked"
-    assert b"".join(answer.iter_content(None)) == b"one\ntwo\n"
+    chunks = answer.iter_content(None)
+    received = b""
+    # The stderr line is written only once the stdout line has come over the follow.
+    while b"\n" not in received:
+        received += next(chunks)
+    gate.release()
+    assert received + b"".join(chunks) == b"one\ntwo\n"
 
 
 @pytest.mark.parametrize(

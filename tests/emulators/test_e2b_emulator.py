@@ -32,6 +32,7 @@ from managoat_sandbox._engine import isolation, safefs
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
 from ..conftest import wait_until
+from ..handshake import e2b_gate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -896,12 +897,16 @@ def test_keepalives_are_sent_after_the_ping_interval_without_data(
     emulator.keepalive_scale = 0.01
     events = raw.start(raw.create(), "sleep 0.2; echo done")
     assert ("keepalive", {}) not in events  # no header: envd's 90 s default
-    events = raw.stream(
-        raw.create(),
-        "Start",
-        {"process": {"cmd": "bash", "args": ["-c", "sleep 0.5; echo x"]}},
-        **{"Keepalive-Ping-Interval": "5"},
-    )
+    sandbox = raw.create()
+    gate = e2b_gate(emulator, sandbox["sandboxID"])
+    start = {"process": {"cmd": "bash", "args": ["-c", gate.script(":", "echo x")]}}
+    with raw.open_stream(sandbox, "Start", start, **{"Keepalive-Ping-Interval": "5"}) as r:
+        live = Live(r)
+        # The output is written only once a keepalive has come.
+        events = live.until("keepalive")
+        assert events[-1] == ("keepalive", {}), events
+        gate.release()
+        events += live.until("trailer")
     kinds = [kind for kind, _ in events]
     assert "keepalive" in kinds and kinds.index("keepalive") < kinds.index("data")
 
@@ -1208,7 +1213,11 @@ def test_a_stream_can_close_without_end_after_n_data_events(
     raw: Raw, emulator: E2BEmulator
 ) -> None:
     emulator.stream_fault("no_end", rpc="Start", after=1)
-    events = raw.start(raw.create(), "echo partial; sleep 0.2; echo more; exit 4")
+    sandbox = raw.create()
+    gate = e2b_gate(emulator, sandbox["sandboxID"])
+    # "more" is written only once the stream has ended: never in the first data event.
+    events = raw.start(sandbox, gate.script("echo partial", "echo more; exit 4"))
+    gate.release()
     assert [kind for kind, _ in events] == ["start", "data", "trailer"]
     assert stdout_of(events) == b"partial\n" and events[-1] == ("trailer", {})
 

@@ -20,6 +20,7 @@ import pytest
 from managoat_sandbox.emulators.e2b import E2BEmulator
 
 from ..conftest import wait_until
+from ..handshake import e2b_gate
 from .e2b_sdk import point_sdk
 
 e2b = pytest.importorskip("e2b")
@@ -76,12 +77,19 @@ def test_envs_reach_the_process_as_envd_writes_them(sandbox: Any) -> None:
     assert sandbox.commands.run("echo alive").stdout == "alive\n"
 
 
-def test_output_streams_to_callbacks_as_it_is_produced(sandbox: Any) -> None:
+def test_output_streams_to_callbacks_as_it_is_produced(emulator: E2BEmulator, sandbox: Any) -> None:
+    gate = e2b_gate(emulator, sandbox.sandbox_id)
     chunks: list[str] = []
     errors: list[str] = []
+
+    def on_stdout(chunk: str) -> None:
+        # Each next line is written only once the callback has had the last one.
+        chunks.append(chunk)
+        gate.release()
+
     result = sandbox.commands.run(
-        "for i in 1 2 3; do echo line-$i; sleep 0.05; done; echo warn >&2",
-        on_stdout=chunks.append,
+        gate.script("echo line-1", "echo line-2", "echo line-3", "echo warn >&2"),
+        on_stdout=on_stdout,
         on_stderr=errors.append,
     )
     assert "".join(chunks) == "line-1\nline-2\nline-3\n" == result.stdout

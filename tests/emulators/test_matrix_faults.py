@@ -13,7 +13,7 @@ import base64
 import json
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.emulators.sprites import SpritesEmulator
 
 from ..conftest import wait_until
+from ..handshake import e2b_gate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,12 +37,18 @@ BEARER = {"Authorization": f"Bearer {KEY}"}
 
 
 def exchange(
-    port: int, method: str, path: str, headers: dict[str, str], body: bytes = b""
+    port: int,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes = b"",
+    on_read: Callable[[bytes], None] | None = None,
 ) -> tuple[bytes, str]:
     """Send one request on a fresh connection and read until the server ends it.
 
     Returns everything read and how the connection ended: ``"eof"`` (an
-    orderly close) or ``"reset"`` (``ECONNRESET``).
+    orderly close) or ``"reset"`` (``ECONNRESET``). ``on_read`` is given
+    everything read so far after each read.
     """
     lines = [
         f"{method} {path} HTTP/1.1",
@@ -61,6 +68,8 @@ def exchange(
             if not chunk:
                 return received, "eof"
             received += chunk
+            if on_read is not None:
+                on_read(received)
 
 
 def split_response(raw: bytes) -> tuple[str, dict[str, str], bytes]:
@@ -178,6 +187,7 @@ def _envelopes(data: bytes) -> tuple[list[Any], bytes]:
 
 def test_e2b_stream_rst_resets_the_connection_between_envelopes() -> None:
     with E2BEmulator(credential=KEY) as server:
+        assert isinstance(server, E2BEmulator)
         created = requests.post(
             f"{server.base_url}/v2/sandboxes",
             json={"templateID": "base"},
@@ -191,11 +201,25 @@ def test_e2b_stream_rst_resets_the_connection_between_envelopes() -> None:
             "X-Access-Token": created["envdAccessToken"],
             "Content-Type": "application/connect+json",
         }
-        start = {"process": {"cmd": "bash", "args": ["-c", "echo one; sleep 0.2; echo two"]}}
+        gate = e2b_gate(server, created["sandboxID"])
+        start = {"process": {"cmd": "bash", "args": ["-c", gate.script("echo one", "echo two")]}}
+        released: list[bool] = []
+
+        def release_once_one_arrived(received: bytes) -> None:
+            # "two" is written only once the data event of "one" has arrived.
+            if not released and base64.b64encode(b"one\n") in received:
+                gate.release()
+                released.append(True)
+
         raw, ended = exchange(
-            server.port, "POST", "/process.Process/Start", headers, _envelope(start)
+            server.port,
+            "POST",
+            "/process.Process/Start",
+            headers,
+            _envelope(start),
+            on_read=release_once_one_arrived,
         )
-    assert ended == "reset"
+    assert ended == "reset" and released
     if raw:
         data, terminated = dechunk(split_response(raw)[2])
         messages, rest = _envelopes(data)

@@ -47,8 +47,10 @@ from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import RateLimited, Truncated, Unavailable
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.e2b.api import MAX_PAGES
+from managoat_sandbox.testing.mailbox import is_stdout
 
 from ..e2b.emulated import API_KEY
+from ..handshake import e2b_gate
 from .harness import RETRY_ATTEMPTS, Cell, Ctx, Expect, Requests, matrix, run_cell
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,12 +71,14 @@ def _transport(detail: object) -> bool:
 
 
 def _partial_then_sleep(ctx: Ctx) -> object:
-    return ctx.adapter.spawn(
-        ctx.handle,
-        "bash",
-        ["-c", "echo one; sleep 0.2; echo two; sleep 5; echo never"],
-        owner=ctx.box,
-    )
+    """A spawn that prints "one", then — only once "one" has arrived as its own frame, so
+    as a data event of its own — "two", then outlasts the bound before it ends."""
+    gate = e2b_gate(ctx.emulator, ctx.handle.private.sandbox_id)
+    script = gate.script("echo one", "echo two; sleep 5; echo never")
+    command = ctx.adapter.spawn(ctx.handle, "bash", ["-c", script], owner=ctx.box)
+    ctx.box.expect(is_stdout(command.ref), T)
+    gate.release()
+    return command
 
 
 def _stall(ctx: Ctx) -> None:

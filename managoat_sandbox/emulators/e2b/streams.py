@@ -188,6 +188,148 @@ class Feed:
         self._subscription.close()
 
 
+class _PlanFaults:
+    """What a stream's :class:`StreamPlan` decides about the stream's content (its
+    framing faults are :class:`EnvelopeWriter`'s): a bad envelope right after
+    ``start`` (``garbage``), and where the stream is cut short (``cut_after``,
+    ``cut_trailer``)."""
+
+    def __init__(self, plan: StreamPlan) -> None:
+        self._plan = plan
+
+    async def after_start(self, writer: EnvelopeWriter) -> None:
+        """Send the plan's bad envelope, if it has one."""
+        if self._plan.garbage == "compressed":
+            await writer.send(connect.encode({"event": {"keepalive": {}}}, connect.COMPRESSED))
+        elif self._plan.garbage is not None:
+            await writer.send(connect.encode(b'{"event": {"data": '))
+
+    def cut_due(self, data_events: int) -> bool:
+        """Whether the stream is cut now, ``data_events`` data events in."""
+        return self._plan.cut_after is not None and data_events >= self._plan.cut_after
+
+    @property
+    def cuts_the_end(self) -> bool:
+        """Whether the process's end event is replaced by the cut."""
+        return self._plan.cut_after is not None
+
+    async def cut(self, writer: EnvelopeWriter) -> None:
+        """End the stream as the plan's cut does (its trailer; None is the clean ``{}``)."""
+        await writer.send(connect.end_stream(self._plan.cut_trailer))
+
+
+class _Stream:
+    """The protocol of one stream: ``start``, the data events, keepalives, then the end
+    event and the end of stream — or an early end (sandbox gone, deadline, a fault of
+    the plan, whose decisions are :class:`_PlanFaults`'s)."""
+
+    def __init__(
+        self,
+        writer: EnvelopeWriter,
+        process: Process,
+        feed: Feed | None,
+        record: SandboxRecord,
+        generation: int,
+        *,
+        keepalive: float | None,
+        deadline: float | None,
+    ) -> None:
+        self._writer = writer
+        self._faults = _PlanFaults(writer.plan)
+        self._process = process
+        self._feed = feed
+        self._record = record
+        self._generation = generation
+        self._keepalive = keepalive
+        self._deadline = deadline
+        self._loop = asyncio.get_running_loop()
+        self._size = MAX_PTY_CHUNK if process.pty else MAX_CHUNK
+        #: Output to send, and the process's end (an end event's body) once it came.
+        self.pending: deque[events.Output | dict[str, Any]] = deque()
+        self._data_events = 0
+        self._quiet_since = 0.0
+
+    async def run(self) -> None:
+        """Send ``start``, then what the process produces, until the stream has ended."""
+        writer = self._writer
+        await writer.send(_event("start", {"pid": self._process.pid}))
+        await self._faults.after_start(writer)
+        self._quiet_since = self._loop.time()
+        while True:
+            if self._sandbox_left():
+                await writer.send(connect.end_stream(self._unavailable()))
+                return
+            if self._faults.cut_due(self._data_events):
+                await self._faults.cut(writer)
+                return
+            now = self._loop.time()
+            if self._deadline is not None and now >= self._deadline:
+                await writer.send(connect.end_stream(DEADLINE_ERROR))
+                return
+            if self.pending:
+                item = self.pending.popleft()
+                if isinstance(item, events.Output):
+                    await self._send_output(item)
+                    continue
+                await self._send_end(item)
+                return
+            await self._idle(now)
+
+    def _sandbox_left(self) -> bool:
+        """Whether the sandbox was killed, or paused (a new generation), under the stream."""
+        return self._record.gone or self._record.generation != self._generation
+
+    def _unavailable(self) -> dict[str, str]:
+        return connect.error_body(
+            "unavailable",
+            f"the connection to sandbox {self._record.sandbox_id} ended before "
+            "the stream completed",
+        )
+
+    async def _send_output(self, item: events.Output) -> None:
+        """One data event per piece of ``item``, until a cut is due."""
+        stream = "stdout" if item.stream == wire.OUT else "stderr"
+        key = "pty" if self._process.pty else stream
+        for piece in _pieces(item.data, self._size):
+            if self._faults.cut_due(self._data_events):
+                break
+            await self._writer.send(_event("data", {key: base64.b64encode(piece).decode()}))
+            self._data_events += 1
+        self._quiet_since = self._loop.time()
+
+    async def _send_end(self, end: dict[str, Any]) -> None:
+        """The end event and the clean end of stream — or the plan's cut instead."""
+        if self._faults.cuts_the_end:
+            await self._faults.cut(self._writer)
+            return
+        await self._writer.send(_event("end", end))
+        await self._writer.send(connect.end_stream())
+
+    async def _idle(self, now: float) -> None:
+        """Nothing to send: a keepalive if one is due, then wait for the feed's next batch
+        (at most until the next check, the deadline or the next keepalive)."""
+        if self._keepalive is not None and now - self._quiet_since >= self._keepalive:
+            await self._writer.send(_event("keepalive", {}))
+            self._quiet_since = now
+        if self._writer.closing:
+            raise Disconnected
+        assert self._feed is not None  # without one, the kept end is pending until sent
+        wait = CHECK
+        if self._deadline is not None:
+            wait = min(wait, self._deadline - now)
+        if self._keepalive is not None:
+            wait = min(wait, self._quiet_since + self._keepalive - now)
+        batch = await self._feed.next(max(wait, 0.0))
+        if batch is None:
+            return
+        if not batch:
+            self.pending.append(dict(LOST))
+        for event in batch:
+            self.pending.append(
+                event if isinstance(event, events.Output) else self._process.keep_end(event)
+            )
+
+
 async def pump(
     writer: EnvelopeWriter,
     process: Process,
@@ -205,82 +347,15 @@ async def pump(
     kept end. ``deadline`` (event-loop time) ends the stream with
     :data:`DEADLINE_ERROR` once reached, whatever is still to be sent.
     """
-    plan = writer.plan
-    loop = asyncio.get_running_loop()
     generation = record.generation
-    feed = Feed(subscription, loop) if subscription is not None else None
-    pending: deque[events.Output | dict[str, Any]] = deque()
+    feed = Feed(subscription, asyncio.get_running_loop()) if subscription is not None else None
+    stream = _Stream(
+        writer, process, feed, record, generation, keepalive=keepalive, deadline=deadline
+    )
     if feed is None:
-        pending.append(process.end() or dict(LOST))
+        stream.pending.append(process.end() or dict(LOST))
     try:
-        await writer.send(_event("start", {"pid": process.pid}))
-        if plan.garbage == "compressed":
-            await writer.send(connect.encode({"event": {"keepalive": {}}}, connect.COMPRESSED))
-        elif plan.garbage is not None:
-            await writer.send(connect.encode(b'{"event": {"data": '))
-        data_events = 0
-        quiet_since = loop.time()
-        size = MAX_PTY_CHUNK if process.pty else MAX_CHUNK
-        while True:
-            if record.gone or record.generation != generation:
-                await writer.send(
-                    connect.end_stream(
-                        connect.error_body(
-                            "unavailable",
-                            f"the connection to sandbox {record.sandbox_id} ended before "
-                            "the stream completed",
-                        )
-                    )
-                )
-                return
-            if plan.cut_after is not None and data_events >= plan.cut_after:
-                await writer.send(connect.end_stream(plan.cut_trailer))
-                return
-            now = loop.time()
-            if deadline is not None and now >= deadline:
-                await writer.send(connect.end_stream(DEADLINE_ERROR))
-                return
-            if pending:
-                item = pending.popleft()
-                if isinstance(item, events.Output):
-                    key = (
-                        "pty"
-                        if process.pty
-                        else ("stdout" if item.stream == wire.OUT else "stderr")
-                    )
-                    for piece in _pieces(item.data, size):
-                        if plan.cut_after is not None and data_events >= plan.cut_after:
-                            break
-                        await writer.send(_event("data", {key: base64.b64encode(piece).decode()}))
-                        data_events += 1
-                    quiet_since = loop.time()
-                    continue
-                if plan.cut_after is not None:
-                    await writer.send(connect.end_stream(plan.cut_trailer))
-                    return
-                await writer.send(_event("end", item))
-                await writer.send(connect.end_stream())
-                return
-            if keepalive is not None and now - quiet_since >= keepalive:
-                await writer.send(_event("keepalive", {}))
-                quiet_since = now
-            if writer.closing:
-                raise Disconnected
-            assert feed is not None  # without one, the kept end is pending until sent
-            wait = CHECK
-            if deadline is not None:
-                wait = min(wait, deadline - now)
-            if keepalive is not None:
-                wait = min(wait, quiet_since + keepalive - now)
-            batch = await feed.next(max(wait, 0.0))
-            if batch is None:
-                continue
-            if not batch:
-                pending.append(dict(LOST))
-            for event in batch:
-                pending.append(
-                    event if isinstance(event, events.Output) else process.keep_end(event)
-                )
+        await stream.run()
     finally:
         if feed is not None:
             feed.close()

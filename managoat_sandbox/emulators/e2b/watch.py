@@ -192,7 +192,9 @@ def changes(old: Mapping[str, Node], new: Mapping[str, Node]) -> list[tuple[str,
 
 def _walk(root_fd: int, path: str, recursive: bool) -> Iterator[tuple[str, Node]]:
     """Every entry under the directory at ``path`` (its children, or with ``recursive``
-    its whole tree), by relative name; what cannot be listed is left out."""
+    its whole tree), by relative name; what cannot be listed is left out, and so is a
+    temporary file the emulator's own write is filling (envd writes in place, so its
+    watchers never see one)."""
     pending = [""]
     while pending:
         relative = pending.pop()
@@ -201,6 +203,8 @@ def _walk(root_fd: int, path: str, recursive: bool) -> Iterator[tuple[str, Node]
         except (OSError, safefs.PathRefused):
             continue
         for name, info in found:
+            if safefs.is_write_temporary(name):
+                continue
             child = posixpath.join(relative, name)
             yield child, Node.of(info)
             if recursive and stat.S_ISDIR(info.st_mode):
