@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from . import reasons
 from .errors import Invalid
+from .reasons import Reason
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
 MAX_NAME_LENGTH = 256
@@ -65,27 +65,29 @@ def _number(value: object, what: str) -> float:
         return math.inf if value > 0 else -math.inf
 
 
-def seconds(value: object, what: str = "timeout") -> float:
+def seconds(value: object, what: Reason | str = Reason.TIMEOUT) -> float:
     """Return ``value`` as finite seconds: an int or float, not a bool.
 
     NaN, and anything beyond ``±MAX_SECONDS`` (infinities and ints too large
-    for a float included), is ``Invalid((what, <the allowed range, and the value>))``.
+    for a float included), is ``Invalid(what, problem=<the allowed range, and the
+    value>)``; ``what`` is the argument's :class:`~managoat_sandbox.reasons.Reason`
+    (or its value).
     A sign is not checked here: a bounded operation's adapter decides its own range
     (:func:`bounded_timeout`).
     """
-    number = _number(value, what)
+    number = _number(value, str(what))
     if math.isnan(number) or not -MAX_SECONDS <= number <= MAX_SECONDS:
         raise Invalid(
-            (
-                what,
+            Reason(what),
+            problem=(
                 f"must be a finite number of seconds, at most {MAX_SECONDS:.0f} "
-                f"either side of 0, got {shown(value)}",
-            )
+                f"either side of 0, got {shown(value)}"
+            ),
         )
     return number
 
 
-def optional_seconds(value: object, what: str = "timeout") -> float | None:
+def optional_seconds(value: object, what: Reason = Reason.TIMEOUT) -> float | None:
     """A timeout that may be "no limit": ``None`` or ``inf`` is returned as ``None``;
     otherwise seconds ``0 <= value <= MAX_SECONDS`` (``0``: already expired).
 
@@ -100,7 +102,7 @@ def optional_seconds(value: object, what: str = "timeout") -> float | None:
     low, high = TIMEOUT_RANGE
     if math.isnan(number) or not low <= number <= high:
         bounds = f"from {low:g} to {high:.0f}, or None or inf for no limit"
-        raise Invalid((what, f"must be a number of seconds {bounds}, got {shown(value)}"))
+        raise Invalid(what, problem=f"must be a number of seconds {bounds}, got {shown(value)}")
     return number
 
 
@@ -118,12 +120,12 @@ def utf8(value: str) -> bool:
     return True
 
 
-def _clean_text(value: str, what: str) -> str:
+def _clean_text(value: str, what: Reason) -> str:
     """``value`` as text every provider carries: no NUL, and UTF-8 (no lone surrogates)."""
     if "\x00" in value:
-        raise Invalid((what, "must not contain NUL"))
+        raise Invalid(what, problem="must not contain NUL")
     if not utf8(value):
-        raise Invalid((what, "must be encodable as UTF-8 (no lone surrogates)"))
+        raise Invalid(what, problem="must be encodable as UTF-8 (no lone surrogates)")
     return value
 
 
@@ -134,7 +136,7 @@ def str_args(args: object) -> tuple[str, ...]:
     for item in args:
         if not isinstance(item, str):
             raise TypeError(f"args entries must be str, got {type(item).__name__}")
-        _clean_text(item, "args")
+        _clean_text(item, Reason.ARGS)
     return tuple(args)
 
 
@@ -143,8 +145,8 @@ def command_name(cmd: object) -> str:
     if not isinstance(cmd, str):
         raise TypeError(f"cmd must be a str, got {type(cmd).__name__}")
     if not cmd:
-        raise Invalid("cmd must not be empty")
-    return _clean_text(cmd, "cmd")
+        raise Invalid(Reason.CMD, problem="must not be empty", message="cmd must not be empty")
+    return _clean_text(cmd, Reason.CMD)
 
 
 def env_map(env: object) -> dict[str, str] | None:
@@ -162,12 +164,12 @@ def env_map(env: object) -> dict[str, str] | None:
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError("env keys and values must be str")
         if not key or "=" in key:
-            raise Invalid(("env", "a name must be non-empty and must not contain '='"))
-        out[_clean_text(key, "env")] = _clean_text(value, "env")
+            raise Invalid(Reason.ENV, problem="a name must be non-empty and must not contain '='")
+        out[_clean_text(key, Reason.ENV)] = _clean_text(value, Reason.ENV)
     return out
 
 
-def optional_str(value: object, what: str) -> str | None:
+def optional_str(value: object, what: Reason) -> str | None:
     """``None`` or a str without NUL."""
     if value is None:
         return None
@@ -189,20 +191,24 @@ def sandbox_name(name: object) -> str:
     if not isinstance(name, str):
         raise TypeError(f"sandbox name must be a str, got {type(name).__name__}")
     if not name:
-        raise Invalid("sandbox name must not be empty")
+        raise _bad_name("must not be empty")
     if "\x00" in name:
-        raise Invalid("sandbox name must not contain NUL")
+        raise _bad_name("must not contain NUL")
     if not utf8(name):
-        raise Invalid("sandbox name must be encodable as UTF-8 (no lone surrogates)")
+        raise _bad_name("must be encodable as UTF-8 (no lone surrogates)")
     if len(name) > MAX_NAME_LENGTH:
-        raise Invalid(f"sandbox name is longer than {MAX_NAME_LENGTH} characters")
+        raise _bad_name(f"is longer than {MAX_NAME_LENGTH} characters")
     return name
+
+
+def _bad_name(problem: str) -> Invalid:
+    return Invalid(Reason.NAME, problem=problem, message=f"sandbox name {problem}")
 
 
 def session_id(value: object) -> str:
     """A session id: 1-256 characters of ``[A-Za-z0-9_-]``."""
     if not isinstance(value, str) or SESSION_ID.fullmatch(value) is None:
-        raise Invalid(("session_id", "must be 1-256 characters of [A-Za-z0-9_-]"))
+        raise Invalid(Reason.SESSION_ID, problem="must be 1-256 characters of [A-Za-z0-9_-]")
     return value
 
 
@@ -223,16 +229,16 @@ def file_path(path: object) -> str:
     if not isinstance(path, str):
         raise TypeError(f"path must be a str, got {type(path).__name__}")
     if not path:
-        raise Invalid(("path", "must not be empty"))
-    _clean_text(path, "path")
+        raise Invalid(Reason.PATH, problem="must not be empty")
+    _clean_text(path, Reason.PATH)
     if not path.startswith("/"):
-        raise Invalid(("path", f"must be absolute (start with /), got {path!r}"))
+        raise Invalid(Reason.PATH, problem=f"must be absolute (start with /), got {path!r}")
     if path.endswith("/"):
-        raise Invalid(("path", f"must name a file, not end with /, got {path!r}"))
+        raise Invalid(Reason.PATH, problem=f"must name a file, not end with /, got {path!r}")
     if any(part in (".", "..") for part in path.split("/")):
-        raise Invalid(("path", f"must not have a . or .. component, got {path!r}"))
+        raise Invalid(Reason.PATH, problem=f"must not have a . or .. component, got {path!r}")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
-        raise Invalid(("path", f"is longer than {MAX_PATH_BYTES} bytes"))
+        raise Invalid(Reason.PATH, problem=f"is longer than {MAX_PATH_BYTES} bytes")
     return path
 
 
@@ -253,7 +259,7 @@ def max_bytes(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"max_bytes must be an int or None, got {type(value).__name__}")
     if value < 0:
-        raise Invalid(("max_bytes", f"must be >= 0, got {shown(value)}"))
+        raise Invalid(Reason.MAX_BYTES, problem=f"must be >= 0, got {shown(value)}")
     return value
 
 
@@ -267,7 +273,9 @@ def file_mode(mode: object) -> int | None:
     if isinstance(mode, bool) or not isinstance(mode, int):
         raise TypeError("mode must be an int such as 0o600")
     if not 0 <= mode <= MAX_MODE:
-        raise Invalid(("mode", f"must be a permission between 0 and 0o7777, got {shown(mode)}"))
+        raise Invalid(
+            Reason.MODE, problem=f"must be a permission between 0 and 0o7777, got {shown(mode)}"
+        )
     return mode
 
 
@@ -290,7 +298,7 @@ def flatten_bytes(data: Any) -> bytes:
             chunks.append(_data_text(item).encode("utf-8"))
         elif isinstance(item, Iterable) and not isinstance(item, Mapping):
             if len(pending) > MAX_DATA_DEPTH:
-                raise Invalid(("data", f"nested deeper than {MAX_DATA_DEPTH} levels"))
+                raise Invalid(Reason.DATA, problem=f"nested deeper than {MAX_DATA_DEPTH} levels")
             pending.append(iter(item))
         else:
             kind = type(item).__name__
@@ -304,21 +312,24 @@ _DONE = object()
 def _data_text(text: str) -> str:
     """``text`` as data (NUL is data there), refused only when it is not UTF-8."""
     if not utf8(text):
-        raise Invalid(("data", "must be encodable as UTF-8 (no lone surrogates)"))
+        raise Invalid(Reason.DATA, problem="must be encodable as UTF-8 (no lone surrogates)")
     return text
 
 
-def one_of(value: object, known: frozenset[str], what: str) -> str:
+def one_of(value: object, known: frozenset[str], what: Reason) -> str:
     """``value`` when it is one of ``known``: not a str is ``TypeError``, another str
     ``Invalid((what, ...))``."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}")
     if value not in known:
-        raise Invalid((what, f"must be one of {sorted(known)}, got {shown(value)}"))
+        raise Invalid(what, problem=f"must be one of {sorted(known)}, got {shown(value)}")
     return value
 
 
 TERMINATION_MODES = ("graceful", "force")
+
+#: The longest ``timeout`` a bounded "once" operation takes, in seconds.
+BOUNDED_LIMIT = 120.0
 
 #: The seconds ``terminate_session`` may wait for confirmation, inclusive.
 TERMINATION_TIMEOUT_RANGE = (0.001, 30.0)
@@ -329,7 +340,7 @@ def termination_request(session: object, timeout: object, mode: object) -> tuple
 
     Returns ``(session_id, timeout_ms, mode)``, the timeout in whole
     milliseconds rounded up. Anything malformed is
-    ``Invalid("termination_request")``, with a ``reason`` naming the argument:
+    ``Invalid("termination_request")``, with a ``message`` naming the argument:
     an id that is not 1-256 characters of ``[A-Za-z0-9_-]``, a timeout that is
     not an int or float (bools excluded) in ``0.001 <= timeout <= 30``
     (:data:`TERMINATION_TIMEOUT_RANGE`), or a mode other than graceful/force.
@@ -344,24 +355,32 @@ def termination_request(session: object, timeout: object, mode: object) -> tuple
         raise _bad_termination(f"{bounds}, got {shown(timeout)}")
     if mode not in TERMINATION_MODES:
         raise _bad_termination(f"mode must be one of {', '.join(TERMINATION_MODES)}")
-    return session, math.ceil(timeout * 1000 - 1e-9), str(mode)
+    return session, termination_ms(timeout), str(mode)
 
 
-def _bad_termination(reason: str) -> Invalid:
-    return Invalid(reasons.TERMINATION_REQUEST, reason=reason)
+def termination_ms(timeout: float) -> int:
+    """A checked ``terminate_session`` timeout in whole milliseconds, rounded up (what an
+    adapter sends; the facade has checked the value with :func:`termination_request`)."""
+    return math.ceil(timeout * 1000 - 1e-9)
 
 
-def bounded_timeout(value: object, limit: float, detail: str) -> float:
+def _bad_termination(message: str) -> Invalid:
+    return Invalid(Reason.TERMINATION_REQUEST, message=message)
+
+
+def bounded_timeout(value: object, limit: float, detail: Reason | str) -> float:
     """A timeout for a bounded "once" operation: ``0 < value <= limit`` seconds.
 
     Anything else (negative, NaN, bools and non-numbers included) is
-    ``Invalid(detail)``, whose ``reason`` states the allowed range.
+    ``Invalid(detail)`` (``detail``: the operation's
+    :func:`~managoat_sandbox.reasons.timed_out` reason, or its value), whose
+    ``message`` states the allowed range.
     """
     bounds = f"timeout must be a number of seconds more than 0 and at most {limit:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Invalid(detail, reason=f"{bounds}, got {type(value).__name__}")
+        raise Invalid(Reason(detail), message=f"{bounds}, got {type(value).__name__}")
     if _is_nan(value) or not 0 < value <= limit:
-        raise Invalid(detail, reason=f"{bounds}, got {shown(value)}")
+        raise Invalid(Reason(detail), message=f"{bounds}, got {shown(value)}")
     return float(value)
 
 
@@ -381,9 +400,9 @@ def local_path(value: object) -> str:
     if not isinstance(path, str):
         raise TypeError("local_path must be a path of str, not of bytes")
     if not path:
-        raise Invalid(("local_path", "must not be empty"))
+        raise Invalid(Reason.LOCAL_PATH, problem="must not be empty")
     if "\x00" in path:
-        raise Invalid(("local_path", "must not contain NUL"))
+        raise Invalid(Reason.LOCAL_PATH, problem="must not contain NUL")
     return path
 
 
@@ -394,11 +413,11 @@ def progress(value: object) -> object:
     return value
 
 
-def _flag_named(what: str) -> Callable[[object], bool]:
+def _flag_named(what: Reason) -> Callable[[object], bool]:
     return lambda value: flag(value, what)
 
 
-def _optional_str_named(what: str) -> Callable[[object], str | None]:
+def _optional_str_named(what: Reason) -> Callable[[object], str | None]:
     return lambda value: optional_str(value, what)
 
 
@@ -410,19 +429,19 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "cmd": command_name,
     "args": str_args,
     "env": env_map,
-    "dir": _optional_str_named("dir"),
+    "dir": _optional_str_named(Reason.DIR),
     "timeout": optional_seconds,
-    "stderr_to_stdout": _flag_named("stderr_to_stdout"),
-    "stdin": _flag_named("stdin"),
-    "tty": _flag_named("tty"),
-    "detachable": _flag_named("detachable"),
+    "stderr_to_stdout": _flag_named(Reason.STDERR_TO_STDOUT),
+    "stdin": _flag_named(Reason.STDIN),
+    "tty": _flag_named(Reason.TTY),
+    "detachable": _flag_named(Reason.DETACHABLE),
     "owner": owner,
     "session_id": session_id,
     "path": file_path,
     "mode": file_mode,
     "data": flatten_bytes,
     "max_bytes": max_bytes,
-    "comment": _optional_str_named("comment"),
+    "comment": _optional_str_named(Reason.COMMENT),
     "remote_path": file_path,
     "local_path": local_path,
     "progress": progress,

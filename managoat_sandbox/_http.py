@@ -1,73 +1,88 @@
-"""HTTP shared by every HTTP adapter: pooled sessions, bounded bodies, status → taxonomy.
+"""HTTP shared by every HTTP adapter: the client, bounded bodies, WebSocket opening.
 
-One place decides how an HTTP answer becomes an error
-(docs/protocols/contract.md#http-status-mapping):
+Three modules share the job:
 
-* 404 → ``NotFound``; 401/403 → ``Denied``; 429 → ``RateLimited``; a 503's
-  ``Retry-After`` (as urllib3 honours it) becomes ``Unavailable.retry_after``;
-  >= 500 → ``Unavailable``; any other non-2xx (3xx included: redirects are
-  never followed) → ``Invalid``;
-* connection errors and resets → ``Unavailable(("transport", kind, "host:port"))``
-  (:func:`transport_error`: the endpoint, never the URL's userinfo, path or
-  query); read timeouts → ``DeadlineExpired("timeout")`` (an ``Unavailable``);
-* the detail is ``("http", status, body)``, the body parsed as JSON when it
-  is JSON, else text, bounded to 64 KiB;
-* ``RateLimited.retry_after`` comes from the provider's body field when it has
-  one, else the ``Retry-After`` header (delta-seconds or HTTP-date).
+* :mod:`._status` — how an answer becomes an error (``error_for``,
+  :class:`ErrorPolicy`, ``retry_after_from``, ``request_id_from``): the one
+  status → taxonomy policy (docs/protocols/contract.md#http-status-mapping);
+* :mod:`._transport` — the seam where requests and WebSocket handshakes reach
+  the network (:class:`~._transport.Transport`, its default
+  :class:`~._transport.RequestsTransport`), which maps its library's failures
+  (``transport_error``: ``Unavailable(("transport", kind, "host:port"))``, a
+  timeout ``DeadlineExpired("timeout")``), and the control of a streamed
+  answer's socket (``set_read_timeout``, ``interrupt``);
+* here — :class:`HttpClient`, through which every provider sends: a request is
+  prepared, given to the client's transport, and a status the caller does not
+  accept is mapped by the provider's :class:`ErrorPolicy`
+  (:meth:`HttpClient.send`: a fully read answer; :meth:`HttpClient.open`: a
+  streamed one); :func:`open_websocket`, through which every WebSocket is
+  opened, maps a refused upgrade by the same policy; and the bounded reading of
+  bodies (:func:`body_chunks`, :func:`read_bounded`, :func:`raw_chunks`).
 
-Every provider sends through :meth:`HttpClient.send` (a fully read answer) or
-:meth:`HttpClient.open` (a streamed one): the request, the transport failure
-mapping and the status mapping are done here, with the provider's
-:class:`ErrorPolicy` (its ``retry_after`` body field, its status refinements)
-passed in. A provider answer of the wrong shape is :func:`unexpected`.
-
-Adapters refine the map only where their provider needs it. Requests carry
-explicit connect/read timeouts and bodies are read with a cap, so a broken or
-hostile server can neither hang a caller forever nor make it allocate without
-limit. Credentials live in headers, which are never logged or put in errors.
+Every name the package imported from here before the split still comes from
+here. Requests carry explicit connect/read timeouts and bodies are read with a
+cap, so a broken or hostile server can neither hang a caller forever nor make it
+allocate without limit. Credentials live in headers, which are never logged or
+put in errors.
 """
 
 from __future__ import annotations
 
-import email.utils
-import json
-import math
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import attrs
 
-from . import reasons
 from ._prepare import prepared
 from ._secrets import credentials_in, scrub_bytes
-from .errors import (
-    DeadlineExpired,
-    Denied,
-    Invalid,
-    NotFound,
-    ProviderError,
-    RateLimited,
-    SandboxError,
-    Unavailable,
+from ._status import (
+    BODY_LIMIT,
+    REQUEST_ID_HEADERS,
+    ErrorPolicy,
+    Response,
+    error_for,
+    is_success,
+    parse_body,
+    request_id_from,
+    retry_after_from,
+    unexpected,
 )
+from ._transport import (
+    RequestsTransport,
+    Transport,
+    UpgradeRefused,
+    endpoint,
+    interrupt,
+    requests_module,
+    set_read_timeout,
+    transport_error,
+)
+from .errors import DeadlineExpired, Invalid, SandboxError, Unavailable
+from .reasons import Reason
 
 if TYPE_CHECKING:
     import requests
 
 __all__ = [
     "BODY_LIMIT",
+    "DEFAULT_TRANSPORT",
+    "REQUEST_ID_HEADERS",
     "ErrorPolicy",
     "HttpClient",
+    "RequestsTransport",
     "Response",
+    "Transport",
+    "body_chunks",
     "endpoint",
     "error_for",
     "interrupt",
+    "is_success",
+    "open_websocket",
     "parse_body",
+    "raw_chunks",
+    "read_bounded",
+    "request_id_from",
     "requests_module",
     "retry_after_from",
     "set_read_timeout",
@@ -75,238 +90,42 @@ __all__ = [
     "unexpected",
 ]
 
-#: The port a URL of each scheme means when it names none.
-_DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
-
-#: The largest response body read into memory (and kept in an error detail).
-BODY_LIMIT = 64 * 1024
 _CHUNK = 16 * 1024
 
-
-@attrs.frozen
-class Response:
-    """A fully read, size-bounded HTTP response."""
-
-    status: int
-    headers: Mapping[str, str] = attrs.field(repr=False)
-    body: bytes = attrs.field(repr=False)
-
-    @property
-    def ok(self) -> bool:
-        """True for a 2xx status."""
-        return 200 <= self.status < 300
-
-    def json(self) -> Any:
-        """The body parsed as JSON; a body that does not parse (torn, or not JSON at all)
-        is ``Unavailable(("malformed_json", status))``, as a torn transfer is."""
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            raise Unavailable(("malformed_json", self.status)) from None
-
-
-def parse_body(body: bytes, content_type: str | None = None) -> Any:
-    """The body as JSON if it parses, else as text (both bounded to 64 KiB)."""
-    body = body[:BODY_LIMIT]
-    if body[:1] in (b"{", b"[") or (content_type or "").startswith("application/json"):
-        try:
-            return json.loads(body)
-        except ValueError:
-            pass
-    return body.decode("utf-8", errors="replace")
-
-
-def _seconds(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        return None
-    return float(value)
-
-
-def retry_after_from(
-    headers: Mapping[str, str], body: Any = None, field: str | None = None
-) -> float | None:
-    """Seconds to wait: the body's ``field`` if valid, else ``Retry-After``; else None."""
-    if field is not None and isinstance(body, Mapping):
-        found = _seconds(body.get(field))
-        if found is not None:
-            return found
-    header = headers.get("Retry-After") or headers.get("retry-after")
-    if header is None:
-        return None
-    header = header.strip()
-    try:
-        return _seconds(float(header))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(header)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
-
-
-def error_for(
-    status: int,
-    body: bytes,
-    headers: Mapping[str, str],
-    *,
-    retry_after_field: str | None = None,
-) -> SandboxError:
-    """The taxonomy error for a non-2xx answer (see the module docstring), carrying the
-    answer's ``status`` and ``request_id`` as context."""
-    return _mapped(status, body, headers, retry_after_field).with_context(
-        status=status, request_id=request_id_from(headers)
-    )
-
-
-def _mapped(
-    status: int, body: bytes, headers: Mapping[str, str], retry_after_field: str | None
-) -> SandboxError:
-    parsed = parse_body(body, headers.get("Content-Type") or headers.get("content-type"))
-    detail = (reasons.HTTP, status, parsed)
-    if status == 404:
-        return NotFound(detail)
-    if status in (401, 403):
-        return Denied(detail)
-    if status == 429:
-        return RateLimited(retry_after_from(headers, parsed, retry_after_field))
-    if status >= 500:
-        advice = retry_after_from(headers, parsed, retry_after_field) if status == 503 else None
-        return Unavailable(detail, retry_after=advice)
-    return Invalid(detail)
-
-
-#: Headers a provider's request id may come in, most specific first.
-REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "Fly-Request-Id", "X-Amzn-RequestId")
-#: The longest request id kept (a hostile server cannot fill an error with text).
-_REQUEST_ID_LIMIT = 128
-
-
-def request_id_from(headers: Mapping[str, str]) -> str | None:
-    """The provider's id of the request an answer belongs to, when it sent one: the
-    first of :data:`REQUEST_ID_HEADERS` present, if printable and at most 128
-    characters."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    for name in REQUEST_ID_HEADERS:
-        value = lowered.get(name.lower())
-        if value and len(value) <= _REQUEST_ID_LIMIT and value.isprintable():
-            return value
-    return None
-
-
-def is_success(status: int) -> bool:
-    """True for a 2xx status: what :meth:`HttpClient.send` accepts unless told otherwise."""
-    return 200 <= status < 300
-
-
-@attrs.frozen
-class ErrorPolicy:
-    """One provider's refinements of :func:`error_for`.
-
-    ``provider`` names it in a :func:`unexpected` answer; ``retry_after_field``
-    is the body field that advises a delay on a 429 or 503; ``refine``, when
-    given, maps an answer by the provider's own rules instead (it is expected to
-    build on :func:`error_for` for every status it does not special-case).
-    """
-
-    provider: str
-    retry_after_field: str | None = None
-    refine: Callable[[Response], SandboxError] | None = None
-
-    def error(self, response: Response) -> SandboxError:
-        """The taxonomy error for a non-accepted ``response``."""
-        if self.refine is not None:
-            return self.refine(response)
-        return error_for(
-            response.status,
-            response.body,
-            response.headers,
-            retry_after_field=self.retry_after_field,
-        )
-
-
-def unexpected(provider: str, what: str, answer: object) -> ProviderError:
-    """A well-formed answer of the wrong shape (a list where an object was due, a
-    missing field): ``ProviderError(provider, (what, <type of answer>))``.
-
-    Every provider maps such an answer to this one error; the detail names the
-    answer's type, never its content (which could echo anything). A body that is
-    not JSON at all is :meth:`Response.json`'s ``Unavailable(("malformed_json", status))``.
-    """
-    return ProviderError(provider, (what, type(answer).__name__))
-
-
-def requests_module() -> Any:
-    """The ``requests`` module (typed ``Any``: a module has no finer type), imported on
-    first use: with urllib3 it is most of an HTTP
-    adapter's import time, and nothing needs it before the first request."""
-    import requests  # noqa: PLC0415
-
-    return requests
-
-
-def endpoint(url: str) -> str:
-    """Where ``url`` points, as ``host:port``: safe to put in an error or a log line.
-
-    Only the host and the port are kept (an IPv6 host in brackets; the
-    scheme's default port when the URL names none, no port when the one it
-    names is malformed): never the userinfo, the path or the query, which may
-    carry a credential.
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
-    except ValueError:
-        return host
-    return host if port is None else f"{host}:{port}"
-
-
-def transport_error(error: BaseException, url: str) -> Unavailable:
-    """A transport failure talking to ``url`` as ``Unavailable``.
-
-    A ``requests`` timeout is ``DeadlineExpired("timeout")``; anything else is
-    ``Unavailable(("transport", kind, "host:port"))``: the exception's class
-    name and :func:`endpoint` of ``url``, never the URL itself or a header.
-    """
-    if isinstance(error, requests_module().Timeout):
-        return DeadlineExpired(reasons.TIMEOUT)
-    return Unavailable((reasons.TRANSPORT, type(error).__name__, endpoint(url)))
+#: The transport of whatever is sent without a client's: stateless for WebSockets
+#: and for :meth:`~._transport.Transport.isolated` requests.
+DEFAULT_TRANSPORT = RequestsTransport()
 
 
 class HttpClient:
-    """Pooled HTTP for one adapter instance: one ``requests.Session`` per thread.
+    """Pooled HTTP for one adapter instance, through one :class:`~._transport.Transport`
+    (default: a :class:`~._transport.RequestsTransport`, one ``requests.Session`` per
+    thread).
 
     There is no default timeout: every call gives its own ``(connect, read)``
     seconds. Redirects are never followed. Bodies over ``limit`` bytes are refused as
     ``Unavailable(("response_too_large", limit))``.
     """
 
-    def __init__(self, *, user_agent: str = "managoat_sandbox") -> None:
-        self._local = threading.local()
+    def __init__(
+        self, *, user_agent: str = "managoat_sandbox", transport: Transport | None = None
+    ) -> None:
         self._user_agent = user_agent
+        self._headers: dict[str, str] | None = None
+        self.transport: Transport = RequestsTransport() if transport is None else transport
 
     def release(self) -> None:
-        """Close this thread's pooled session, if it has one (a reader thread ending)."""
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is not None:
-            session.close()
-            self._local.session = None
+        """Close this thread's pooled connections, if it has some (a reader thread ending)."""
+        self.transport.release()
 
     def session(self) -> requests.Session:
-        """This thread's pooled session: its transport adapters (the connection pools)
-        and default headers. Requests never go through ``Session.request``
-        (:meth:`stream`), so its environment settings, cookies and hooks play no part."""
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = requests_module().Session()
-            session.headers["User-Agent"] = self._user_agent
-            self._local.session = session
-        return session
+        """This thread's pooled session of the default transport: its transport adapters
+        (the connection pools). Requests never go through ``Session.request``
+        (:meth:`stream`), so its headers, environment settings, cookies and hooks play
+        no part. ``TypeError`` for a client given another transport."""
+        if not isinstance(self.transport, RequestsTransport):
+            raise TypeError("this client's transport has no requests session")
+        return self.transport.session()
 
     @contextmanager
     def stream(
@@ -321,22 +140,25 @@ class HttpClient:
         """An open streaming response (the caller reads it); closed on exit.
 
         The request is prepared (:func:`._prepare.prepared`, which skips what
-        ``PreparedRequest.prepare`` would find nothing to do in) and handed
-        straight to the session's transport adapter: none of what
-        ``Session.request`` adds applies here (cookies, hooks, redirects,
-        environment settings), and skipping it saves about a quarter of a
-        millisecond per request (docs/performance.md). Transport failures while
-        connecting are ``Unavailable``.
+        ``PreparedRequest.prepare`` would find nothing to do in), with ``requests``'
+        default headers and this client's ``User-Agent`` under ``headers``, and
+        handed straight to the transport: none of what ``Session.request`` adds
+        applies here (cookies, hooks, redirects, environment settings), and skipping
+        it saves about a quarter of a millisecond per request
+        (docs/performance.md). Transport failures are ``Unavailable``.
         """
         requests = requests_module()
-        session = self.session()
+        defaults = self._headers
+        if defaults is None:
+            defaults = self._headers = {
+                **requests.utils.default_headers(),
+                "User-Agent": self._user_agent,
+            }
         try:
-            request = prepared(
-                requests, method, url, {**session.headers, **(headers or {})}, kwargs
-            )
-            response = session.get_adapter(url).send(request, stream=True, timeout=timeout)
+            request = prepared(requests, method, url, {**defaults, **(headers or {})}, kwargs)
         except requests.RequestException as error:
             raise transport_error(error, url) from None
+        response = self.transport.handle_request(request, timeout=timeout)
         try:
             yield response
         finally:
@@ -405,6 +227,38 @@ class HttpClient:
             yield response
 
 
+def open_websocket(
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    policy: ErrorPolicy,
+    timeout: float,
+    transport: Transport | None = None,
+) -> Any:
+    """A WebSocket connected to ``url`` through ``transport`` (default:
+    :data:`DEFAULT_TRANSPORT`), websocket-client's ``WebSocket`` (typed ``Any``).
+
+    A refused upgrade is mapped as any HTTP answer is, by ``policy`` (a 503 while a
+    machine boots is ``Unavailable``, so transient), except a redirect, which is
+    never followed and whose body is never read: ``Invalid(("http", status, {}))``.
+    A timeout is ``DeadlineExpired("timeout")``, any other failure
+    :func:`transport_error`'s ``Unavailable`` (the transport's).
+    """
+    try:
+        return (transport or DEFAULT_TRANSPORT).connect(url, headers, timeout=timeout)
+    except UpgradeRefused as refused:
+        raise _refusal(refused.answer, policy, headers) from None
+
+
+def _refusal(answer: Response, policy: ErrorPolicy, headers: Mapping[str, str]) -> SandboxError:
+    """The taxonomy error of a refused upgrade (see :func:`open_websocket`)."""
+    if 300 <= answer.status < 400:
+        return Invalid(Reason.HTTP, status=answer.status, body={}).with_context(
+            status=answer.status, request_id=request_id_from(answer.headers)
+        )
+    return policy.error(_scrubbed(answer, headers))
+
+
 def _scrubbed(response: Response, headers: Mapping[str, str] | None) -> Response:
     """``response`` with any credential the request carried cut out of its body, so a
     server that echoes the request cannot put a credential into an error detail."""
@@ -442,28 +296,36 @@ def read_bounded(response: requests.Response, limit: int) -> bytes:
     for chunk in body_chunks(response):
         size += len(chunk)
         if size > limit:
-            raise Unavailable((reasons.RESPONSE_TOO_LARGE, limit))
+            raise Unavailable(Reason.RESPONSE_TOO_LARGE, limit=limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _socket_of(response: requests.Response) -> socket.socket | None:
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    return sock if isinstance(sock, socket.socket) else None
+def raw_chunks(response: requests.Response, size: int = _CHUNK) -> Iterator[bytes]:
+    """A streaming response's body as it arrives, undecoded (chunk boundaries are the
+    connection's: each read returns what one ``recv`` brought, at most ``size``).
 
+    Ends at the body's clean end; a read timeout is ``DeadlineExpired("timeout")``;
+    a reset, an incomplete chunked body or any other failure of the connection is
+    :func:`transport_error`'s ``Unavailable``.
+    """
+    import urllib3.exceptions  # noqa: PLC0415  (loaded with requests, which sent this)
 
-def set_read_timeout(response: requests.Response, seconds: float) -> None:
-    """Bound each further read of a streaming ``response`` to ``seconds`` (if it has a socket)."""
-    sock = _socket_of(response)
-    if sock is not None:
-        with suppress(OSError):
-            sock.settimeout(max(seconds, 0.001))
-
-
-def interrupt(response: requests.Response) -> None:
-    """Unblock a read of a streaming ``response`` in another thread: shut its socket down."""
-    sock = _socket_of(response)
-    if sock is not None:
-        with suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+    timeouts = (TimeoutError, urllib3.exceptions.ReadTimeoutError)
+    failures = (
+        urllib3.exceptions.HTTPError,
+        requests_module().RequestException,
+        OSError,
+        ValueError,
+    )
+    read = response.raw.read1
+    while True:
+        try:
+            data = read(size, decode_content=False)
+        except timeouts:
+            raise DeadlineExpired(Reason.TIMEOUT) from None
+        except failures as error:
+            raise transport_error(error, response.url) from None
+        if not data:
+            return
+        yield data

@@ -13,6 +13,7 @@ from typing import Generic, TypeVar
 import attrs
 
 from .errors import Truncated
+from .reasons import Reason
 
 __all__ = ["Page", "walk"]
 
@@ -35,18 +36,23 @@ class Page(Generic[T]):
 
 
 def walk(
-    fetch: Callable[[str | None], Page[T]], max_pages: int, *, cap_reason: str = "pages"
+    fetch: Callable[[str | None], Page[T]],
+    max_pages: int,
+    *,
+    cap_reason: Reason | str = Reason.PAGES,
 ) -> list[T]:
     """Every item of every page, fetching at most ``max_pages`` pages.
 
     ``fetch(None)`` is the first page, ``fetch(cursor)`` the next. Raises
-    ``Truncated((cap_reason, max_pages))`` when the cap is reached with more to
-    come, ``Truncated(("has_more_without_token", n))`` when a page says there is
-    more but gives no cursor to fetch it with (``n`` items seen so far) and
-    ``Truncated(("max_pages", max_pages))`` for a cap below one.
+    ``Truncated((cap_reason, max_pages))`` (by default ``("pages", max_pages)``)
+    when the cap is reached with more to come,
+    ``Truncated(("has_more_without_token", n))`` when a page says there is more
+    but gives no cursor to fetch it with (``n`` items seen so far) and
+    ``Truncated(("max_pages", max_pages))`` for a cap below one. ``cap_reason`` is
+    a :class:`~managoat_sandbox.reasons.Reason` (or its value).
     """
     if max_pages < 1:
-        raise Truncated(("max_pages", max_pages))
+        raise Truncated(Reason.MAX_PAGES, limit=max_pages)
     items: list[T] = []
     cursor: str | None = None
     for _ in range(max_pages):
@@ -55,6 +61,6 @@ def walk(
         if not page.more:
             return items
         if not page.cursor:
-            raise Truncated(("has_more_without_token", len(items)))
+            raise Truncated(Reason.HAS_MORE_WITHOUT_TOKEN, count=len(items))
         cursor = page.cursor
-    raise Truncated((cap_reason, max_pages))
+    raise Truncated(Reason(cap_reason), limit=max_pages)

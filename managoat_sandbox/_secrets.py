@@ -4,8 +4,11 @@ Credentials travel only in request headers and in configuration. Whatever text
 or bytes might echo one back (a provider's error body, a URL a user
 configured) is cleaned by these functions before it is kept:
 
+* :func:`credential_like` — whether a header or query parameter's *name* says it
+  carries a credential (the one rule, also the emulators' request log's);
 * :func:`credentials_in` — the credential values a request's headers carry
-  (``Authorization`` and its bare token, ``X-API-Key``, ``X-Access-Token``, …);
+  (``Authorization`` and its bare token, ``X-API-Key``, ``X-Access-Token``, …,
+  any header :func:`credential_like` names);
 * :func:`scrub` / :func:`scrub_bytes` — those known values replaced by
   ``***``; :func:`scrub` also masks URL userinfo, the values of query
   parameters named like a credential and an ``Authorization``-style
@@ -19,14 +22,40 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["MASK", "credentials_in", "safe_url", "scrub", "scrub_bytes"]
+__all__ = [
+    "CREDENTIAL_STEMS",
+    "CREDENTIAL_WORDS",
+    "MASK",
+    "credential_like",
+    "credentials_in",
+    "safe_url",
+    "scrub",
+    "scrub_bytes",
+]
 
 MASK = "***"
 
-#: Request headers (lower-case) whose value is a credential.
-CREDENTIAL_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "x-access-token", "cookie"}
+#: A header or query parameter name holding any of these (case-insensitively,
+#: anywhere in it) names a credential: ``X-Sprite-Token``, ``X-Auth-Key``,
+#: ``Authorization``, ``Set-Cookie``, ``password``, ``signature_expiration``…
+CREDENTIAL_STEMS = (
+    "token",
+    "key",
+    "auth",
+    "secret",
+    "pass",
+    "signature",
+    "session",
+    "cookie",
+    "credential",
+    "jwt",
+    "bearer",
 )
+#: Short names that name a credential only as a whole word of the name (split
+#: at anything but a letter or digit, and where a lowercase letter meets an
+#: uppercase one): ``pw`` and ``X-Sig`` are credentials, ``signal`` is not.
+CREDENTIAL_WORDS = frozenset({"pw", "pwd", "sig"})
+_WORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|[^A-Za-z0-9]+")
 #: Values shorter than this are not scrubbed: they would mask ordinary text.
 _SHORTEST = 4
 
@@ -39,12 +68,22 @@ _QUERY_SECRET = re.compile(
 _AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 
 
+def credential_like(name: str) -> bool:
+    """Whether a header or query parameter called ``name`` carries a credential:
+    it holds one of :data:`CREDENTIAL_STEMS`, or one of its words is one of
+    :data:`CREDENTIAL_WORDS`."""
+    lowered = name.lower()
+    if any(stem in lowered for stem in CREDENTIAL_STEMS):
+        return True
+    return any(word.lower() in CREDENTIAL_WORDS for word in _WORD_BREAK.split(name))
+
+
 def credentials_in(headers: Mapping[str, str]) -> tuple[str, ...]:
     """The credential values among ``headers``: each credential header's value and,
     for an ``<scheme> <token>`` value, the bare token."""
     found: list[str] = []
     for name, value in headers.items():
-        if name.lower() not in CREDENTIAL_HEADERS or not isinstance(value, str):
+        if not credential_like(name) or not isinstance(value, str):
             continue
         found.append(value)
         scheme, _, token = value.partition(" ")

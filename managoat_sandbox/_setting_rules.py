@@ -6,7 +6,7 @@ before storing a value, so a setting that cannot be used is refused where it
 is set; and the readers (:func:`managoat_sandbox._settings.read`) at call
 time, because an environment variable, or a mapping changed after it was
 configured, reaches them unchecked. Either way a refusal is
-``Invalid(("config", scope, key))`` whose ``reason`` names the setting and says
+``Invalid(("config", scope, key))`` whose ``message`` names the setting and says
 what it must be; it shows the value (bounded, so no nesting can exhaust the
 stack) only for settings that cannot hold a credential. ``None`` is never
 checked: it means "unset". A setting without a rule (another package's scope)
@@ -25,13 +25,33 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-import attrs
-
 from ._args import MAX_SECONDS, shown, utf8
+from ._declared import LazyTable, Setting, declarations
 from .contract import Adapter
 from .errors import Invalid
+from .reasons import Reason
 
-__all__ = ["ISOLATION_MODES", "MAX_COUNT", "RULES", "argument", "check", "count", "delay_seconds"]
+__all__ = [
+    "DELAY_MS",
+    "ISOLATION_MODES",
+    "LIBRARY",
+    "MAX_COUNT",
+    "POSITIVE_MS",
+    "RULES",
+    "argument",
+    "boolean",
+    "byte_count",
+    "check",
+    "choice",
+    "count",
+    "credential",
+    "delay_seconds",
+    "host_path",
+    "host_pins",
+    "http_url",
+    "milliseconds",
+    "plain_text",
+]
 
 #: The values of ``local.isolation``.
 ISOLATION_MODES = ("auto", "require", "off")
@@ -76,20 +96,10 @@ def _header_safe(value: str) -> bool:
     return value.isascii() and value.isprintable()
 
 
-@attrs.frozen
-class _Rule:
-    """A setting's rule: ``convert`` normalises a value or raises :class:`_Unusable`;
-    ``shown`` says whether a refused value may appear in the message (never for a
-    setting that may hold a credential)."""
-
-    convert: Callable[[Any], Any]
-    shown: bool = True
-
-
 # -- the kinds of setting ---------------------------------------------------------------
 
 
-def _token(value: object) -> str:
+def credential(value: object) -> str:
     """A credential or a header value: printable ASCII, as an HTTP header carries it."""
     expectation = "a str of printable ASCII (empty: not configured)"
     text = _str(value, expectation)
@@ -98,7 +108,7 @@ def _token(value: object) -> str:
     return text
 
 
-def _url(*, optional: bool) -> Callable[[object], str]:
+def http_url(*, optional: bool) -> Callable[[object], str]:
     expectation = "an http:// or https:// URL naming a host, in printable ASCII"
     if optional:
         expectation += " (empty: not set)"
@@ -136,7 +146,7 @@ def delay_seconds(value: object) -> float:
     return _seconds(value, positive=False, expectation=expectation)
 
 
-def _milliseconds(*, positive: bool) -> Callable[[object], float]:
+def milliseconds(*, positive: bool) -> Callable[[object], float]:
     low = "above 0" if positive else "from 0"
     expectation = f"a number of milliseconds {low} up to {MAX_SECONDS * 1000:.0f} (or its text)"
 
@@ -152,13 +162,13 @@ def _milliseconds(*, positive: bool) -> Callable[[object], float]:
     return convert
 
 
-def _flag(value: object) -> bool:
+def boolean(value: object) -> bool:
     if not isinstance(value, bool):
         raise _WrongType("True or False")
     return value
 
 
-def _text(*, optional: bool) -> Callable[[object], str]:
+def plain_text(*, optional: bool) -> Callable[[object], str]:
     expectation = "a str of printable characters (no lone surrogates)"
     expectation += " (empty: not set)" if optional else ", not empty"
 
@@ -171,7 +181,7 @@ def _text(*, optional: bool) -> Callable[[object], str]:
     return convert
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
+def choice(options: tuple[str, ...]) -> Callable[[object], str]:
     expectation = f"one of {list(options)}"
 
     def convert(value: object) -> str:
@@ -197,7 +207,7 @@ def count(low: int) -> Callable[[object], int]:
     return convert
 
 
-def _byte_count(value: object) -> int:
+def byte_count(value: object) -> int:
     """The rule of a byte count: an int (not a bool) from 0 to :data:`MAX_BYTES`."""
     expectation = f"an int from 0 to {MAX_BYTES} (bytes)"
     if isinstance(value, bool) or not isinstance(value, int):
@@ -215,7 +225,7 @@ def _budget(value: object) -> float:
     return number
 
 
-def _path(value: object) -> str:
+def host_path(value: object) -> str:
     expectation = "a path (str or os.PathLike of str) without NUL or lone surrogates"
     if not isinstance(value, (str, os.PathLike)):
         raise _WrongType(expectation)
@@ -225,7 +235,7 @@ def _path(value: object) -> str:
     return text
 
 
-def _host_map(value: object) -> dict[str, str]:
+def host_pins(value: object) -> dict[str, str]:
     expectation = "a mapping of host names (printable ASCII) to IP addresses (str)"
     if not isinstance(value, Mapping):
         raise _WrongType(expectation)
@@ -255,46 +265,42 @@ def _adapter_map(value: object) -> Mapping[str, Any]:
     return value
 
 
-_POSITIVE_MS = _Rule(_milliseconds(positive=True))
-_DELAY_MS = _Rule(_milliseconds(positive=False))
+#: The rule of a duration in milliseconds above 0 (normalised to seconds).
+POSITIVE_MS = milliseconds(positive=True)
+#: The rule of a delay in milliseconds from 0 (normalised to seconds).
+DELAY_MS = milliseconds(positive=False)
 
-#: (scope, key) → the rule of that setting (scope ``None`` is the top level).
-RULES: dict[tuple[str | None, str], _Rule] = {
-    (None, "adapters"): _Rule(_adapter_map),
-    ("sprites", "token"): _Rule(_token, shown=False),
-    ("sprites", "base_url"): _Rule(_url(optional=False), shown=False),
-    ("sprites", "timeout_ms"): _POSITIVE_MS,
-    ("sprites", "policy_timeout_ms"): _POSITIVE_MS,
-    ("sprites", "public_urls"): _Rule(_flag),
-    ("sprites", "checkpoint_creation_enabled"): _Rule(_flag),
-    ("e2b", "api_key"): _Rule(_token, shown=False),
-    ("e2b", "base_url"): _Rule(_url(optional=False), shown=False),
-    ("e2b", "template"): _Rule(_text(optional=False)),
-    ("e2b", "user"): _Rule(_text(optional=False)),
-    ("e2b", "timeout_ms"): _POSITIVE_MS,
-    ("e2b", "sandbox_url"): _Rule(_url(optional=True), shown=False),
-    ("daytona", "api_key"): _Rule(_token, shown=False),
-    ("daytona", "api_url"): _Rule(_url(optional=False), shown=False),
-    ("daytona", "snapshot"): _Rule(_text(optional=True)),
-    ("daytona", "organization_id"): _Rule(_token),
-    ("fake", "world"): _Rule(_text(optional=False)),
-    ("local", "root"): _Rule(_path),
-    ("local", "isolation"): _Rule(_choice(ISOLATION_MODES)),
-    ("local", "egress_hosts"): _Rule(_host_map),
-    ("local", "retained_sessions"): _Rule(count(0)),
-    ("local", "retained_bytes"): _Rule(_byte_count),
-    ("retry", "attempts"): _Rule(count(1)),
-    ("retry", "base_ms"): _DELAY_MS,
-    ("retry", "max_ms"): _DELAY_MS,
-    ("retry", "max_retry_after_ms"): _DELAY_MS,
-    ("retry", "budget"): _Rule(_budget),
+#: The library's own settings (scope ``None`` is the top level); each provider's are
+#: declared beside it (:mod:`managoat_sandbox._declared`).
+LIBRARY: dict[tuple[str | None, str], Setting] = {
+    (None, "adapters"): Setting(_adapter_map),
+    ("fake", "world"): Setting(plain_text(optional=False)),
+    ("retry", "attempts"): Setting(count(1), default=3),
+    ("retry", "base_ms"): Setting(DELAY_MS, default=250),
+    ("retry", "max_ms"): Setting(DELAY_MS, default=2000),
+    ("retry", "max_retry_after_ms"): Setting(DELAY_MS, default=30000),
+    ("retry", "budget"): Setting(_budget, default=100),
 }
+
+
+def _every_setting() -> dict[tuple[str | None, str], Setting]:
+    declared: dict[tuple[str | None, str], Setting] = {
+        (declaration.name, key): setting
+        for declaration in declarations().values()
+        for key, setting in declaration.settings.items()
+    }
+    return {**LIBRARY, **declared}
+
+
+#: (scope, key) → every setting the library reads: :data:`LIBRARY` and each provider's
+#: declared ones (built on first use).
+RULES: Mapping[tuple[str | None, str], Setting] = LazyTable(_every_setting)
 
 
 def check(scope: str | None, key: str, value: Any) -> Any:
     """``value`` of setting ``key`` in ``scope``, normalised by its rule; ``None`` (unset)
     and settings without a rule pass as they are. A refused value is
-    ``Invalid(("config", scope, key))`` with a ``reason`` naming the setting."""
+    ``Invalid(("config", scope, key))`` with a ``message`` naming the setting."""
     rule = RULES.get((scope, key))
     if rule is None or value is None:
         return value
@@ -302,13 +308,13 @@ def check(scope: str | None, key: str, value: Any) -> Any:
         return rule.convert(value)
     except _Unusable as refused:
         name = key if scope is None else f"{scope}.{key}"
-        reason = f"{name} must be {refused.args[0]}"
+        message = f"{name} must be {refused.args[0]}"
         if rule.shown:
-            reason += f", got {shown(value)}"
-        raise Invalid(("config", scope, key), reason=reason) from None
+            message += f", got {shown(value)}"
+        raise Invalid(Reason.CONFIG, scope=scope, key=key, message=message) from None
 
 
-def argument(convert: Callable[[object], Any], name: str, value: object) -> Any:
+def argument(convert: Callable[[object], Any], name: Reason, value: object) -> Any:
     """``value`` of argument ``name`` by a setting's rule ``convert`` (for an argument
     that stands in for a setting): a wrong type is ``TypeError``, an unusable value
     ``Invalid((name, "must be ..."))``."""
@@ -317,4 +323,4 @@ def argument(convert: Callable[[object], Any], name: str, value: object) -> Any:
     except _WrongType as refused:
         raise TypeError(f"{name} must be {refused.args[0]}, got {type(value).__name__}") from None
     except _Unusable as refused:
-        raise Invalid((name, f"must be {refused.args[0]}")) from None
+        raise Invalid(name, problem=f"must be {refused.args[0]}") from None

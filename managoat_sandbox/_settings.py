@@ -7,8 +7,9 @@ now also to what came from an environment variable. Each hosted adapter reads
 its config scope at call time through a :class:`ProviderSettings`, so every
 provider reports the same problems the same way:
 
-* a missing credential is ``Denied``, raised before any request, naming the
-  setting and its environment variable, never a value;
+* a missing credential is ``Denied(("no_credential", scope, key))``, raised
+  before any request, its message naming the setting and its environment
+  variable, never a value;
 * a setting its rule refuses (a base URL that is not ``http(s)://host…``, a
   duration that is not a positive number of milliseconds, ...), or a required
   one that is unset, is ``Invalid(("config", scope, key))``.
@@ -23,6 +24,7 @@ import attrs
 from . import config
 from ._setting_rules import check
 from .errors import Denied, Invalid
+from .reasons import Reason
 
 __all__ = ["ProviderSettings", "read"]
 
@@ -41,29 +43,41 @@ class ProviderSettings:
     label: str
 
     def _invalid(self, key: str) -> Invalid:
-        return Invalid(("config", self.scope, key), reason=f"{self.scope}.{key} is not set")
+        return Invalid(
+            Reason.CONFIG, scope=self.scope, key=key, message=f"{self.scope}.{key} is not set"
+        )
 
-    def _required(self, key: str) -> Any:
+    def value(self, key: str) -> Any:
+        """Setting ``key``, normalised by its rule (``Invalid`` when it is unset)."""
         value = read(self.scope, key)
         if value is None:
             raise self._invalid(key)
         return value
 
+    def optional(self, key: str) -> Any:
+        """Setting ``key``, normalised by its rule, or ``None`` when it is unset."""
+        return read(self.scope, key)
+
     def credential(self, key: str) -> str:
-        """The credential ``key``; ``Denied`` naming the setting and its environment
-        variable (never a value) when it is missing or empty."""
+        """The credential ``key``; ``Denied(("no_credential", scope, key))``, its message
+        naming the setting and its environment variable (never a value), when it is
+        missing or empty."""
         value = read(self.scope, key)
         if isinstance(value, str) and value:
             return value
         env = config.ENV_VARS.get((self.scope, key))
         where = f" or set the {env} environment variable" if env else ""
+        setting = f"the '{self.scope}' setting '{key}'"
         raise Denied(
-            f"no {self.label} credential: configure the '{self.scope}' setting '{key}'{where}"
+            Reason.NO_CREDENTIAL,
+            scope=self.scope,
+            key=key,
+            message=f"no {self.label} credential: configure {setting}{where}",
         )
 
     def text(self, key: str) -> str:
         """Setting ``key`` as text (``Invalid`` when it is unset)."""
-        return str(self._required(key))
+        return str(self.value(key))
 
     def optional_text(self, key: str) -> str | None:
         """Setting ``key`` as text, or ``None`` when it is unset or empty."""
@@ -77,7 +91,7 @@ class ProviderSettings:
 
     def url(self, key: str) -> str:
         """Setting ``key`` as an ``http(s)`` URL naming a host, without a trailing slash."""
-        return str(self._required(key))
+        return str(self.value(key))
 
     def optional_url(self, key: str) -> str | None:
         """Like :meth:`url`, but ``None`` when the setting is unset or empty."""
@@ -86,4 +100,4 @@ class ProviderSettings:
     def seconds(self, key: str) -> float:
         """Setting ``key``, a positive number of milliseconds (a number or its decimal
         text), in seconds."""
-        return float(self._required(key))
+        return float(self.value(key))

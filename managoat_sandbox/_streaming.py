@@ -36,11 +36,11 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from . import reasons
 from ._frame_queue import COMMAND_QUEUE_BYTES, FrameQueue
 from .contract import Adapter, Owner
 from .errors import CommandExited, Invalid, SandboxError, Unavailable
 from .frames import Error, Exit, Frame, Stderr, Stdout
+from .reasons import Reason
 from .types import Command
 
 __all__ = ["CommandEnd", "Stream", "StreamingAdapter", "new_ref"]
@@ -177,8 +177,8 @@ class Stream:
             self.fail(error)
         except Exception as error:
             log.exception("%s: reader for %s failed", self.label, self.ref)
-            self.fail(Unavailable(("reader_failed", type(error).__name__)))
-        self.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
+            self.fail(Unavailable(Reason.READER_FAILED, kind=type(error).__name__))
+        self.fail(Unavailable(Reason.CLOSED_BEFORE_EXIT))
 
     # -- local state ----------------------------------------------------
 
@@ -210,15 +210,15 @@ class Stream:
         """Raise unless stdin may be written: detached → ``CommandExited``,
         stdin not requested → ``Invalid("stdin_not_open")``."""
         if self.stopped.is_set():
-            raise CommandExited("detached")
+            raise CommandExited(Reason.DETACHED)
         if not self.stdin:
-            raise Invalid(reasons.STDIN_NOT_OPEN)
+            raise Invalid(Reason.STDIN_NOT_OPEN)
 
     def check_writable(self) -> None:
         """:meth:`check_stdin`, and an exited command is ``CommandExited``."""
         self.check_stdin()
         if self.finished.is_set():
-            raise CommandExited("exited")
+            raise CommandExited(Reason.EXITED)
 
 
 @runtime_checkable
@@ -279,7 +279,11 @@ class StreamingAdapter(Adapter):
         if not isinstance(command, Command):
             raise TypeError(f"expected a Command, got {type(command).__name__}")
         if not self._owns(command):
-            raise Invalid(f"not a command of the {self.provider} adapter")
+            raise Invalid(
+                Reason.HANDLE,
+                problem="other_adapter",
+                message=f"not a command of the {self.provider} adapter",
+            )
         end: CommandEnd = command.private
         return end
 

@@ -27,6 +27,7 @@ from . import _args
 from .contract import Capability
 from .errors import AlreadyExists, NotFound
 from .facade import build_handle, create, create_new, destroy, get, supports
+from .reasons import Reason
 from .types import Handle
 
 __all__ = ["temporary"]
@@ -54,7 +55,7 @@ def _fresh(provider: str, name: str, timeout: float, opts: dict[str, Any]) -> Ha
         get(build_handle(provider, name))
     except NotFound:
         return create(provider, name, **opts)
-    raise AlreadyExists(("sandbox", name))
+    raise AlreadyExists(Reason.SANDBOX, name=name)
 
 
 @contextlib.contextmanager

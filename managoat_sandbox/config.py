@@ -15,47 +15,25 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ._setting_rules import check
+from ._declared import LazyTable
+from ._setting_rules import RULES, check
 
 __all__ = ["ENV_VARS", "configure", "generation", "get", "override", "reset", "snapshot"]
 
-#: (scope, key) → the environment variable that is its default.
-ENV_VARS: dict[tuple[str, str], str] = {
-    ("sprites", "token"): "SPRITES_TOKEN",
-    ("sprites", "base_url"): "SPRITES_BASE_URL",
-    ("e2b", "api_key"): "E2B_API_KEY",
-    ("e2b", "base_url"): "E2B_BASE_URL",
-    ("e2b", "sandbox_url"): "E2B_SANDBOX_URL",
-    ("daytona", "api_key"): "DAYTONA_API_KEY",
-    ("daytona", "api_url"): "DAYTONA_API_URL",
-    ("local", "root"): "MANAGOAT_SANDBOX_LOCAL_ROOT",
-    ("local", "isolation"): "MANAGOAT_SANDBOX_LOCAL_ISOLATION",
-}
+#: (scope, key) → the environment variable that stands in for the setting when it is not
+#: configured (from each setting's declaration; built on first use).
+ENV_VARS: Mapping[tuple[str | None, str], str] = LazyTable(
+    lambda: {key: setting.env for key, setting in RULES.items() if setting.env is not None}
+)
 
-_DEFAULTS: dict[tuple[str, str], Any] = {
-    ("sprites", "base_url"): "https://api.sprites.dev",
-    ("sprites", "timeout_ms"): 30000,
-    ("sprites", "policy_timeout_ms"): 90000,
-    ("sprites", "public_urls"): True,
-    ("sprites", "checkpoint_creation_enabled"): False,
-    ("e2b", "base_url"): "https://api.e2b.app",
-    ("e2b", "template"): "base",
-    ("e2b", "user"): "user",
-    ("e2b", "timeout_ms"): 30000,
-    ("daytona", "api_url"): "https://app.daytona.io/api",
-    ("local", "isolation"): "auto",
-    ("local", "retained_sessions"): 100,
-    ("local", "retained_bytes"): 256 * 1024 * 1024,
-    ("retry", "attempts"): 3,
-    ("retry", "base_ms"): 250,
-    ("retry", "max_ms"): 2000,
-    ("retry", "max_retry_after_ms"): 30000,
-    ("retry", "budget"): 100,
-}
+#: (scope, key) → the library's built-in value of the setting (from its declaration).
+_DEFAULTS: Mapping[tuple[str | None, str], Any] = LazyTable(
+    lambda: {key: setting.default for key, setting in RULES.items() if setting.default is not None}
+)
 
 #: The top-level key whose changes replace adapter instances (see :func:`generation`).
 _SOURCES_KEY = "adapters"
@@ -93,7 +71,7 @@ def configure(scope: str | None = None, **settings: Any) -> None:
 
     ``configure(adapters={...})`` replaces the explicit adapter map. A value
     its setting's rule refuses is ``Invalid(("config", scope, key))``, with a
-    ``reason`` naming the setting and what it must be; then nothing is stored.
+    ``message`` naming the setting and what it must be; then nothing is stored.
     """
     scope = _check_scope(scope)
     for key, value in settings.items():

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from .errors import NotSupported
 from .frames import Frame
+from .reasons import Reason
 from .types import (
     Command,
     ExecResult,
@@ -140,7 +141,7 @@ class Adapter(ABC):
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
         """One creation attempt that never adopts; the handle has ``instance_id``."""
-        raise NotSupported("create_new")
+        raise NotSupported(Reason.CREATE_NEW)
 
     @abstractmethod
     def get(self, handle: Handle) -> Info:
@@ -152,7 +153,7 @@ class Adapter(ABC):
 
     def destroy_once(self, handle: Handle, *, timeout: float = 120.0) -> None:
         """One bounded deletion attempt that needs provider-confirmed absence."""
-        raise NotSupported("destroy_once")
+        raise NotSupported(Reason.DESTROY_ONCE)
 
     @abstractmethod
     def list_all_names(self) -> frozenset[str]:
@@ -183,13 +184,13 @@ class Adapter(ABC):
         so a large file does not need twice its size in memory
         (:func:`managoat_sandbox.files.collect`).
         """
-        raise NotSupported("read_file")
+        raise NotSupported(Reason.READ_FILE)
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """The entries of the directory at ``path`` (capability ``list_files``), in
         no particular order, ``.`` and ``..`` left out. ``NotFound`` when nothing is
         there, ``Invalid`` for a path that is not a directory."""
-        raise NotSupported("list_files")
+        raise NotSupported(Reason.LIST_FILES)
 
     @abstractmethod
     def exec(
@@ -257,7 +258,7 @@ class Adapter(ABC):
         self, handle: Handle, session_id: str, *, timeout: float = 10.0, mode: str = "graceful"
     ) -> None:
         """Terminate a remote session with provider confirmation."""
-        raise NotSupported("terminate_session")
+        raise NotSupported(Reason.TERMINATE_SESSION)
 
     def apply_network_policy(self, handle: Handle, policy: NetworkPolicy) -> None:
         """Apply the egress allowlist; ``allow=[]`` denies all egress (capability
@@ -279,7 +280,7 @@ class Adapter(ABC):
         self, handle: Handle, *, operation_id: str, timeout: float = 120.0
     ) -> str:
         """Exactly one checkpoint correlated to ``operation_id``, bounded."""
-        raise NotSupported("create_checkpoint_once")
+        raise NotSupported(Reason.CREATE_CHECKPOINT_ONCE)
 
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
         """Restore a checkpoint; a reported failure is ``RestoreFailed`` (capability

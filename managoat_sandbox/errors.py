@@ -10,10 +10,10 @@ used is :class:`Invalid`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from . import reasons
+from .reasons import Reason, shape
 
 __all__ = [
     "AlreadyExists",
@@ -37,34 +37,119 @@ __all__ = [
 class SandboxError(Exception):
     """Base of the taxonomy; never raised itself.
 
+    Built from a :class:`~managoat_sandbox.reasons.Reason` and the keyword fields
+    that reason carries (:func:`~managoat_sandbox.reasons.shape`):
+    ``Invalid(Reason.PATH, problem="must not be empty")``. The error keeps
+    ``reason`` and every field (:data:`~managoat_sandbox.reasons.FIELDS`; ``None``
+    when not given) as attributes and builds ``detail`` from them — the reason's
+    value alone, or ``(value, field, ...)`` in the shape's order. A field the
+    reason does not carry is a ``TypeError``. A detail given as it is (a tuple or
+    a string, as adapters written before reasons did) is kept as it is, and
+    ``reason`` and the fields are read from it when it starts with a reason.
+
+    ``message`` (optional) says in words what went wrong, for people: it is part
+    of ``str()`` and ``repr()``, not of ``detail``, ``args`` or equality.
+
     Instances compare equal when they belong to the same taxonomy class (a
     refinement such as :class:`DeadlineExpired` counts as its taxonomy class)
     with equal ``args``, and pickle like ordinary exceptions, context included.
 
-    Context, each ``None`` unless known: ``status`` and ``body`` (the HTTP
-    status and parsed body of the answer the error was made from; read from an
-    ``("http", status, body)`` detail when not set), ``request_id`` (the
-    provider's id of that request, when it sends one), ``attempts`` (how many
+    Context beyond the fields, each ``None`` unless known: ``request_id`` (the
+    provider's id of the request, when it sends one), ``attempts`` (how many
     tries a retried operation made; set by
-    :func:`managoat_sandbox.retry.with_backoff`). ``repr`` shows ``status`` and
-    ``request_id``.
+    :func:`managoat_sandbox.retry.with_backoff`). ``repr`` shows ``message``,
+    ``status`` and ``request_id``.
     """
 
     transient: ClassVar[bool] = True
 
     attempts: int | None = None
     request_id: str | None = None
-    _status: int | None = None
+    reason: Reason | None = None
+    status: int | None = None
+    body: Any = None
+    kind: str | None = None
+    address: str | None = None
+    seconds: float | None = None
+    limit: int | None = None
+    count: int | None = None
+    scope: str | None = None
+    key: str | None = None
+    name: str | None = None
+    state: str | None = None
+    code: Any = None
+    path: str | None = None
+    problem: str | None = None
+    answer: str | None = None
+    message: str | None = None
 
     #: Context attributes ``repr`` shows when they are set.
-    _shown: ClassVar[tuple[str, ...]] = ("status", "request_id")
+    _shown: ClassVar[tuple[str, ...]] = ("message", "status", "request_id")
 
-    def __init__(self, detail: Any = None) -> None:
+    def __init__(
+        self,
+        detail: object = None,
+        /,
+        *,
+        message: str | None = None,
+        status: int | None = None,
+        body: Any = None,
+        kind: str | None = None,
+        address: str | None = None,
+        seconds: float | None = None,
+        limit: int | None = None,
+        count: int | None = None,
+        scope: str | None = None,
+        key: str | None = None,
+        name: str | None = None,
+        state: str | None = None,
+        code: Any = None,
+        path: str | None = None,
+        problem: str | None = None,
+        answer: str | None = None,
+    ) -> None:
+        fields = {
+            "status": status,
+            "body": body,
+            "kind": kind,
+            "address": address,
+            "seconds": seconds,
+            "limit": limit,
+            "count": count,
+            "scope": scope,
+            "key": key,
+            "name": name,
+            "state": state,
+            "code": code,
+            "path": path,
+            "problem": problem,
+            "answer": answer,
+        }
+        detail = self._context(detail, fields)
         super().__init__(detail)
         self.detail = detail
+        self.message = message
+
+    def _context(self, detail: object, fields: dict[str, Any]) -> object:
+        """Set ``reason`` and the fields; the detail they make (or ``detail`` as given)."""
+        if isinstance(detail, str) and not isinstance(detail, Reason):
+            detail = _member(detail, fields)
+        if isinstance(detail, Reason):
+            self.reason = detail
+            built = build_detail(detail, fields)
+        else:
+            self.reason, read = read_detail(detail)
+            fields = {**read, **{k: v for k, v in fields.items() if v is not None}}
+            built = _plain(detail)
+        for field, value in fields.items():
+            if value is not None:
+                setattr(self, field, value)
+        return built
 
     def __str__(self) -> str:
         text = "" if self.detail is None else repr(self.detail)
+        if self.message is not None:
+            text = f"{text}: {self.message}" if text else self.message
         if self.attempts is not None and self.attempts > 1:
             text = f"{text} (after {self.attempts} attempts)".lstrip()
         return text
@@ -76,33 +161,6 @@ class SandboxError(Exception):
             if getattr(self, name) is not None
         )
         return f"{type(self).__name__}({self.detail!r}{extra})"
-
-    @property
-    def status(self) -> int | None:
-        """The HTTP status this error was made from, else ``None``."""
-        if self._status is not None:
-            return self._status
-        http = self._http_detail()
-        return None if http is None else http[0]
-
-    @property
-    def body(self) -> Any:
-        """The parsed body of the HTTP answer this error was made from, else ``None``."""
-        http = self._http_detail()
-        return None if http is None else http[1]
-
-    def _http_detail(self) -> tuple[int, Any] | None:
-        """``(status, body)`` of an ``("http", status, body)`` detail (the one place that
-        reads that shape), else ``None``."""
-        detail = self.detail
-        if (
-            isinstance(detail, tuple)
-            and len(detail) == 3
-            and detail[0] == reasons.HTTP
-            and isinstance(detail[1], int)
-        ):
-            return detail[1], detail[2]
-        return None
 
     @classmethod
     def taxonomy(cls) -> type[SandboxError]:
@@ -130,9 +188,63 @@ class SandboxError(Exception):
         self, *, status: int | None = None, request_id: str | None = None
     ) -> SandboxError:
         """Set the HTTP context this error was made from; returns the error."""
-        self._status = status
+        self.status = status
         self.request_id = request_id
         return self
+
+
+def build_detail(reason: Reason, fields: Mapping[str, Any]) -> object:
+    """The detail ``reason`` and its ``fields`` make (see :class:`SandboxError`); a field
+    the reason does not carry is a ``TypeError``."""
+    names = shape(reason)
+    carried = {name.rstrip("?") for name in names}
+    stray = sorted(
+        field for field, value in fields.items() if value is not None and field not in carried
+    )
+    if stray:
+        raise TypeError(f"reason {reason.value!r} carries no {', '.join(stray)}")
+    values = [
+        fields.get(name.rstrip("?"))
+        for name in names
+        if not (name.endswith("?") and fields.get(name.rstrip("?")) is None)
+    ]
+    return (reason.value, *values) if values else reason.value
+
+
+def _member(detail: str, fields: Mapping[str, Any]) -> str | Reason:
+    """A string detail as its reason when it is one (so fields given with it build the
+    detail); fields with a string that is no reason are a ``TypeError``."""
+    try:
+        return Reason(detail)
+    except ValueError:
+        if any(value is not None for value in fields.values()):
+            raise TypeError(f"{detail!r} is no reason: fields need a Reason") from None
+        return detail
+
+
+def _plain(detail: object) -> object:
+    """``detail`` with a reason at its head as the reason's plain string, so a detail
+    spelled with a member prints and pickles as one spelled with the string."""
+    if isinstance(detail, tuple) and detail and isinstance(detail[0], Reason):
+        return (detail[0].value, *detail[1:])
+    return detail
+
+
+def read_detail(detail: object) -> tuple[Reason | None, dict[str, Any]]:
+    """The reason and fields of a detail given as it is: its first element's (or its
+    own) reason, and the elements after it as the reason's fields in shape order;
+    ``(None, {})`` when it does not start with a reason."""
+    head, rest = (detail[0], detail[1:]) if isinstance(detail, tuple) and detail else (detail, ())
+    if not isinstance(head, str):
+        return None, {}
+    try:
+        reason = Reason(head)
+    except ValueError:
+        return None, {}
+    names = [name.rstrip("?") for name in shape(reason)]
+    if len(rest) > len(names):
+        return reason, {}
+    return reason, dict(zip(names, rest, strict=False))
 
 
 def _hashable(value: Any) -> Any:
@@ -198,10 +310,12 @@ class Unavailable(SandboxError):
     retry policy waits at least that long, as it does for :class:`RateLimited`.
     """
 
-    _shown = ("status", "request_id", "retry_after")
+    _shown = ("message", "status", "request_id", "retry_after")
 
-    def __init__(self, detail: Any = None, *, retry_after: float | None = None) -> None:
-        super().__init__(detail)
+    def __init__(
+        self, detail: object = None, /, *, retry_after: float | None = None, **context: Any
+    ) -> None:
+        super().__init__(detail, **context)
         self.retry_after = retry_after
 
 
@@ -230,23 +344,12 @@ class Denied(SandboxError):
 class Invalid(SandboxError):
     """Any other 4xx, an unfollowed 3xx, or a bad value from the caller.
 
-    ``reason`` (optional) says in words what was wrong — which argument and
-    what it must be — for people: it is part of ``str()`` and ``repr()``, not of
-    ``detail``, ``args`` or equality, so ``detail`` stays the machine-readable
-    key callers match on.
+    Its ``message`` says in words what was wrong — which argument and what it
+    must be — for people; ``detail`` stays the machine-readable key callers
+    match on.
     """
 
     transient = False
-    _shown = ("reason", "status", "request_id")
-
-    def __init__(self, detail: Any = None, *, reason: str | None = None) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-    def __str__(self) -> str:
-        if self.reason is None:
-            return super().__str__()
-        return f"{super().__str__()}: {self.reason}"
 
 
 class RestoreFailed(SandboxError):
@@ -265,14 +368,23 @@ class WriteFailed(SandboxError):
     taxonomy class name of the provider's answer) — the same on every adapter.
     """
 
+    @classmethod
+    def of(cls, error: BaseException) -> WriteFailed:
+        """The ``WriteFailed`` a stdin write raises from a provider's ``error``:
+        ``("transport", kind)`` when the connection failed (the ``kind`` of its
+        transport detail), else ``("refused", <its class name>)``."""
+        if getattr(error, "reason", None) is Reason.TRANSPORT:
+            return cls(Reason.TRANSPORT, kind=getattr(error, "kind", None))
+        return cls(Reason.REFUSED, code=type(error).__name__)
+
 
 class ProviderError(SandboxError):
     """Escape hatch for an answer the adapter does not recognise."""
 
-    def __init__(self, provider: str, detail: Any = None) -> None:
-        Exception.__init__(self, provider, detail)
+    def __init__(self, provider: str, detail: object = None, /, **context: Any) -> None:
+        super().__init__(detail, **context)
+        self.args = (provider, self.detail)
         self.provider = provider
-        self.detail = detail
 
     def __str__(self) -> str:
         return f"{self.provider}: {self.detail!r}"

@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 
 import attrs
 
-from . import _args, reasons
-from ._deadline import EXEC_MAX_BYTES
+from . import _args
+from ._collect import EXEC_MAX_BYTES
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
 from .errors import DeadlineExpired, NotSupported, SandboxError
+from .reasons import Reason
 from .registry import adapter_for, adapters
 from .retry import budget_for, idempotent
 from .types import (
@@ -135,10 +136,10 @@ def create_new(provider: str, name: str, *, timeout: float = 120.0, **opts: Any)
     """
     adapter = adapter_for(provider)
     if not _implements(adapter, "create_new"):
-        raise NotSupported("create_new")
+        raise NotSupported(Reason.CREATE_NEW)
     clean = _args.normalised(name=name)
-    _args.seconds(timeout)
-    return _tag_handle(adapter.create_new(clean["name"], timeout=timeout, **opts), provider)
+    seconds = _args.bounded_timeout(timeout, _args.BOUNDED_LIMIT, Reason.CREATE_TIMEOUT)
+    return _tag_handle(adapter.create_new(clean["name"], timeout=seconds, **opts), provider)
 
 
 def list_all_names(provider: str) -> frozenset[str]:
@@ -162,7 +163,7 @@ def supports(target: str | Handle | Command, capability: str) -> bool:
         adapter = adapter_for(target.provider)
     else:
         adapter = adapter_for(target)
-    return _args.one_of(capability, KNOWN_CAPABILITIES, "capability") in adapter.capabilities()
+    return _args.one_of(capability, KNOWN_CAPABILITIES, Reason.CAPABILITY) in adapter.capabilities()
 
 
 # -- handle side --------------------------------------------------------------
@@ -184,9 +185,9 @@ def destroy_once(handle: Handle, *, timeout: float = 120.0) -> None:
     """One bounded deletion attempt needing confirmed absence; never retried."""
     adapter = _for_handle(handle)
     if not _implements(adapter, "destroy_once"):
-        raise NotSupported("destroy_once")
-    _args.seconds(timeout)
-    adapter.destroy_once(handle, timeout=timeout)
+        raise NotSupported(Reason.DESTROY_ONCE)
+    seconds = _args.bounded_timeout(timeout, _args.BOUNDED_LIMIT, Reason.DELETE_TIMEOUT)
+    adapter.destroy_once(handle, timeout=seconds)
 
 
 def suspend(handle: Handle) -> None:
@@ -239,7 +240,7 @@ def read_file(handle: Handle, path: str, *, max_bytes: int | None = None) -> byt
     adapter = _for_handle(handle)
     clean = _args.normalised(path=path, max_bytes=max_bytes)
     if Capability.READ_FILE not in adapter.capabilities():
-        raise NotSupported("read_file")
+        raise NotSupported(Reason.READ_FILE)
     return _retried(handle.provider, adapter.read_file)(handle, clean.pop("path"), **clean)
 
 
@@ -253,7 +254,7 @@ def list_files(handle: Handle, path: str) -> builtins.list[FileInfo]:
     adapter = _for_handle(handle)
     path = _args.dir_path(path)
     if Capability.LIST_FILES not in adapter.capabilities():
-        raise NotSupported("list_files")
+        raise NotSupported(Reason.LIST_FILES)
     return builtins.list(_retried(handle.provider, adapter.list_files)(handle, path))
 
 
@@ -304,7 +305,7 @@ def exec(
         max_bytes=max_bytes,
     )
     if clean["timeout"] is not None and clean["timeout"] <= 0:
-        raise DeadlineExpired((reasons.EXEC_TIMEOUT, timeout))
+        raise DeadlineExpired(Reason.EXEC_TIMEOUT, seconds=timeout)
     return adapter.exec(handle, clean.pop("cmd"), clean.pop("args"), **clean)
 
 
@@ -344,9 +345,9 @@ def spawn(
     )
     caps = adapter.capabilities()
     if clean["tty"] and Capability.TTY not in caps:
-        raise NotSupported("tty")
+        raise NotSupported(Reason.TTY)
     if clean["detachable"] and Capability.ATTACH not in caps:
-        raise NotSupported("attach")
+        raise NotSupported(Reason.ATTACH)
     return _tag_command(
         adapter.spawn(handle, clean.pop("cmd"), clean.pop("args"), **clean), handle.provider
     )
@@ -405,12 +406,12 @@ def terminate_session(
     ended sessions).
     """
     adapter = _for_handle(handle)
-    _args.termination_request(session_id, timeout, mode)
+    session_id, _, mode = _args.termination_request(session_id, timeout, mode)
     caps = adapter.capabilities()
     if Capability.TERMINATE_SESSION not in caps or not _implements(adapter, "terminate_session"):
-        raise NotSupported("terminate_session")
+        raise NotSupported(Reason.TERMINATE_SESSION)
     if mode == "force" and Capability.FORCE_TERMINATE_SESSION not in caps:
-        raise NotSupported("force_terminate_session")
+        raise NotSupported(Reason.FORCE_TERMINATE_SESSION)
     adapter.terminate_session(handle, session_id, timeout=timeout, mode=mode)
 
 
@@ -438,9 +439,9 @@ def create_checkpoint_once(handle: Handle, *, operation_id: str, timeout: float 
     """Exactly one checkpoint correlated to ``operation_id``, bounded; never retried."""
     adapter = _for_handle(handle)
     if not _implements(adapter, "create_checkpoint_once"):
-        raise NotSupported("create_checkpoint_once")
-    _args.seconds(timeout)
-    return adapter.create_checkpoint_once(handle, operation_id=operation_id, timeout=timeout)
+        raise NotSupported(Reason.CREATE_CHECKPOINT_ONCE)
+    seconds = _args.bounded_timeout(timeout, _args.BOUNDED_LIMIT, Reason.CHECKPOINT_TIMEOUT)
+    return adapter.create_checkpoint_once(handle, operation_id=operation_id, timeout=seconds)
 
 
 def restore_checkpoint(handle: Handle, checkpoint_id: str) -> None:

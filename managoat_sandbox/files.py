@@ -17,8 +17,8 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 
-from . import reasons
 from .errors import Denied, Truncated
+from .reasons import Reason
 
 __all__ = ["REFUSALS", "collect", "denied", "refused", "truncated"]
 
@@ -29,13 +29,13 @@ REFUSALS = ("permission denied", "operation not permitted")
 
 def truncated(max_bytes: int) -> Truncated:
     """The error of a file holding more than ``max_bytes`` bytes."""
-    return Truncated((reasons.MAX_BYTES, max_bytes))
+    return Truncated(Reason.MAX_BYTES, limit=max_bytes)
 
 
 def denied(path: str) -> Denied:
     """``Denied(("path", path))``: the error of a path the sandbox's user may not read,
     list or write (file operations act as that user, on every adapter)."""
-    return Denied((reasons.PATH, path))
+    return Denied(Reason.PATH, path=path)
 
 
 def refused(text: object) -> bool:

@@ -14,9 +14,9 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
-from . import reasons
 from ._args import optional_seconds
 from .errors import DeadlineExpired, Invalid, SandboxError
+from .reasons import Reason
 from .types import Command
 
 __all__ = ["Error", "Exit", "Frame", "Stderr", "Stdout", "iter_frames"]
@@ -81,7 +81,7 @@ def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) ->
     """
     if isinstance(source, Command):
         if source.frames is None:
-            raise Invalid(("owner", "this command delivers to a callback, not a queue"))
+            raise Invalid(Reason.OWNER, problem="this command delivers to a callback, not a queue")
         frames: _Gettable = source.frames
     elif callable(getattr(source, "get", None)):
         frames = source
@@ -90,14 +90,14 @@ def iter_frames(source: Command | _Gettable, *, timeout: float | None = None) ->
     return _frames(frames, optional_seconds(timeout), timeout)
 
 
-def _frames(frames: _Gettable, wait: float | None, timeout: object) -> Iterator[Frame]:
+def _frames(frames: _Gettable, wait: float | None, timeout: float | None) -> Iterator[Frame]:
     """The frames of ``frames`` to the first terminal one, each waited for at most
     ``wait`` seconds (``None``: unbounded); ``timeout`` is the caller's, for the error."""
     while True:
         try:
             frame = frames.get(timeout=wait)
         except queue.Empty:
-            raise DeadlineExpired((reasons.FRAME_TIMEOUT, timeout)) from None
+            raise DeadlineExpired(Reason.FRAME_TIMEOUT, seconds=timeout) from None
         yield frame
         if frame.terminal:
             return

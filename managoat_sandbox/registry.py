@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import config
+from ._declared import LazyTable, declarations
 from ._settings import read
 from .contract import Adapter
 from .errors import UnknownProvider
@@ -31,14 +32,14 @@ log = logging.getLogger("managoat_sandbox.registry")
 
 ENTRY_POINT_GROUP = "managoat_sandbox.adapters"
 
-#: Built-in providers, imported only when first used.
-BUILTINS: dict[str, str] = {
-    "fake": "managoat_sandbox.testing.fake:Fake",
-    "local": "managoat_sandbox.providers.local:Local",
-    "sprites": "managoat_sandbox.providers.sprites:Sprites",
-    "daytona": "managoat_sandbox.providers.daytona:Daytona",
-    "e2b": "managoat_sandbox.providers.e2b:E2B",
-}
+#: The reference adapter, built in beside the providers' declared ones.
+_FAKE = "managoat_sandbox.testing.fake:Fake"
+
+#: Built-in providers (``"module:Class"``), imported only when first used: the Fake and
+#: every provider package's declared adapter (:mod:`managoat_sandbox._declared`).
+BUILTINS: Mapping[str, str] = LazyTable(
+    lambda: {"fake": _FAKE, **{name: d.target for name, d in declarations().items()}}
+)
 
 _lock = threading.RLock()
 _instances: dict[tuple[str, int], Adapter] = {}

@@ -23,6 +23,7 @@ from ._budget import Budget, budget_for
 from ._settings import read
 from .contract import IDEMPOTENT_OPERATIONS
 from .errors import RateLimited, SandboxError, Unavailable
+from .reasons import Reason
 
 __all__ = ["Budget", "budget_for", "idempotent", "transient", "with_backoff"]
 
@@ -48,7 +49,7 @@ def transient(error: BaseException) -> bool:
 _MAX_DOUBLINGS = 64
 
 
-def _seconds(value: float | None, key_ms: str, name: str) -> float:
+def _seconds(value: float | None, key_ms: str, name: Reason) -> float:
     """Argument ``name`` (seconds), else config ``retry.<key_ms>``; both by one rule."""
     if value is None:
         return float(read("retry", key_ms))
@@ -59,7 +60,7 @@ def _attempts(value: int | None) -> int:
     """Argument ``attempts``, else config ``retry.attempts``; both by one rule."""
     if value is None:
         return int(read("retry", "attempts"))
-    return int(_setting_rules.argument(_setting_rules.count(1), "attempts", value))
+    return int(_setting_rules.argument(_setting_rules.count(1), Reason.ATTEMPTS, value))
 
 
 def with_backoff(
@@ -94,9 +95,9 @@ def with_backoff(
     policy = _Policy(
         _attempts(attempts),
         retriable,
-        _seconds(base, "base_ms", "base"),
-        _seconds(max_delay, "max_ms", "max_delay"),
-        _seconds(max_retry_after, "max_retry_after_ms", "max_retry_after"),
+        _seconds(base, "base_ms", Reason.BASE),
+        _seconds(max_delay, "max_ms", Reason.MAX_DELAY),
+        _seconds(max_retry_after, "max_retry_after_ms", Reason.MAX_RETRY_AFTER),
         budget,
         label,
     )

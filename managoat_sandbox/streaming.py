@@ -11,7 +11,8 @@ output does not arrive as frames); ``StreamingAdapter`` implements
 and a third-party adapter should be too.
 """
 
-from ._deadline import EXEC_MAX_BYTES, Deadline, ExecOutput, ExecSink, collect_exec
+from ._collect import EXEC_MAX_BYTES, ExecOutput, ExecSink, collect_exec
+from ._deadline import Deadline
 from ._streaming import CommandEnd, Stream, StreamingAdapter, new_ref
 
 __all__ = [

@@ -15,11 +15,10 @@ from managoat_sandbox import config
 from managoat_sandbox._budget import Budget
 from managoat_sandbox._setting_rules import MAX_COUNT, RULES
 from managoat_sandbox.errors import Denied, Invalid, SandboxError
-from managoat_sandbox.providers.daytona.api import Api as DaytonaApi
-from managoat_sandbox.providers.e2b.settings import Settings as E2BSettings
+from managoat_sandbox.providers.daytona import settings as daytona_settings
+from managoat_sandbox.providers.e2b.settings import load as load_e2b_settings
 from managoat_sandbox.providers.local import adapter as local_adapter
-from managoat_sandbox.providers.local import mode as local_mode
-from managoat_sandbox.providers.local import retention
+from managoat_sandbox.providers.local import settings as local_settings
 from managoat_sandbox.providers.sprites import settings as sprites_settings
 from managoat_sandbox.retry import with_backoff
 from managoat_sandbox.testing import Fake
@@ -132,7 +131,7 @@ def test_a_setting_its_rule_refuses_is_invalid_where_it_is_configured(
         config.configure(scope, **{key: value})
     assert caught.value.detail == ("config", scope, key)
     name = key if scope is None else f"{scope}.{key}"
-    assert caught.value.reason is not None and caught.value.reason.startswith(f"{name} must be")
+    assert caught.value.message is not None and caught.value.message.startswith(f"{name} must be")
     assert len(str(caught.value)) < 1000
     assert config.snapshot() == before
 
@@ -203,7 +202,7 @@ def test_a_setting_from_the_environment_is_checked_when_read(
     config.configure("local", root=str(tmp_path))
     monkeypatch.setenv("E2B_BASE_URL", "http://[::1")
     with pytest.raises(Invalid) as caught:
-        E2BSettings.load()
+        load_e2b_settings()
     assert caught.value.detail == ("config", "e2b", "base_url")
     monkeypatch.setenv("MANAGOAT_SANDBOX_LOCAL_ISOLATION", "\udcff")
     with pytest.raises(Invalid) as caught:
@@ -218,17 +217,17 @@ def _read_scope(scope: str | None) -> None:
         with_backoff(lambda: None)
         Budget().take()
     elif scope == "local":
-        local_mode.setting()
-        retention.bound()
+        local_settings.isolation()
+        local_settings.retained_sessions()
         local_adapter._pins()
     elif scope == "sprites":
         sprites_settings.load()
         sprites_settings.checkpoints_enabled()
     elif scope == "e2b":
-        E2BSettings.load()
+        load_e2b_settings()
     elif scope == "daytona":
-        DaytonaApi.base_url()
-        DaytonaApi.headers()
+        daytona_settings.api_url()
+        daytona_settings.auth_headers()
     else:
         sandbox.adapters()
 

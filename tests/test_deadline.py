@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from managoat_sandbox import reasons
-from managoat_sandbox._deadline import Deadline, ExecOutput, ExecSink, collect_exec
+from managoat_sandbox._collect import ExecOutput, ExecSink, collect_exec
+from managoat_sandbox._deadline import Deadline
 from managoat_sandbox._streaming import Stream
 from managoat_sandbox.errors import DeadlineExpired, Invalid, Truncated, Unavailable
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout, iter_frames

@@ -284,7 +284,7 @@ def test_a_refused_termination_says_which_argument_and_what_it_must_be(
     assert error.detail == reasons.TERMINATION_REQUEST
     assert error == Invalid(reasons.TERMINATION_REQUEST)
     copy = pickle.loads(pickle.dumps(error))
-    assert (copy.detail, copy.reason) == (reasons.TERMINATION_REQUEST, reason)
+    assert (copy.detail, copy.message) == (reasons.TERMINATION_REQUEST, reason)
 
 
 def test_terminate_session_without_the_capability_is_not_supported_and_never_destroys() -> None:

@@ -74,13 +74,14 @@ def test_create_new_after_destroy_is_a_different_incarnation(fake: Fake) -> None
     assert first.instance_id and second.instance_id and first.instance_id != second.instance_id
 
 
-def test_create_new_validates_its_timeout_and_options(fake: Fake) -> None:
+def test_create_new_through_the_facade_validates_its_timeout_and_options(fake: Fake) -> None:
+    config.configure(adapters={"fake": fake})
     for bad in (0, -1, 120.5, "10", True, None):
         with pytest.raises(Invalid) as caught:
-            fake.create_new("t", timeout=bad)  # type: ignore[arg-type]
+            sandbox.create_new("fake", "t", timeout=bad)
         assert caught.value.detail == "create_timeout"
     with pytest.raises(TypeError):
-        fake.create_new("t", retry=True)
+        sandbox.create_new("fake", "t", retry=True)
     assert fake.list_all_names() == frozenset()
 
 

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from managoat_sandbox import reasons
+import managoat_sandbox as sandbox
+from managoat_sandbox import config, reasons
 from managoat_sandbox.errors import CommandExited, DeadlineExpired, Invalid, Unavailable
 from managoat_sandbox.testing import Fake
 from managoat_sandbox.testing.mailbox import Mailbox, is_exit, is_stdout
@@ -71,8 +72,9 @@ def test_an_absent_session_on_another_sandbox_cannot_stop_the_owned_one(fake: Fa
     assert unconfirmed.value.detail == reasons.TERMINATION_UNCONFIRMED
     assert alive(fake, victim)
     fake.terminate_session(fake.build_handle("worker"), "absent")
+    config.configure(adapters={"fake": fake})
     with pytest.raises(Invalid) as caught:
-        fake.terminate_session(fake.build_handle("worker"), "../id")
+        sandbox.terminate_session(fake.build_handle("worker"), "../id")
     assert caught.value.detail == reasons.TERMINATION_REQUEST
 
 

@@ -26,6 +26,7 @@ from managoat_sandbox.errors import (
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.sprites import Sprites
+from managoat_sandbox.reasons import Reason
 from managoat_sandbox.types import Handle
 
 URL = "https://provider.test/v1/thing"
@@ -113,8 +114,8 @@ def test_an_error_body_echoing_the_request_credential_is_scrubbed(
 
 
 def test_unexpected_names_the_provider_and_the_answers_type_never_its_content() -> None:
-    error = unexpected("sprites", "not_a_sprite", [SECRET])
-    assert error == ProviderError("sprites", ("not_a_sprite", "list"))
+    error = unexpected("sprites", Reason.UNEXPECTED_SPRITE, [SECRET])
+    assert error == ProviderError("sprites", ("unexpected_sprite", "list"))
     assert SECRET not in repr(error)
 
 
@@ -216,7 +217,8 @@ def test_a_missing_credential_is_denied_alike_by_every_provider_before_any_reque
     adapter = make()
     with pytest.raises(Denied) as caught:
         call(adapter)  # type: ignore[operator]
-    message = caught.value.detail
+    assert caught.value.detail[0] == "no_credential"
+    message = caught.value.message
     assert isinstance(message, str) and message.startswith("no ")
     assert " credential: configure the " in message
     assert env in message

@@ -113,7 +113,7 @@ def test_an_entry_named_outside_the_root_is_refused_by_name(
     target, outside = scene
     error = refused(archive([("box", "dir", "", 0o755), (name, "file", b"pwned", 0o644)]), target)
     assert error.detail == ("archive_entry", name)
-    assert why in str(error.reason)
+    assert why in str(error.message)
     assert untouched(outside)
 
 
@@ -131,7 +131,7 @@ def test_a_file_through_a_link_the_stream_planted_is_refused(
     )
     error = refused(stream, target)
     assert error.detail == ("archive_entry", through)
-    assert "symlink" in str(error.reason)
+    assert "symlink" in str(error.message)
     assert untouched(outside)
 
 

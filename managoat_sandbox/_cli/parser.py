@@ -2,7 +2,10 @@
 
 Each subcommand's parser sets ``handler`` (a function ``(args, console) ->
 exit status``). The global options ``--provider/-p`` and ``--json`` are
-accepted before or after the subcommand.
+accepted before or after the subcommand. One function sets up each command, or
+each group of closely related commands (``_lifecycle``, ``_running``,
+``_sessions``); :func:`build_parser` calls them in the order ``--help`` lists
+the commands.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._args import TERMINATION_TIMEOUT_RANGE, TIMEOUT_RANGE, optional_seconds
-from .._deadline import EXEC_MAX_BYTES
+from .._collect import EXEC_MAX_BYTES
 from .._version import __version__
 from ..errors import Invalid
 from . import files, sandboxes, sessions, streaming, transfer
@@ -196,7 +199,14 @@ def build_parser(provider: str) -> argparse.ArgumentParser:
     _lifecycle(add)
     _running(add)
     _sessions(add)
-    _extras(add)
+    _policy(add)
+    _url(add)
+    _write(add)
+    _read(add)
+    _ls(add)
+    _cp(add)
+    _checkpoint(add)
+    _restore(add)
     return parser
 
 
@@ -371,7 +381,7 @@ def _sessions(add: Add) -> None:
     terminate.add_argument("--force", action="store_true", help="kill rather than ask")
 
 
-def _extras(add: Add) -> None:
+def _policy(add: Add) -> None:
     policy = add(
         "policy",
         sandboxes.run_policy,
@@ -389,9 +399,15 @@ def _extras(add: Add) -> None:
         help="a domain the sandbox may reach (repeat for more); all else is denied",
     )
     choice.add_argument("--deny-all", action="store_true", help="deny all egress")
+
+
+def _url(add: Add) -> None:
     add(
         "url", sandboxes.run_url, "Print a sandbox's public URL (a note if it has none).", "url box"
     ).add_argument("name", metavar="NAME", help=NAME_HELP)
+
+
+def _write(add: Add) -> None:
     write = add(
         "write",
         sandboxes.run_write,
@@ -407,6 +423,9 @@ def _extras(add: Add) -> None:
         metavar="MODE",
         help="octal file mode, e.g. 600 or 0o600",
     )
+
+
+def _read(add: Add) -> None:
     read = add(
         "read",
         files.run_read,
@@ -431,6 +450,9 @@ def _extras(add: Add) -> None:
         default=None,
         help="fail with Truncated, writing nothing, if the file holds more than N bytes",
     )
+
+
+def _ls(add: Add) -> None:
     ls = add(
         "ls",
         files.run_ls,
@@ -441,6 +463,9 @@ def _extras(add: Add) -> None:
     )
     ls.add_argument("name", metavar="NAME", help=NAME_HELP)
     ls.add_argument("path", metavar="PATH", help="the directory's absolute path in the sandbox")
+
+
+def _cp(add: Add) -> None:
     cp = add(
         "cp",
         transfer.run_cp,
@@ -461,6 +486,9 @@ def _extras(add: Add) -> None:
         metavar="S",
         help="give up after S seconds (default: no limit)",
     )
+
+
+def _checkpoint(add: Add) -> None:
     checkpoint = add(
         "checkpoint",
         sandboxes.run_checkpoint,
@@ -469,6 +497,9 @@ def _extras(add: Add) -> None:
     )
     checkpoint.add_argument("name", metavar="NAME", help=NAME_HELP)
     checkpoint.add_argument("--comment", metavar="C", default=None)
+
+
+def _restore(add: Add) -> None:
     restore = add(
         "restore",
         sandboxes.run_restore,

@@ -35,6 +35,7 @@ from .._frame_queue import FrameQueue
 from ..contract import Owner
 from ..errors import CommandExited, Denied, Invalid, NotFound
 from ..frames import Error, Exit, Frame, Stderr, Stdout
+from ..reasons import Reason
 from ..types import Command, Handle, TransferProgress
 from .counter import Counter, ProgressCallback
 from .pack import plan, totals, write_archive
@@ -113,11 +114,11 @@ def explain(code: int, stderr: bytes, remote_path: str) -> None:
         return
     words = stderr.decode("utf-8", "replace").strip()
     if code == MISSING and "no such file or directory" in words:
-        raise NotFound(("path", remote_path))
+        raise NotFound(Reason.PATH, path=remote_path)
     if "Permission denied" in words or "Operation not permitted" in words:
-        raise Denied(("path", remote_path))
+        raise Denied(Reason.PATH, path=remote_path)
     last = words.splitlines()[-1] if words else f"exit {code}"
-    raise Invalid((reasons.TRANSFER, last), reason=f"tar in the sandbox failed: {last}")
+    raise Invalid(Reason.TRANSFER, problem=last, message=f"tar in the sandbox failed: {last}")
 
 
 class _Stdin:

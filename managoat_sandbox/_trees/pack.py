@@ -26,6 +26,7 @@ from typing import IO, Literal, Protocol, cast
 import attrs
 
 from ..errors import Invalid
+from ..reasons import Reason
 from .counter import Counter
 
 __all__ = ["CHUNK", "Entry", "Sink", "plan", "totals", "write_archive"]
@@ -67,7 +68,9 @@ def plan(local_path: str, arcroot: str) -> list[Entry]:
     info = os.lstat(local_path)
     kind = _kind(info.st_mode)
     if kind is None:
-        raise Invalid(("local_path", f"{local_path!r} is not a file, directory or symlink"))
+        raise Invalid(
+            Reason.LOCAL_PATH, problem=f"{local_path!r} is not a file, directory or symlink"
+        )
     root = Entry(local_path, arcroot, kind, info.st_size if kind == "file" else 0)
     if kind != "dir":
         return [root]

@@ -18,7 +18,7 @@ have replaced its ``tar``. :class:`Extractor` writes each entry under
   and entries that are neither directories, regular files nor links (devices,
   FIFOs) are left out and logged.
 
-A refusal is ``Invalid(("archive_entry", name))`` with a reason, raised at that
+A refusal is ``Invalid(("archive_entry", name))`` with a message, raised at that
 entry: what came before it stays written, nothing after it is. ``target``
 itself is the caller's: it is used as given (a link there is followed).
 Directory modes are applied by :meth:`Extractor.finish`, deepest first, so a
@@ -36,8 +36,8 @@ import tarfile
 from collections.abc import Iterator
 from typing import IO
 
-from .. import reasons
 from ..errors import Invalid
+from ..reasons import Reason
 from .counter import Counter
 
 __all__ = ["ChunkReader", "Extractor", "unusable"]
@@ -51,7 +51,7 @@ _READ = 256 * 1024
 
 
 def _refuse(name: str, why: str) -> Invalid:
-    return Invalid(("archive_entry", name), reason=f"archive entry {name!r} {why}")
+    return Invalid(Reason.ARCHIVE_ENTRY, name=name, message=f"archive entry {name!r} {why}")
 
 
 class ChunkReader:
@@ -78,8 +78,9 @@ class ChunkReader:
 def unusable(error: tarfile.ReadError) -> Invalid:
     """The error of a sandbox whose ``tar`` sent something that is no tar archive."""
     return Invalid(
-        (reasons.TRANSFER, "not a tar archive"),
-        reason=f"the sandbox's tar sent no usable archive: {error}",
+        Reason.TRANSFER,
+        problem="not a tar archive",
+        message=f"the sandbox's tar sent no usable archive: {error}",
     )
 
 

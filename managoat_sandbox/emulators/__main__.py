@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import pkgutil
 import signal
 import sys
 import threading
@@ -28,11 +29,12 @@ from ._access import read_credential_file
 if TYPE_CHECKING:
     from ._server import Emulator
 
-PROVIDERS = {
-    "sprites": ("managoat_sandbox.emulators.sprites", "SpritesEmulator"),
-    "e2b": ("managoat_sandbox.emulators.e2b", "E2BEmulator"),
-    "daytona": ("managoat_sandbox.emulators.daytona", "DaytonaEmulator"),
-}
+
+def _emulated() -> list[str]:
+    """The providers with an emulator: each subpackage of this package, which exports
+    its server class as the one name of its ``__all__`` (imported only when chosen)."""
+    package = importlib.import_module(__package__ or "managoat_sandbox.emulators")
+    return sorted(found.name for found in pkgutil.iter_modules(package.__path__) if found.ispkg)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m managoat_sandbox.emulators",
         description="Serve a local, protocol-faithful emulator of a sandbox provider.",
     )
-    parser.add_argument("provider", choices=sorted(PROVIDERS))
+    parser.add_argument("provider", choices=_emulated())
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     _add_credential_arguments(parser)
@@ -80,9 +82,11 @@ def start_problem(host: str, port: int, cause: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one emulator in the foreground until SIGINT/SIGTERM (see the module docstring)."""
     args = _parser().parse_args(argv)
-    module_name, class_name = PROVIDERS[args.provider]
+    module_name = f"{__package__}.{args.provider}"
     try:
-        emulator_class = getattr(importlib.import_module(module_name), class_name)
+        module = importlib.import_module(module_name)
+        (class_name,) = module.__all__
+        emulator_class = getattr(module, class_name)
     except (ImportError, AttributeError) as error:
         print(import_problem(args.provider, error), file=sys.stderr)
         return 1

@@ -2,10 +2,11 @@
 
 Every request that carries the emulator's credential is logged with its
 method, path, query and headers, redacted by :func:`redact_request`, the one
-place that decides what is a secret:
+place that decides what the log keeps of a secret:
 
 * a header or query parameter whose *name* looks like a credential's
-  (:func:`credential_like`) has its value replaced by ``<redacted>``;
+  (:func:`managoat_sandbox._secrets.credential_like`, the library's one rule
+  for that) has its value replaced by ``<redacted>``;
 * every occurrence of a *value* that is a live credential (the emulator's
   own, and the tokens it issued to its sandboxes) is replaced by
   ``<redacted>`` wherever it stands: in a header's name or value, a query
@@ -25,12 +26,13 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+
+from .._secrets import CREDENTIAL_STEMS, CREDENTIAL_WORDS, credential_like
 
 __all__ = [
     "CREDENTIAL_STEMS",
@@ -43,27 +45,6 @@ __all__ = [
 ]
 
 REDACTED = "<redacted>"
-#: A header or query parameter name holding any of these (case-insensitively,
-#: anywhere in it) names a credential: ``X-Sprite-Token``, ``X-Auth-Key``,
-#: ``Authorization``, ``Set-Cookie``, ``password``, ``signature_expiration``…
-CREDENTIAL_STEMS = (
-    "token",
-    "key",
-    "auth",
-    "secret",
-    "pass",
-    "signature",
-    "session",
-    "cookie",
-    "credential",
-    "jwt",
-    "bearer",
-)
-#: Short names that name a credential only as a whole word of the name (split
-#: at anything but a letter or digit, and where a lowercase letter meets an
-#: uppercase one): ``pw`` and ``X-Sig`` are credentials, ``signal`` is not.
-CREDENTIAL_WORDS = frozenset({"pw", "pwd", "sig"})
-_WORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|[^A-Za-z0-9]+")
 #: Bounds of one emulator's log.
 MAX_ENTRIES = 10_000
 MAX_BODY = 1024 * 1024
@@ -86,16 +67,6 @@ class LoggedRequest:
     def json(self) -> Any:
         """The body parsed as JSON."""
         return json.loads(self.body)
-
-
-def credential_like(name: str) -> bool:
-    """Whether a header or query parameter called ``name`` carries a credential:
-    it holds one of :data:`CREDENTIAL_STEMS`, or one of its words is one of
-    :data:`CREDENTIAL_WORDS`."""
-    lowered = name.lower()
-    if any(stem in lowered for stem in CREDENTIAL_STEMS):
-        return True
-    return any(word.lower() in CREDENTIAL_WORDS for word in _WORD_BREAK.split(name))
 
 
 def redact_request(

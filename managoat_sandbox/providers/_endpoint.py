@@ -27,6 +27,7 @@ import attrs
 
 from .._secrets import safe_url
 from ..errors import Invalid
+from ..reasons import Reason
 from ..types import Handle
 
 __all__ = ["Endpoint", "carried_by", "carrying", "check"]
@@ -62,7 +63,7 @@ def carrying(handle: Handle, base_url: str) -> Handle:
 
 def check(handle: Handle, base_url: str) -> None:
     """Return when ``handle`` carries no endpoint or ``base_url`` (the one configured
-    now); else ``Invalid(("handle", "endpoint_changed"))``, whose reason names both
+    now); else ``Invalid(("handle", "endpoint_changed"))``, whose message names both
     endpoints (without credentials) and what to do."""
     carried = carried_by(handle)
     if carried is None:
@@ -70,8 +71,9 @@ def check(handle: Handle, base_url: str) -> None:
     now = safe_url(base_url)
     if carried.url != now:
         raise Invalid(
-            ("handle", "endpoint_changed"),
-            reason=(
+            Reason.HANDLE,
+            problem="endpoint_changed",
+            message=(
                 f"the {handle.provider} handle of {handle.name!r} was made against "
                 f"{carried.url}, but the configuration now names {now}: restore the "
                 "configuration the handle was made under, or rebuild the handle "

@@ -26,14 +26,15 @@ import copy
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import attrs
 
 from .. import _args, config, reasons
-from .._deadline import Deadline, ExecOutput
+from .._collect import collect_frames
+from .._deadline import Deadline
 from .._streaming import Stream, new_ref
 from ..contract import Adapter, Capability, Owner
 from ..errors import (
@@ -47,6 +48,8 @@ from ..errors import (
     Unavailable,
 )
 from ..files import collect
+from ..frames import Error, Exit, Frame, Stderr, Stdout
+from ..reasons import Reason
 from ..types import (
     Command,
     ExecResult,
@@ -159,8 +162,8 @@ def _missing(sandbox: _Sandbox, path: str) -> SandboxError:
     providers answer, else ``NotFound``."""
     through = _file_on_the_way(sandbox, path)
     if through is not None:
-        return Invalid(("path", f"{through!r} is not a directory"))
-    return NotFound(("path", path))
+        return Invalid(Reason.PATH, problem=f"{through!r} is not a directory")
+    return NotFound(Reason.PATH, path=path)
 
 
 def _listing(sandbox: _Sandbox, path: str) -> list[FileInfo]:
@@ -197,7 +200,31 @@ def _check_dir(sandbox: _Sandbox, dir: str | None) -> None:
         return
     prefix = dir.rstrip("/") + "/"
     if not _is_dir(sandbox, prefix):
-        raise Invalid(reasons.no_such_dir(dir))
+        raise Invalid(Reason.DIR, problem=reasons.no_such_dir(dir))
+
+
+def _exec_frames(program: Sequence[Instruction], deadline: Deadline) -> Iterator[Frame]:
+    """The frames (``ref`` ``None``) of ``program`` run as an exec, as it runs: ``sleep``
+    and ``deaf`` really wait, but a pause that would outlast ``deadline`` waits out only
+    what is left of it and raises its error; ``stay`` meets a closed stdin (nothing);
+    ``drop`` is an ``Error`` (``Unavailable("closed_before_exit")``) and the end. At the
+    program's end comes the ``Exit`` with the code of its last ``exit`` (else 0)."""
+    code = 0
+    for step in program:
+        if isinstance(step, Emit):
+            yield (Stderr if step.stream == 2 else Stdout)(None, step.data)
+        elif isinstance(step, Sleep | Deaf):
+            remaining = deadline.remaining()
+            if remaining is not None and remaining < step.seconds:
+                threading.Event().wait(remaining)
+                raise deadline.error()
+            threading.Event().wait(step.seconds)
+        elif isinstance(step, ExitWith):
+            code = step.code
+        elif isinstance(step, Drop):
+            yield Error(None, Unavailable(Reason.CLOSED_BEFORE_EXIT))
+            return
+    yield Exit(None, code)
 
 
 class Fake(Adapter):
@@ -291,16 +318,10 @@ class Fake(Adapter):
             where = configured_world()
         return self._worlds.setdefault(where, {})
 
-    @staticmethod
-    def _check_handle(handle: object) -> Handle:
-        if not isinstance(handle, Handle):
-            raise TypeError(f"expected a Handle, got {type(handle).__name__}")
-        return handle
-
     def _sandbox(self, handle: Handle) -> _Sandbox:
-        sandbox = self._world(self._check_handle(handle)).get(handle.name)
+        sandbox = self._world(handle).get(handle.name)
         if sandbox is None:
-            raise NotFound(("sandbox", handle.name))
+            raise NotFound(Reason.SANDBOX, name=handle.name)
         return sandbox
 
     def create(self, name: str, **opts: Any) -> Handle:
@@ -313,13 +334,12 @@ class Fake(Adapter):
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
         if opts:
             raise TypeError(f"unknown create_new options: {sorted(opts)}")
-        _args.bounded_timeout(timeout, 120.0, "create_timeout")
         self._inject("create_new")
         world = configured_world()
         with self._lock:
             sandboxes = self._worlds.setdefault(world, {})
             if name in sandboxes:
-                raise AlreadyExists(("sandbox", name))
+                raise AlreadyExists(Reason.SANDBOX, name=name)
             instance_id = f"fake-{next(self._ids)}"
             sandboxes[name] = _Sandbox(instance_id=instance_id)
         return Handle(self.provider, name, instance_id=instance_id, private=world)
@@ -338,14 +358,13 @@ class Fake(Adapter):
     def destroy(self, handle: Handle) -> None:
         """Remove the sandbox; its running sessions end as if the machine vanished."""
         self._inject("destroy")
-        self._check_handle(handle)
         with self._lock:
             sandbox = self._world(handle).pop(handle.name, None)
             if sandbox is None:
                 return
             for session in sandbox.sessions.values():
                 if self._kill(session):
-                    self._conclude(session, ("error", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
+                    self._conclude(session, ("error", Unavailable(Reason.CLOSED_BEFORE_EXIT)))
 
     def list_all_names(self) -> frozenset[str]:
         self._inject("list_all_names")
@@ -383,7 +402,7 @@ class Fake(Adapter):
             data = sandbox.files.get(path)
             if data is None:
                 if _is_dir(sandbox, path):
-                    raise Invalid(("path", f"{path!r} is a directory"))
+                    raise Invalid(Reason.PATH, problem=f"{path!r} is a directory")
                 raise _missing(sandbox, path)
         return collect((data,), max_bytes)
 
@@ -393,7 +412,7 @@ class Fake(Adapter):
         with self._lock:
             sandbox = self._sandbox(handle)
             if path in sandbox.files:
-                raise Invalid(("path", f"{path!r} is not a directory"))
+                raise Invalid(Reason.PATH, problem=f"{path!r} is not a directory")
             if not _is_dir(sandbox, path):
                 raise _missing(sandbox, path)
             return _listing(sandbox, path)
@@ -447,12 +466,12 @@ class Fake(Adapter):
     def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
         """Always ``NotSupported``: the Fake does not advertise ``checkpoint``."""
         self._inject("create_checkpoint")
-        raise NotSupported("checkpoint")
+        raise NotSupported(Reason.CHECKPOINT)
 
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
         """Always ``NotSupported``: the Fake does not advertise ``checkpoint``."""
         self._inject("restore_checkpoint")
-        raise NotSupported("checkpoint")
+        raise NotSupported(Reason.CHECKPOINT)
 
     # -- exec ---------------------------------------------------------------------
 
@@ -480,23 +499,12 @@ class Fake(Adapter):
         self._inject("exec")
         with self._lock:
             _check_dir(self._sandbox(handle), dir)
-        output = ExecOutput(max_bytes, stderr_to_stdout=stderr_to_stdout)
-        code = 0
-        for step in program:
-            if isinstance(step, Emit):
-                output.add(step.data, stderr=step.stream == 2)
-            elif isinstance(step, Sleep | Deaf):
-                remaining = deadline.remaining()
-                if remaining is not None and remaining < step.seconds:
-                    threading.Event().wait(remaining)
-                    raise deadline.error()
-                threading.Event().wait(step.seconds)
-            elif isinstance(step, ExitWith):
-                code = step.code
-            elif isinstance(step, Drop):
-                raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
-        deadline.check()
-        return output.result(code)
+        return collect_frames(
+            _exec_frames(program, deadline),
+            deadline=deadline,
+            stderr_to_stdout=stderr_to_stdout,
+            max_bytes=max_bytes,
+        )
 
     # -- streaming ------------------------------------------------------------
 
@@ -597,7 +605,7 @@ class Fake(Adapter):
             elif isinstance(step, ExitWith):
                 self._finish(session, ("exit", step.code))
             elif isinstance(step, Drop):
-                self._finish(session, ("error", Unavailable(reasons.CLOSED_BEFORE_EXIT)))
+                self._finish(session, ("error", Unavailable(Reason.CLOSED_BEFORE_EXIT)))
             elif isinstance(step, Stay):
                 self._stay(session)
 
@@ -644,7 +652,9 @@ class Fake(Adapter):
         if not isinstance(command, Command):
             raise TypeError(f"expected a Command, got {type(command).__name__}")
         if not isinstance(command.private, _CommandState):
-            raise Invalid("not a command of this Fake")
+            raise Invalid(
+                Reason.HANDLE, problem="other_adapter", message="not a command of this Fake"
+            )
         return command.private
 
     def write_stdin(self, command: Command, data: bytes) -> None:
@@ -655,7 +665,7 @@ class Fake(Adapter):
         self._inject("write_stdin")
         with self._lock:
             if not self._connected(state) or not self._alive(state.session):
-                raise CommandExited(reasons.EXITED)
+                raise CommandExited(Reason.EXITED)
             state.session.stdin.put(payload)
 
     def close_stdin(self, command: Command) -> None:
@@ -665,7 +675,7 @@ class Fake(Adapter):
         self._inject("close_stdin")
         with self._lock:
             if not self._connected(state):
-                raise CommandExited(reasons.EXITED)
+                raise CommandExited(Reason.EXITED)
             state.session.stdin.put(_EOF)
 
     @staticmethod
@@ -703,14 +713,13 @@ class Fake(Adapter):
         self, handle: Handle, session_id: str, *, owner: Owner | None = None, stdin: bool = False
     ) -> Command:
         """Replay the session's output and verdict, or replay then tail, atomically."""
-        self._check_handle(handle)
         self._inject("attach")
         sub = _Subscription(Stream(new_ref("fake"), owner, label="fake", stdin=stdin))
         with self._lock:
             sandbox = self._world(handle).get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
             if session is None:
-                raise NotFound(("session", session_id))
+                raise NotFound(Reason.SESSION, name=session_id)
             for item in session.buffer:
                 sub.inbox.put(item)
             if session.verdict is not None:
@@ -729,20 +738,19 @@ class Fake(Adapter):
         in force mode; a process still running when ``timeout`` passes is
         ``DeadlineExpired("termination_timeout")``.
         """
-        self._check_handle(handle)
-        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        timeout_ms = _args.termination_ms(timeout)
         self._inject("terminate_session")
         with self._lock:
             sandbox = self._world(handle).get(handle.name)
             session = None if sandbox is None else sandbox.sessions.get(session_id)
         if session is None:
             if mode == "force":
-                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+                raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
             return
         self._kill(session, graceful=mode == "graceful")
         thread = session.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_ms / 1000)
             if thread.is_alive():
-                raise DeadlineExpired(reasons.TERMINATION_TIMEOUT)
+                raise DeadlineExpired(Reason.TERMINATION_TIMEOUT)
         self._conclude(session, ("exit", 137))

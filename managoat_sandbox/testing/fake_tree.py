@@ -25,6 +25,7 @@ from .._trees.counter import Counter
 from .._trees.pack import plan, totals
 from .._trees.unpack import Extractor
 from ..errors import NotFound
+from ..reasons import Reason
 from ..types import TransferProgress
 
 __all__ = ["Snapshot", "Tree", "download", "snapshot", "upload"]
@@ -112,7 +113,7 @@ def _archive(tree: Tree, remote_path: str) -> bytes:
     else:
         paths = list(_under(tree, remote_path))
         if remote_path not in tree.dirs and not paths:
-            raise NotFound(("path", remote_path))
+            raise NotFound(Reason.PATH, path=remote_path)
         paths.insert(0, remote_path)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:

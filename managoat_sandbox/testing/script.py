@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import attrs
 
 from ..errors import Invalid
+from ..reasons import Reason
 
 __all__ = ["Deaf", "Drop", "Emit", "ExitWith", "Instruction", "Sleep", "Stay", "parse"]
 
@@ -73,7 +74,7 @@ TERMINAL = (ExitWith, Stay, Drop)
 
 
 def _bad(arg: str) -> Invalid:
-    return Invalid(("fake_instruction", arg))
+    return Invalid(Reason.FAKE_INSTRUCTION, problem=arg)
 
 
 def _instruction(arg: str) -> Instruction:

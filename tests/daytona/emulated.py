@@ -10,7 +10,7 @@ from managoat_sandbox import config
 from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.api import Timeouts
-from managoat_sandbox.providers.daytona.logs import FollowPolicy
+from managoat_sandbox.providers.daytona.stream import FollowPolicy
 
 from ..canary import CANARY
 from ..conftest import wait_until

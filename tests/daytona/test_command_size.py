@@ -7,7 +7,7 @@ answer window, to follow or attach a command). A command's text is bounded
 it is ``Invalid`` at once, before anything is sent — never a transient error
 that a retry could not fix. One under it runs, also past the answer window.
 A kept exec session stops being reused once its record echoes more than
-:data:`~managoat_sandbox.providers.daytona.execs.ECHO_BUDGET`, and a session
+:data:`~managoat_sandbox.providers.daytona.exec.ECHO_BUDGET`, and a session
 listing over its limit is ``Truncated`` (never a partial view).
 """
 
@@ -22,7 +22,7 @@ from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import Invalid, Truncated
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.api import Timeouts
-from managoat_sandbox.providers.daytona.execs import ECHO_BUDGET, ExecPool
+from managoat_sandbox.providers.daytona.exec import ECHO_BUDGET, ExecPool
 from managoat_sandbox.providers.daytona.shim import COMMAND_LIMIT
 from managoat_sandbox.providers.daytona.toolbox import LISTING_LIMIT
 from managoat_sandbox.types import Handle
@@ -113,4 +113,6 @@ def test_a_session_listing_over_its_limit_is_truncated_not_transient(
     emulator.faults.add("oversize", size=LISTING_LIMIT + 1, method="GET", path=r"/process/session$")
     with pytest.raises(Truncated) as caught:
         daytona.list_sessions(handle)
-    assert str(LISTING_LIMIT) in caught.value.detail[1]
+    assert caught.value.reason is reasons.Reason.LISTING_BYTES
+    assert caught.value.detail == ("listing_bytes", LISTING_LIMIT)
+    assert str(LISTING_LIMIT) in str(caught.value)

@@ -35,6 +35,7 @@ from managoat_sandbox.providers.daytona.shim import SWEEP_EVERY
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
 from managoat_sandbox.types import Handle
 
+from ..bash_fixtures import after_main_exits
 from ..conftest import wait_until
 from .emulated import serving
 
@@ -55,7 +56,7 @@ LEAVER = (
 )
 SECOND = "touch gate; " + WAIT_FOR.format(path="written") + "; echo mine"
 #: A background child that keeps the exec's output and writes after the main exits.
-HOLDER = "( sleep 0.3; echo late; echo late-err >&2 ) & echo early"
+HOLDER = after_main_exits("echo early", "echo late; echo late-err >&2")
 
 
 @pytest.fixture
@@ -153,7 +154,8 @@ def test_a_spawn_in_a_missing_dir_is_invalid_and_leaves_no_session(
 ) -> None:
     with pytest.raises(Invalid) as caught:
         daytona.spawn(handle, "pwd", [], dir="/no/such/dir")
-    assert caught.value.detail == reasons.no_such_dir("/no/such/dir")
+    assert caught.value.reason is reasons.Reason.DIR
+    assert caught.value.problem == reasons.no_such_dir("/no/such/dir")
     assert daytona.list_sessions(handle) == []
 
 

@@ -102,7 +102,9 @@ class Follows:
         self.opened: list[tuple[str, dict[str, str]]] = []
         self.sockets: list[FakeSocket] = []
 
-    def open(self, url: str, headers: Mapping[str, str], *, timeout: float) -> FakeSocket:
+    def open(
+        self, url: str, headers: Mapping[str, str], *, timeout: float, transport: object = None
+    ) -> FakeSocket:
         self.opened.append((url, dict(headers)))
         if not self.scripts:
             raise Unavailable((reasons.TRANSPORT, "ConnectionRefusedError"))
@@ -625,7 +627,8 @@ def test_a_spawn_whose_dir_cannot_be_entered_is_invalid_and_deletes_its_session(
     fake.sync = lambda body: (200, {}, json.dumps({"cmdId": "c", "output": "", "exitCode": 1}))
     with pytest.raises(Invalid) as caught:
         run(daytona, dir="missing")
-    assert caught.value.detail == reasons.no_such_dir("missing")
+    assert caught.value.reason is reasons.Reason.DIR
+    assert caught.value.problem == reasons.no_such_dir("missing")
     assert len(fake.exec_bodies) == 1, "the command was never started"
     assert fake.deleted == fake.sessions
 

@@ -265,7 +265,11 @@ def test_an_error_trailer_string_is_a_provider_error_and_partial_output_is_dropp
     stream(rsps, start(), stdout(b"partial"), trailer("stream unavailable"))
     with pytest.raises(ProviderError) as caught:
         e2b.exec(box(e2b), "true")
-    assert caught.value == ProviderError("e2b", "stream unavailable")
+    assert caught.value == ProviderError(
+        "e2b",
+        reasons.Reason.BAD_ENVELOPE,
+        problem="the end-of-stream error (str) has no Connect code",
+    )
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from managoat_sandbox.errors import (
 from managoat_sandbox.frames import Error, Exit, Stdout
 from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.e2b.envd import Envd
-from managoat_sandbox.providers.e2b.settings import Settings
+from managoat_sandbox.providers.e2b.settings import load
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Handle, NetworkPolicy
 
@@ -389,7 +389,7 @@ def _live_commands(e2b: E2B, handle: Handle, emulator: E2BEmulator) -> list[str]
     """The command lines envd lists as running (through envd's own ``List``, called with
     the token the emulator handed the sandbox)."""
     sandbox = sandbox_id(e2b, handle)
-    s = Settings.load()
+    s = load()
     envd = Envd(
         s.envd_url(sandbox, None), sandbox, emulator.record(sandbox).access_token, s.user, s.timeout
     )

@@ -14,7 +14,7 @@ from managoat_sandbox import config
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import SandboxError
 from managoat_sandbox.providers.e2b import E2B
-from managoat_sandbox.providers.e2b.settings import Settings
+from managoat_sandbox.providers.e2b.settings import load
 from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 
 from ..conftest import wait_until
@@ -71,7 +71,7 @@ def test_no_secret_in_reprs_errors_or_logs(
             repr(handle),
             repr(command),
             repr(command.private),
-            repr(Settings.load()),
+            repr(load()),
             repr(box.history()),
         ]
         assert wait_until(lambda: any("heartbeat" in r.getMessage() for r in caplog.records))

@@ -37,7 +37,8 @@ one ``Error`` — the reset cell proves that.
 * ``malformed_json`` — ``GET /api/sandbox/<name>`` answers 200 ``{"id": "sbx``; ``get`` →
   ``Unavailable(("malformed_json", 200))``.
 * ``truncated_stream_body`` — the open follow ends early (Close 1000), the next three end
-  after 10 bytes, and three log snapshots are cut (FIN) after 10 bytes of a 30-line output;
+  after 10 bytes, and three log snapshots are cut (FIN) after 10 bytes of a 30-line output
+  (the command prints its other 29 lines only once the cuts are queued: a FIFO handshake);
   spawn → ridden out: ``Exit(0)`` with the 30 lines exactly once.
 * ``oversized_body`` — ``GET /api/sandbox/<name>`` answers 200 KB; ``get`` →
   ``Unavailable(("response_too_large", 65536))``.
@@ -57,9 +58,10 @@ from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.errors import RateLimited, Truncated, Unavailable
 from managoat_sandbox.providers.daytona import Daytona
 from managoat_sandbox.providers.daytona.api import Timeouts
-from managoat_sandbox.providers.daytona.logs import FollowPolicy
+from managoat_sandbox.providers.daytona.stream import FollowPolicy
 
 from ..daytona.emulated import KEY
+from ..handshake import daytona_gate
 from .harness import RETRY_ATTEMPTS, Cell, Ctx, Expect, Requests, matrix, run_cell
 
 pytestmark = pytest.mark.timeout(60)
@@ -80,7 +82,8 @@ SANDBOX = r"^/api/sandbox/matrix-[0-9]+$"
 EXEC = r"^/toolbox/[^/]+/process/session/[^/]+/exec$"
 COMMAND = r"/command/[^/]+(/logs)?$"
 LINES = 30
-COUNTER = f"for i in $(seq 1 {LINES}); do echo line-$i; sleep 0.02; done"
+#: The rest of the counter, printed once the first line has arrived and the cuts are queued.
+REST = f"for i in $(seq 2 {LINES}); do echo line-$i; done"
 EXPECTED = b"".join(b"line-%d\n" % i for i in range(1, LINES + 1))
 CLOSED = Unavailable(reasons.CLOSED_BEFORE_EXIT).detail
 #: Spawning (session, exec) and reaching the first output: two toolbox round trips.
@@ -120,6 +123,14 @@ def _reset_every_log_read(ctx: Ctx) -> None:
     ctx.emulator.cut_log_follows(reset=True)
 
 
+def _gated_counter(ctx: Ctx) -> object:
+    """Prints line-1, then waits (at its gate) until the cuts are queued, then the rest."""
+    gate = daytona_gate(ctx.emulator, ctx.handle.name)
+    ctx.notes["gate"] = gate
+    script = gate.script("echo line-1", REST)
+    return ctx.adapter.spawn(ctx.handle, "bash", ["-c", script], owner=ctx.box)
+
+
 def _cut_three_log_reads(ctx: Ctx) -> None:
     faults = ctx.emulator.faults
     ctx.notes["cuts"] = [
@@ -127,6 +138,7 @@ def _cut_three_log_reads(ctx: Ctx) -> None:
         faults.add("log_cut", method="GET", path=r"/logs$", size=10, body="close", times=3),
     ]
     ctx.emulator.cut_log_follows()
+    ctx.notes["gate"].release()
 
 
 def _all_cuts_served(ctx: Ctx) -> None:
@@ -201,9 +213,9 @@ CELLS = {
     "truncated_stream_body": Cell(
         inject=_cut_three_log_reads,
         inject_after_output=True,
-        run=_spawn(COUNTER),
+        run=_gated_counter,
         stream=True,
-        bound=TO_FIRST_OUTPUT + 4 * T,  # the command's 0.6 s, three cut reads, the drain
+        bound=TO_FIRST_OUTPUT + 4 * T,  # the command's rest, three cut reads, the drain
         expect=Expect(None, exit_code=0, output=EXPECTED),
         verify=_all_cuts_served,
     ),

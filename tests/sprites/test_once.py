@@ -9,6 +9,7 @@ import pytest
 import requests
 import responses
 
+import managoat_sandbox as sandbox
 from managoat_sandbox import config, reasons
 from managoat_sandbox.errors import (
     AlreadyExists,
@@ -171,12 +172,12 @@ def test_create_new_truncated_answer_is_unconfirmed(
 
 
 @pytest.mark.parametrize("timeout", [0, -1, 120.001, "1000", None, True, float("nan")])
-def test_create_new_bad_timeout_is_invalid_before_credentials(
+def test_create_new_bad_timeout_is_invalid_through_the_facade_before_credentials(
     monkeypatch: pytest.MonkeyPatch, timeout: Any
 ) -> None:
     monkeypatch.delenv("SPRITES_TOKEN", raising=False)
     with pytest.raises(Invalid) as raised:
-        Sprites().create_new("box", timeout=timeout)
+        sandbox.create_new("sprites", "box", timeout=timeout)
     assert raised.value.detail == "create_timeout"
 
 
@@ -266,12 +267,12 @@ def test_destroy_once_transport_failure(api: responses.RequestsMock, adapter: Sp
 
 
 @pytest.mark.parametrize("timeout", [None, "100", 0, -1, 120.001, False])
-def test_destroy_once_bad_timeout_is_invalid_before_provider_access(
+def test_destroy_once_bad_timeout_is_invalid_through_the_facade_before_provider_access(
     monkeypatch: pytest.MonkeyPatch, timeout: Any
 ) -> None:
     monkeypatch.delenv("SPRITES_TOKEN", raising=False)
     with pytest.raises(Invalid) as raised:
-        Sprites().destroy_once(BOX, timeout=timeout)
+        sandbox.destroy_once(BOX, timeout=timeout)
     assert raised.value.detail == "delete_timeout"
 
 
@@ -488,12 +489,12 @@ def test_termination_transport_failure_leaks_nothing(
         ("19", 1, None),
     ],
 )
-def test_invalid_termination_requests_are_refused_before_credentials(
+def test_invalid_termination_requests_are_refused_by_the_facade_before_credentials(
     monkeypatch: pytest.MonkeyPatch, session: Any, timeout: Any, mode: Any
 ) -> None:
     monkeypatch.delenv("SPRITES_TOKEN", raising=False)
     with pytest.raises(Invalid) as raised:
-        Sprites().terminate_session(BOX, session, timeout=timeout, mode=mode)
+        sandbox.terminate_session(BOX, session, timeout=timeout, mode=mode)
     assert raised.value.detail == reasons.TERMINATION_REQUEST
 
 
@@ -679,10 +680,12 @@ def test_create_checkpoint_once_bad_operation_id(
 
 @pytest.mark.usefixtures("enabled")
 @pytest.mark.parametrize("timeout", [0, -1, 120.001, "5", None])
-def test_create_checkpoint_once_bad_timeout(monkeypatch: pytest.MonkeyPatch, timeout: Any) -> None:
+def test_create_checkpoint_once_bad_timeout_through_the_facade(
+    monkeypatch: pytest.MonkeyPatch, timeout: Any
+) -> None:
     monkeypatch.delenv("SPRITES_TOKEN", raising=False)
     with pytest.raises(Invalid) as raised:
-        Sprites().create_checkpoint_once(BOX, operation_id="op-1", timeout=timeout)
+        sandbox.create_checkpoint_once(BOX, operation_id="op-1", timeout=timeout)
     assert raised.value.detail == "checkpoint_timeout"
 
 

@@ -696,12 +696,12 @@ def test_restore_posts_to_the_checkpoint_and_accepts_a_complete_stream(
         (
             ndjson({"type": "info"}, {"type": "error", "error": "no such checkpoint"}),
             RestoreFailed,
-            "no such checkpoint",
+            ("restore_failed", "no such checkpoint"),
         ),
         (
             ndjson({"type": "info", "error": "restore aborted"}, {"type": "complete"}),
             RestoreFailed,
-            "restore aborted",
+            ("restore_failed", "restore aborted"),
         ),
         (ndjson({"type": "info", "data": "x"}), Unavailable, "restore_unconfirmed"),
     ],
@@ -711,7 +711,7 @@ def test_restore_failure_inside_a_200_stream_is_never_success(
     adapter: Sprites,
     stream: str,
     error: type[Exception],
-    detail: str,
+    detail: object,
 ) -> None:
     _checkpointing(api)
     api.post(url("/v1/sprites/box/checkpoints/v1/restore"), body=stream)

@@ -3,6 +3,13 @@
 See :mod:`.adapter` for the rules it keeps.
 """
 
-from .adapter import Daytona
+from typing import TYPE_CHECKING
+
+from .. import lazily
+
+if TYPE_CHECKING:
+    from .adapter import Daytona
 
 __all__ = ["Daytona"]
+
+__getattr__ = lazily(f"{__name__}.adapter", "Daytona")

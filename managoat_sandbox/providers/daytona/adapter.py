@@ -26,11 +26,11 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
   and adds the real exit code, so the journal alone tells a complete log
   from a cut one (:mod:`.decoder`). ``exec`` runs it in a toolbox session
   kept for reuse, with one synchronous session exec whose answer carries the
-  journal and the exit code (:mod:`.execs`): on a warm sandbox an exec is one
+  journal and the exit code (:mod:`.exec`): on a warm sandbox an exec is one
   request (the sandbox's toolbox is remembered with its sessions). ``spawn`` runs it
   asynchronously in a session of its own, and the command's log is followed
   over the daemon's WebSocket, finished from plain snapshots when that ends
-  early, every byte delivered once (:mod:`.logs`). A command whose session
+  early, every byte delivered once (:mod:`.stream`). A command whose session
   vanishes without an exit ends in ``Unavailable("closed_before_exit")``.
   Every spawn is a detachable session, named by its ``Command.session_id`` (the
   toolbox session id, as listed); ``attach`` replays from byte zero, then
@@ -61,9 +61,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ... import _args, reasons
+from ... import _args
 from ..._deadline import Deadline
-from ..._http import HttpClient
+from ..._http import HttpClient, Transport
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
@@ -76,6 +76,7 @@ from ...errors import (
     SandboxError,
     Unavailable,
 )
+from ...reasons import Reason, no_such_dir
 from ...transfers import StagedTarTransfers
 from ...types import (
     Command,
@@ -89,11 +90,12 @@ from ...types import (
 )
 from .. import _endpoint
 from . import files, shim
-from .api import PROVIDER, SETTINGS, Api, Timeouts
+from .api import Api, Timeouts
 from .end import DaytonaCommandEnd
 from .errors import conflict_is_transient, file_error, is_status
-from .execs import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
-from .logs import FollowPolicy, LogFollower
+from .exec import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
+from .settings import PROVIDER, SETTINGS
+from .stream import FollowPolicy, LogFollower
 from .toolbox import Toolbox, listed_command_id
 
 __all__ = ["Daytona"]
@@ -134,12 +136,10 @@ def status_of(state: object) -> Status:
     return "unknown"
 
 
-def _name(handle: object) -> str:
+def _name(handle: Handle) -> str:
     """The handle's sandbox name; ``Invalid(("handle", "endpoint_changed"))`` when the
     handle was made against another ``api_url`` than the configured one
     (:mod:`.._endpoint`)."""
-    if not isinstance(handle, Handle):
-        raise TypeError(f"expected a Handle, got {type(handle).__name__}")
     _endpoint.check(handle, SETTINGS.url("api_url"))
     return handle.name
 
@@ -160,21 +160,23 @@ def _allow_entry(entry: str) -> str:
     """An allowlist entry as a Daytona domain (comma-separated on the wire)."""
     value = entry.strip()
     if not value or "," in value or any(ch.isspace() for ch in value):
-        raise Invalid(("network_policy", f"{entry!r} is not a domain"))
+        raise Invalid(Reason.NETWORK_POLICY, problem=f"{entry!r} is not a domain")
     try:
         ipaddress.ip_network(value, strict=False)
     except ValueError:
         return value
-    raise Invalid(("network_policy", f"{entry!r}: only domains can be allowed on Daytona"))
+    raise Invalid(
+        Reason.NETWORK_POLICY, problem=f"{entry!r}: only domains can be allowed on Daytona"
+    )
 
 
 def _sanitised(error: SandboxError) -> SandboxError:
     """A terminate_session failure without provider prose (bodies as ``{}``)."""
     if isinstance(error, RateLimited):
         return RateLimited(None)
-    if error.status is not None and reasons.reason_of(error) == reasons.HTTP:
-        return type(error)((reasons.HTTP, error.status, {}))
-    return Unavailable(reasons.TERMINATION_UNCONFIRMED)
+    if error.status is not None and error.reason is Reason.HTTP:
+        return type(error)(Reason.HTTP, status=error.status, body={})
+    return Unavailable(Reason.TERMINATION_UNCONFIRMED)
 
 
 class Daytona(StagedTarTransfers, StreamingAdapter):
@@ -213,9 +215,11 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         exec_sessions: int = 4,
         page_size: int = 100,
         max_pages: int = 40,
+        transport: Transport | None = None,
     ) -> None:
         self.follow = follow or FollowPolicy()
-        self.api = Api(HttpClient(user_agent="managoat_sandbox-daytona"), timeouts or Timeouts())
+        http = HttpClient(user_agent="managoat_sandbox-daytona", transport=transport)
+        self.api = Api(http, timeouts or Timeouts())
         self.start_timeout = start_timeout
         self.exec_sessions = exec_sessions
         self.page_size = page_size
@@ -301,7 +305,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         waiting = state in _BOOTING
         if state in _WAKE_FROM:
             if not wake:
-                raise NotFound((reasons.SANDBOX_NOT_RUNNING, state))
+                raise NotFound(Reason.SANDBOX_NOT_RUNNING, state=state)
             try:
                 sandbox = self.api.start(name)
             except SandboxError as error:
@@ -313,15 +317,15 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         while waiting and state != "started" and state not in _BROKEN | _GONE:
             left = deadline.remaining()
             if left == 0:
-                raise Unavailable(("sandbox_not_started", state))
+                raise Unavailable(Reason.SANDBOX_NOT_STARTED, state=state)
             threading.Event().wait(pause if left is None else min(pause, left))
             pause = min(pause * 1.5, 2.0)
             sandbox = self.api.get(name)
             state = _state(sandbox)
         if state in _GONE:
-            raise NotFound(("sandbox", name, state))
+            raise NotFound(Reason.SANDBOX, name=name, state=state)
         if state in _BROKEN:
-            raise Unavailable(("sandbox_state", state))
+            raise Unavailable(Reason.SANDBOX_STATE, state=state)
         return Toolbox(self.api, self.api.toolbox_of(sandbox))
 
     def _sandbox_gone(self, name: str) -> bool:
@@ -346,7 +350,9 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         if mode is not None:
             code, output = toolbox.execute(shim.chmod(path, mode))
             if code != 0:
-                raise Invalid(("chmod_failed", code, output.decode("utf-8", "replace")))
+                raise Invalid(
+                    Reason.CHMOD_FAILED, code=code, problem=output.decode("utf-8", "replace")
+                )
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of the file at ``path`` from the toolbox's bulk download (a missing
@@ -381,9 +387,9 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
             session_id, shim.enter_script(dir), wait=window, check=lambda: window
         )
         if answer.exit_code is None:
-            raise ProviderError(PROVIDER, ("no_exit_code", "entering the spawn's dir"))
+            raise ProviderError(PROVIDER, Reason.NO_EXIT_CODE, problem="entering the spawn's dir")
         if answer.exit_code != 0:
-            raise Invalid(reasons.no_such_dir(dir))
+            raise Invalid(Reason.DIR, problem=no_such_dir(dir))
 
     @staticmethod
     def _drop_session(toolbox: Toolbox, session_id: str) -> None:
@@ -405,7 +411,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         max_bytes: int | None = None,
     ) -> ExecResult:
         """Run to exit in a kept exec session, with one synchronous session exec
-        (:mod:`.execs`); past the deadline the exec is abandoned and its session
+        (:mod:`.exec`); past the deadline the exec is abandoned and its session
         deleted, which kills what the command left running. Output past
         ``max_bytes`` is ``Truncated`` (a command still running is killed the same
         way).
@@ -466,7 +472,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         could only fail.
         """
         if tty:
-            raise NotSupported("tty")
+            raise NotSupported(Reason.TTY)
         stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
         session_id = SPAWN_PREFIX + secrets.token_hex(12)
         run = shim.program(cmd, args, env=env, cwd=dir)
@@ -500,7 +506,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         try:
             toolbox = self._toolbox(handle, wake=False)
         except NotFound as error:
-            if reasons.reason_of(error) == reasons.SANDBOX_NOT_RUNNING:
+            if error.reason is Reason.SANDBOX_NOT_RUNNING:
                 return []
             raise
         found = []
@@ -533,7 +539,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         toolbox = self._toolbox(handle, wake=False)
         command_id = listed_command_id(_spawned_command(toolbox.session(session_id)))
         if command_id is None:
-            raise NotFound(("session_without_command", session_id))
+            raise NotFound(Reason.SESSION_WITHOUT_COMMAND, name=session_id)
         code = toolbox.command(session_id, command_id).get("exitCode")
         live = isinstance(code, bool) or not isinstance(code, int)
         return self._followed(
@@ -592,9 +598,9 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         waking it. Past ``timeout`` (plus 5 s of transport) it is
         ``DeadlineExpired("termination_timeout")``.
         """
-        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        timeout_ms = _args.termination_ms(timeout)
         if mode == "force":
-            raise NotSupported("force_terminate_session")
+            raise NotSupported(Reason.FORCE_TERMINATE_SESSION)
         try:
             toolbox = self._toolbox(handle, wake=False, limit=timeout_ms / 1000)
         except NotFound:
@@ -606,10 +612,10 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         except NotFound:
             return
         except Unavailable as error:
-            if error.detail == reasons.TIMEOUT:
-                raise DeadlineExpired(reasons.TERMINATION_TIMEOUT) from None
-            if reasons.reason_of(error) == reasons.TRANSPORT:
-                raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from error
+            if error.reason is Reason.TIMEOUT:
+                raise DeadlineExpired(Reason.TERMINATION_TIMEOUT) from None
+            if error.reason is Reason.TRANSPORT:
+                raise Unavailable(Reason.TERMINATION_TRANSPORT_FAILED) from error
             raise _sanitised(error) from None
         except SandboxError as error:
             raise _sanitised(error) from None

@@ -1,14 +1,6 @@
 """Daytona's control plane (``{api_url}/sandbox…``) and the HTTP plumbing the toolbox shares.
 
-Settings are read from config scope ``daytona`` at call time: ``api_key``
-(``$DAYTONA_API_KEY``), ``api_url`` (``$DAYTONA_API_URL``, else
-``https://app.daytona.io/api``; a self-hosted Daytona is ``<origin>/api``: a
-URL whose path does not end in ``/api`` is ``Invalid`` before any request, as
-every call to it would answer 404), ``snapshot`` and ``organization_id``. A
-missing key is ``Denied`` naming ``DAYTONA_API_KEY``, raised before any
-request (:class:`~..._settings.ProviderSettings`, as for every provider). Every
-request carries ``Authorization: Bearer <key>`` and, when configured,
-``X-Daytona-Organization-ID``; the key lives only in those headers.
+Settings are read at call time through :mod:`.settings`.
 
 Requests go through the shared :meth:`~.._http.HttpClient.send` /
 :meth:`~.._http.HttpClient.open` with Daytona's :data:`POLICY` (its status
@@ -22,24 +14,21 @@ import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import attrs
 
 from ..._http import BODY_LIMIT, ErrorPolicy, HttpClient, Response, unexpected
 from ..._paging import Page, walk
-from ..._secrets import safe_url
-from ..._settings import ProviderSettings
-from ...errors import Invalid
+from ...reasons import Reason
 from .errors import error_from
+from .settings import PROVIDER, SETTINGS, api_url, auth_headers
 
 if TYPE_CHECKING:
     import requests
 
 __all__ = ["LABELS", "Api", "Timeouts", "toolbox_base"]
 
-PROVIDER = "daytona"
-SETTINGS = ProviderSettings(PROVIDER, "Daytona")
 #: How :meth:`~.._http.HttpClient.send` maps a Daytona answer (API or toolbox) it refuses.
 POLICY = ErrorPolicy(PROVIDER, refine=error_from)
 #: Labels put on every sandbox this library creates; the listing filters on them.
@@ -77,31 +66,6 @@ class Api:
 
     # -- plumbing shared with the toolbox -----------------------------------
 
-    @staticmethod
-    def base_url() -> str:
-        """The API base, without a trailing slash (``Invalid`` when it does not end in
-        ``/api``, saying what to set it to)."""
-        url = SETTINGS.url("api_url")
-        if not urlsplit(url).path.endswith("/api"):
-            shown = safe_url(url)
-            raise Invalid(
-                f"daytona api_url {shown} is not the control plane's base, "
-                "whose path ends in /api (like https://app.daytona.io/api): set daytona "
-                f"api_url or the DAYTONA_API_URL environment variable to {shown}/api"
-            )
-        return url
-
-    @staticmethod
-    def headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Auth headers (``Denied`` before any request when no key is configured)."""
-        headers = {"Authorization": f"Bearer {SETTINGS.credential('api_key')}"}
-        organization = SETTINGS.optional_text("organization_id")
-        if organization:
-            headers["X-Daytona-Organization-ID"] = str(organization)
-        if extra:
-            headers.update(extra)
-        return headers
-
     def call(
         self,
         method: str,
@@ -117,7 +81,7 @@ class Api:
             method,
             url,
             policy=POLICY,
-            headers=self.headers(headers),
+            headers=auth_headers(headers),
             timeout=(self.timeouts.connect, read_timeout),
             limit=limit,
             **kwargs,
@@ -139,16 +103,14 @@ class Api:
             method,
             url,
             policy=POLICY,
-            headers=self.headers(headers),
+            headers=auth_headers(headers),
             timeout=(self.timeouts.connect, read_timeout),
             **kwargs,
         ) as response:
             yield response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.call(
-            method, self.base_url() + path, read_timeout=self.timeouts.api, **kwargs
-        )
+        response = self.call(method, api_url() + path, read_timeout=self.timeouts.api, **kwargs)
         if not response.body.strip():
             return {}
         return response.json()
@@ -213,9 +175,9 @@ class Api:
             items = page.get("items")
             following = page.get("nextCursor", page.get("cursor"))
         else:
-            raise unexpected(PROVIDER, "not_a_listing", page)
+            raise unexpected(PROVIDER, Reason.NOT_A_LISTING, page)
         if not isinstance(items, list) or not (following is None or isinstance(following, str)):
-            raise unexpected(PROVIDER, "not_a_listing", page)
+            raise unexpected(PROVIDER, Reason.NOT_A_LISTING, page)
         return Page(items, following or None)
 
     def toolbox_proxy_url(self, sandbox_id: str) -> str:
@@ -223,14 +185,14 @@ class Api:
         answer = self._json("GET", f"/sandbox/{_segment(sandbox_id)}/toolbox-proxy-url")
         url = answer.get("url") if isinstance(answer, Mapping) else answer
         if not isinstance(url, str) or not url:
-            raise unexpected(PROVIDER, "no_toolbox_proxy_url", answer)
+            raise unexpected(PROVIDER, Reason.NO_TOOLBOX_PROXY_URL, answer)
         return url
 
     def toolbox_of(self, sandbox: Mapping[str, Any]) -> str:
         """The toolbox base URL of a sandbox answer."""
         sandbox_id = sandbox.get("id")
         if not isinstance(sandbox_id, str) or not sandbox_id:
-            raise unexpected(PROVIDER, "no_sandbox_id", sandbox)
+            raise unexpected(PROVIDER, Reason.NO_SANDBOX_ID, sandbox)
         proxy = sandbox.get("toolboxProxyUrl")
         if not isinstance(proxy, str) or not proxy:
             proxy = self.toolbox_proxy_url(sandbox_id)
@@ -239,5 +201,5 @@ class Api:
 
 def _sandbox(answer: Any) -> Mapping[str, Any]:
     if not isinstance(answer, Mapping):
-        raise unexpected(PROVIDER, "not_a_sandbox", answer)
+        raise unexpected(PROVIDER, Reason.NOT_A_SANDBOX, answer)
     return answer

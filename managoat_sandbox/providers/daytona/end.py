@@ -8,9 +8,9 @@ import threading
 
 import attrs
 
-from ... import reasons
 from ..._streaming import Stream
 from ...errors import CommandExited, NotFound, SandboxError, WriteFailed
+from ...reasons import Reason
 from . import shim
 from .errors import is_status
 from .toolbox import Toolbox
@@ -51,7 +51,7 @@ class DaytonaCommandEnd:
     def _check(self) -> None:
         self.stream.check_stdin()
         if not self.live:
-            raise CommandExited(reasons.EXITED)
+            raise CommandExited(Reason.EXITED)
 
     def write(self, data: bytes) -> None:
         """Send ``data`` to the command's stdin: total, as the contract says."""
@@ -63,8 +63,8 @@ class DaytonaCommandEnd:
             self.toolbox.send_input(self.session_id, self.command_id, shim.input_lines(data))
         except SandboxError as error:
             if _exited(error):
-                raise CommandExited(reasons.EXITED) from None
-            raise WriteFailed(reasons.write_failure(error)) from None
+                raise CommandExited(Reason.EXITED) from None
+            raise WriteFailed.of(error) from None
 
     def close_stdin(self) -> None:
         """Close stdin for real: the relay feeding the command ends, the command reads EOF.
@@ -75,7 +75,7 @@ class DaytonaCommandEnd:
         """
         self._check()
         if self.attached and self.stream.finished.is_set():
-            raise CommandExited(reasons.EXITED)
+            raise CommandExited(Reason.EXITED)
         with self._lock:
             if self._stdin_closed or self.stream.finished.is_set():
                 return

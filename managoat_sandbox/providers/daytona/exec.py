@@ -25,7 +25,7 @@ and is raised; the command is never run twice.
 The answer must begin within ``window`` seconds. When it does not (a command
 running longer; an answer lost to a broken connection), the command is
 looked up in its session — the one it ran there that this exec did not know
-— and followed over its log instead (:class:`.logs.LogFollower`), to its real
+— and followed over its log instead (:class:`.stream.LogFollower`), to its real
 exit. The exec deadline holds throughout: once it has passed, the exec is
 abandoned and its session deleted, which kills what the command left running
 (the deletion is not waited for beyond a second).
@@ -48,16 +48,17 @@ from collections.abc import Callable
 
 import attrs
 
-from ... import reasons
-from ..._deadline import Deadline, ExecOutput, ExecSink, collect_exec
+from ..._collect import ExecOutput, ExecSink, collect_exec
+from ..._deadline import Deadline
 from ..._streaming import Stream, new_ref
 from ...errors import Invalid, NotFound, SandboxError, Unavailable
+from ...reasons import Reason, no_such_dir
 from ...types import Command, ExecResult
-from .api import PROVIDER
 from .decoder import STDERR, JournalDecoder
 from .errors import exec_refused, is_status, not_started, session_ended
-from .logs import FollowPolicy, LogFollower
+from .settings import PROVIDER
 from .shim import SWEEP_EVERY, echoed_size
+from .stream import FollowPolicy, LogFollower
 from .toolbox import RECORD_LIMIT, ExecAnswer, Toolbox, listed_command_id
 
 __all__ = [
@@ -219,7 +220,7 @@ def run_exec(
             if deadline.remaining() == 0:
                 raise deadline.error() from None
             if session_ended(error):
-                raise Unavailable(reasons.CLOSED_BEFORE_EXIT) from None
+                raise Unavailable(Reason.CLOSED_BEFORE_EXIT) from None
             raise
         return _result(pool, session, answer, job)
     raise AssertionError("unreachable")
@@ -233,10 +234,10 @@ def _answer_limit(max_bytes: int | None) -> int | None:
 def _lost_answer(error: SandboxError) -> bool:
     """A transport failure or timeout (the command may run on, its answer lost), or an
     answer too large to hold for the exec's ``max_bytes`` (:func:`_answer_limit`)."""
-    return isinstance(error, Unavailable) and reasons.reason_of(error) in (
-        reasons.TIMEOUT,
-        reasons.TRANSPORT,
-        reasons.RESPONSE_TOO_LARGE,
+    return isinstance(error, Unavailable) and error.reason in (
+        Reason.TIMEOUT,
+        Reason.TRANSPORT,
+        Reason.RESPONSE_TOO_LARGE,
     )
 
 
@@ -266,11 +267,11 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
         events = decoder.split_read(*(answer.split or (b"", b"")))
     if decoder.no_dir:
         pool.release(session)
-        raise Invalid(reasons.no_such_dir(str(job.cwd)))
+        raise Invalid(Reason.DIR, problem=no_such_dir(str(job.cwd)))
     code = decoder.code
     if not decoder.complete or code is None:
         pool.drop(session)
-        raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
+        raise Unavailable(Reason.CLOSED_BEFORE_EXIT)
     if answer.command_id is not None:
         session.ran.add(answer.command_id)
     pool.release(session)
@@ -330,6 +331,6 @@ def _find(toolbox: Toolbox, session: ExecSession, job: _Job) -> str:
         if remaining == 0:
             raise job.deadline.error()
         if window.expired():
-            raise Unavailable(reasons.CLOSED_BEFORE_EXIT)
+            raise Unavailable(Reason.CLOSED_BEFORE_EXIT)
         pause = _LOOKUP_PAUSE if remaining is None else min(_LOOKUP_PAUSE, remaining)
         threading.Event().wait(pause)

@@ -42,14 +42,14 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ... import reasons
 from ..._http import BODY_LIMIT, Response
 from ...errors import ProviderError, SandboxError, Truncated, Unavailable
 from ...files import collect
+from ...reasons import Reason
 from ...types import FileInfo, FileType
-from .api import PROVIDER
 from .errors import error_from, file_error
 from .multipart import MalformedMultipart, Part, boundary_of, parts
+from .settings import PROVIDER
 from .toolbox import LISTING_LIMIT, Toolbox
 
 __all__ = ["file_info", "listing", "modified_time", "read", "write"]
@@ -122,15 +122,17 @@ def read(toolbox: Toolbox, path: str, max_bytes: int | None) -> bytes:
                 if field == "error":
                     raise file_error(_error_of(part), path)
                 if content is not None:
-                    raise ProviderError(PROVIDER, ("malformed_multipart", "extra_part"))
+                    raise ProviderError(PROVIDER, Reason.MALFORMED_MULTIPART, problem="extra_part")
                 if field == "file":
                     content = collect(part.content, max_bytes, size=_length(part))
         except MalformedMultipart as error:
             if error.reason == "truncated":
-                raise Unavailable(("malformed_multipart", error.reason)) from None
-            raise ProviderError(PROVIDER, ("malformed_multipart", error.reason)) from None
+                raise Unavailable(Reason.MALFORMED_MULTIPART, problem=error.reason) from None
+            raise ProviderError(
+                PROVIDER, Reason.MALFORMED_MULTIPART, problem=error.reason
+            ) from None
     if content is None:
-        raise ProviderError(PROVIDER, ("no_file_part", path))
+        raise ProviderError(PROVIDER, Reason.NO_FILE_PART, path=path)
     return content
 
 
@@ -154,16 +156,16 @@ def _file_content(found: Iterator[Part], path: str) -> Iterator[bytes]:
             if field == "error":
                 raise file_error(_error_of(part), path)
             if content_seen:
-                raise ProviderError(PROVIDER, ("malformed_multipart", "extra_part"))
+                raise ProviderError(PROVIDER, Reason.MALFORMED_MULTIPART, problem="extra_part")
             if field == "file":
                 content_seen = True
                 yield from part.content
     except MalformedMultipart as error:
         if error.reason == "truncated":
-            raise Unavailable(("malformed_multipart", error.reason)) from None
-        raise ProviderError(PROVIDER, ("malformed_multipart", error.reason)) from None
+            raise Unavailable(Reason.MALFORMED_MULTIPART, problem=error.reason) from None
+        raise ProviderError(PROVIDER, Reason.MALFORMED_MULTIPART, problem=error.reason) from None
     if not content_seen:
-        raise ProviderError(PROVIDER, ("no_file_part", path))
+        raise ProviderError(PROVIDER, Reason.NO_FILE_PART, path=path)
 
 
 # -- write_file -------------------------------------------------------------------------
@@ -239,7 +241,7 @@ def _permissions(value: object, letters: str) -> int | None:
 def file_info(entry: object, directory: str) -> FileInfo:
     """One daemon FileInfo as a contract :class:`FileInfo` under ``directory``."""
     if not isinstance(entry, Mapping):
-        raise ProviderError(PROVIDER, ("not_a_file_info", entry))
+        raise ProviderError(PROVIDER, Reason.NOT_A_FILE_INFO, answer=type(entry).__name__)
     name, size, is_dir = entry.get("name"), entry.get("size"), entry.get("isDir", False)
     if (
         not isinstance(name, str)
@@ -250,7 +252,7 @@ def file_info(entry: object, directory: str) -> FileInfo:
         or size < 0
         or not isinstance(is_dir, bool)
     ):
-        raise ProviderError(PROVIDER, ("not_a_file_info", dict(entry)))
+        raise ProviderError(PROVIDER, Reason.NOT_A_FILE_INFO, answer=type(entry).__name__)
     letters = _type_letters(entry.get("mode"))
     return FileInfo(
         name=name,
@@ -269,13 +271,15 @@ def listing(toolbox: Toolbox, directory: str) -> list[FileInfo]:
     try:
         answer = toolbox.list_files(directory)
     except SandboxError as error:
-        if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
+        if error.reason is Reason.RESPONSE_TOO_LARGE:
             raise Truncated(
-                ("listing", f"the listing of {directory} is larger than {LISTING_LIMIT} bytes")
+                Reason.LISTING_BYTES,
+                limit=LISTING_LIMIT,
+                message=f"the listing of {directory} is larger than {LISTING_LIMIT} bytes",
             ) from None
         raise file_error(error, directory) from None
     if not isinstance(answer, list):
-        raise ProviderError(PROVIDER, ("not_a_listing", answer))
+        raise ProviderError(PROVIDER, Reason.NOT_A_LISTING, answer=type(answer).__name__)
     return [
         file_info(entry, directory)
         for entry in answer

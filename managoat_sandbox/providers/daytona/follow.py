@@ -7,14 +7,16 @@ frames of at most 1024 bytes, and closes with 1000 about a second after the
 command's exit code is recorded (1011 on a read error). Its end is not
 trustworthy (it may close early, or replay only a prefix), so a
 :class:`LogSocket` only carries bytes: what they mean, and whether the log is
-complete, is decided by the reader (:mod:`.logs`).
+complete, is decided by the reader (:mod:`.stream`).
 
-websocket-client makes the connection (handshake, TLS, no proxy, no
-redirect); the frames are then read straight off its socket, many per
-``recv``, because at 1024 bytes a frame the per-frame cost of a generic reader
-would bound the throughput. Server frames are unmasked; data frames
-(binary, text, continuation) are payload bytes in order, pings are answered,
-a Close is answered and ends the follow.
+The connection is opened by the shared :func:`~..._http.open_websocket`
+(through the transport given, else websocket-client's: handshake, TLS, no
+proxy, no redirect), which maps a refused upgrade by Daytona's
+:data:`.api.POLICY` as any answer is; the frames are then read straight off
+its socket, many per ``recv``, because at 1024 bytes a frame the per-frame
+cost of a generic reader would bound the throughput. Server frames are
+unmasked; data frames (binary, text, continuation) are payload bytes in order,
+pings are answered, a Close is answered and ends the follow.
 """
 
 from __future__ import annotations
@@ -26,10 +28,9 @@ from typing import Any
 
 import websocket
 
-from ... import reasons
-from ..._http import Response, transport_error
-from ...errors import DeadlineExpired, SandboxError
-from .errors import error_from
+from ..._http import open_websocket, transport_error
+from ..._transport import Transport
+from .api import POLICY
 
 __all__ = ["LogSocket"]
 
@@ -39,18 +40,6 @@ _RECV = 256 * 1024
 _DATA = frozenset({0x0, 0x1, 0x2})
 _CLOSE = 0x8
 _PING = 0x9
-
-
-def _upgrade_error(error: Any, url: str) -> SandboxError:
-    """A refused upgrade of ``url`` as the taxonomy error its HTTP answer maps to."""
-    status = getattr(error, "status_code", None)
-    if not isinstance(status, int):
-        return transport_error(error, url)
-    headers: Mapping[str, str] = getattr(error, "resp_headers", None) or {}
-    body = getattr(error, "resp_body", None) or b""
-    if isinstance(body, str):
-        body = body.encode("utf-8", errors="replace")
-    return error_from(Response(status, dict(headers), bytes(body)))
 
 
 def _unmask(payload: memoryview, key: bytes) -> bytes:
@@ -70,29 +59,20 @@ class LogSocket:
         self.closed = False
 
     @classmethod
-    def open(cls, url: str, headers: Mapping[str, str], *, timeout: float) -> LogSocket:
-        """Connect to ``url`` (``ws://``/``wss://``); a refused upgrade is raised as its
-        taxonomy error, any other failure as ``Unavailable``."""
-        ws: Any = websocket.WebSocket(enable_multithread=True, skip_utf8_validation=True)
-        try:
-            ws.connect(
-                url,
-                header=[f"{key}: {value}" for key, value in headers.items()],
-                timeout=timeout,
-                suppress_origin=True,
-                redirect_limit=0,
-                http_no_proxy=["*"],
-            )
-        except websocket.WebSocketBadStatusException as error:
-            ws.shutdown()
-            raise _upgrade_error(error, url) from None
-        except websocket.WebSocketTimeoutException:
-            ws.shutdown()
-            raise DeadlineExpired(reasons.TIMEOUT) from None
-        except (websocket.WebSocketException, OSError) as error:
-            ws.shutdown()
-            raise transport_error(error, url) from None
-        return cls(ws, url)
+    def open(
+        cls,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        transport: Transport | None = None,
+    ) -> LogSocket:
+        """Connect to ``url`` (``ws://``/``wss://``) through ``transport`` (default: the
+        websocket-client one); a refused upgrade is raised as its taxonomy error, a
+        timeout as ``DeadlineExpired("timeout")``, any other failure as ``Unavailable``."""
+        return cls(
+            open_websocket(url, headers, policy=POLICY, timeout=timeout, transport=transport), url
+        )
 
     def read(self, timeout: float) -> bytes | None:
         """The payload bytes of the frames that arrive next (``b""`` if only control

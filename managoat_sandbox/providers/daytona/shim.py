@@ -60,8 +60,8 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from ... import reasons
 from ...errors import Invalid
+from ...reasons import Reason
 from .decoder import NO_DIR
 
 __all__ = [
@@ -134,26 +134,24 @@ def program(
     shell would drop it silently), and a command whose text is over
     :data:`COMMAND_LIMIT` (``"command_too_large"``)."""
     if any("\0" in part for part in (cmd, *args)):
-        raise Invalid(("args", "no argument may contain NUL"))
+        raise Invalid(Reason.ARGS, problem="no argument may contain NUL")
     if cwd is not None and "\0" in cwd:
-        raise Invalid(("dir", "dir must not contain NUL"))
+        raise Invalid(Reason.DIR, problem="dir must not contain NUL")
     steps: list[str] = []
     for key, value in (env or {}).items():
         if _ENV_KEY.fullmatch(key) is None:
-            raise Invalid(("env", f"{key!r} is not a valid environment variable name"))
+            raise Invalid(Reason.ENV, problem=f"{key!r} is not a valid environment variable name")
         if "\0" in value:
-            raise Invalid(("env", f"the value of {key!r} contains NUL"))
+            raise Invalid(Reason.ENV, problem=f"the value of {key!r} contains NUL")
         steps.append(f"export {key}={shlex.quote(value)}")
     steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
     run = Program((cmd, *args), cwd, " && ".join(steps))
     size = echoed_size(run.text)
     if size > COMMAND_LIMIT:
         raise Invalid(
-            (
-                reasons.COMMAND_TOO_LARGE,
-                f"the command's argv, env and dir come to {size} bytes as the daemon "
-                f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes",
-            )
+            Reason.COMMAND_TOO_LARGE,
+            problem=f"the command's argv, env and dir come to {size} bytes as the daemon "
+            f"records them; Daytona commands are limited to {COMMAND_LIMIT} bytes",
         )
     return run
 

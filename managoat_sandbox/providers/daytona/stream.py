@@ -41,9 +41,9 @@ from collections.abc import Callable
 
 import attrs
 
-from ... import reasons
 from ..._streaming import Stream
 from ...errors import DeadlineExpired, Denied, NotFound, RateLimited, SandboxError, Unavailable
+from ...reasons import Reason
 from . import shim
 from .decoder import STDOUT, Event, JournalDecoder, JournalRead
 from .follow import LogSocket
@@ -206,7 +206,7 @@ class LogFollower:
                     stream.fail(error)
                     return
                 if failures % _PROBE_EVERY == 0 and self._sandbox_gone():
-                    stream.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
+                    stream.fail(Unavailable(Reason.CLOSED_BEFORE_EXIT))
                     return
             if quiet.due(now) and self._quiet_over(stream, quiet, now):
                 return
@@ -235,7 +235,7 @@ class LogFollower:
                     if quiet.due(now) and self._quiet_over(stream, quiet, now):
                         return True
                     if now - heard >= _DEAD_AFTER * policy.read_timeout:
-                        raise DeadlineExpired(reasons.TIMEOUT) from None
+                        raise DeadlineExpired(Reason.TIMEOUT) from None
                     if now - max(heard, pinged) >= policy.read_timeout:
                         socket.ping()
                         pinged = now
@@ -345,7 +345,7 @@ class LogFollower:
                 break
             except SandboxError as error:
                 log.debug("daytona: log read of %s failed: %r", self.session_id, error)
-        stream.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
+        stream.fail(Unavailable(Reason.CLOSED_BEFORE_EXIT))
 
     def _lost(self, stream: Stream, error: SandboxError) -> None:
         """The command or its session is gone (``NotFound``: finish from what can still be

@@ -23,12 +23,13 @@ from urllib.parse import quote
 
 import attrs
 
-from ... import reasons
 from ..._http import Response, body_chunks, set_read_timeout
 from ..._multipart import StreamedForm
 from ...errors import ProviderError, Truncated, Unavailable
-from .api import PROVIDER, Api
+from ...reasons import Reason
+from .api import Api
 from .follow import LogSocket
+from .settings import PROVIDER, auth_headers
 
 if TYPE_CHECKING:
     import requests
@@ -46,7 +47,7 @@ __all__ = [
 SPLIT_OUTPUT = {"X-Daytona-Split-Output": "true"}
 #: The most bytes read of a session or command record. Records echo the text of the
 #: commands run (an exec session's, of every exec it kept running: see
-#: :data:`.execs.ECHO_BUDGET`; a command's text is at most :data:`.shim.COMMAND_LIMIT`).
+#: :data:`.exec.ECHO_BUDGET`; a command's text is at most :data:`.shim.COMMAND_LIMIT`).
 RECORD_LIMIT = 1024 * 1024
 #: The most bytes read of the session listing (every session's record).
 LISTING_LIMIT = 16 * 1024 * 1024
@@ -97,7 +98,7 @@ def command_id_of(answer: Any) -> str:
             value = answer.get(key)
             if isinstance(value, str) and value:
                 return value
-    raise ProviderError(PROVIDER, ("no_command_id", answer))
+    raise ProviderError(PROVIDER, Reason.NO_COMMAND_ID, answer=type(answer).__name__)
 
 
 def listed_command_id(entry: object) -> str | None:
@@ -149,22 +150,24 @@ class Toolbox:
         try:
             answer = self._call("GET", "/process/session", limit=LISTING_LIMIT).json()
         except Unavailable as error:
-            if reasons.reason_of(error) == reasons.RESPONSE_TOO_LARGE:
+            if error.reason is Reason.RESPONSE_TOO_LARGE:
                 raise Truncated(
-                    ("sessions", f"the session listing is larger than {LISTING_LIMIT} bytes")
+                    Reason.LISTING_BYTES,
+                    limit=LISTING_LIMIT,
+                    message=f"the session listing is larger than {LISTING_LIMIT} bytes",
                 ) from None
             raise
         if isinstance(answer, Mapping):
             answer = answer.get("sessions")
         if not isinstance(answer, list):
-            raise ProviderError(PROVIDER, ("not_a_session_list", answer))
+            raise ProviderError(PROVIDER, Reason.NOT_A_SESSION_LIST, answer=type(answer).__name__)
         return answer
 
     def session(self, session_id: str) -> Mapping[str, Any]:
         """``GET /process/session/{id}``; an unknown session is ``NotFound``."""
         answer = self._call("GET", self._session(session_id), limit=RECORD_LIMIT).json()
         if not isinstance(answer, Mapping):
-            raise ProviderError(PROVIDER, ("not_a_session", answer))
+            raise ProviderError(PROVIDER, Reason.NOT_A_SESSION, answer=type(answer).__name__)
         return answer
 
     def exec_async(self, session_id: str, command: str) -> str:
@@ -206,16 +209,16 @@ class Toolbox:
             ):
                 size += len(chunk)
                 if limit is not None and size > limit:
-                    raise Unavailable((reasons.RESPONSE_TOO_LARGE, limit))
+                    raise Unavailable(Reason.RESPONSE_TOO_LARGE, limit=limit)
                 chunks.append(chunk)
             body = b"".join(chunks)
             del chunks
         try:
             answer = json.loads(body)
         except ValueError:
-            raise Unavailable(("malformed_json", response.status_code)) from None
+            raise Unavailable(Reason.MALFORMED_JSON, status=response.status_code) from None
         if not isinstance(answer, Mapping):
-            raise ProviderError(PROVIDER, ("not_an_exec_result", answer))
+            raise ProviderError(PROVIDER, Reason.NOT_AN_EXEC_RESULT, answer=type(answer).__name__)
         code = answer.get("exitCode")
         command_id = answer.get("cmdId")
         raw, split = _journal_of(answer)
@@ -230,7 +233,7 @@ class Toolbox:
         """The command record; ``exitCode`` is absent (or null) while it runs."""
         answer = self._call("GET", self._command(session_id, command_id), limit=RECORD_LIMIT).json()
         if not isinstance(answer, Mapping):
-            raise ProviderError(PROVIDER, ("not_a_command", answer))
+            raise ProviderError(PROVIDER, Reason.NOT_A_COMMAND, answer=type(answer).__name__)
         return answer
 
     def follow(self, session_id: str, command_id: str) -> LogSocket:
@@ -239,8 +242,9 @@ class Toolbox:
         url = ("wss" if scheme == "https" else "ws") + "://" + rest
         return LogSocket.open(
             url + self._command(session_id, command_id) + "/logs?follow=true",
-            self.api.headers(SPLIT_OUTPUT),
+            auth_headers(SPLIT_OUTPUT),
             timeout=self.api.timeouts.connect,
+            transport=self.api.http.transport,
         )
 
     @contextmanager
@@ -282,11 +286,13 @@ class Toolbox:
         )
         answer = response.json()
         if not isinstance(answer, Mapping):
-            raise ProviderError(PROVIDER, ("not_an_execute_result", answer))
+            raise ProviderError(
+                PROVIDER, Reason.NOT_AN_EXECUTE_RESULT, answer=type(answer).__name__
+            )
         code = answer.get("exitCode", answer.get("code"))
         output = answer.get("result", answer.get("output"))
         if isinstance(code, bool) or not isinstance(code, int):
-            raise ProviderError(PROVIDER, ("no_exit_code", answer))
+            raise ProviderError(PROVIDER, Reason.NO_EXIT_CODE, answer=type(answer).__name__)
         return code, _text(output)
 
     @contextmanager

@@ -3,6 +3,13 @@
 See :mod:`.adapter` for what each operation does and what is not supported.
 """
 
-from .adapter import E2B
+from typing import TYPE_CHECKING
+
+from .. import lazily
+
+if TYPE_CHECKING:
+    from .adapter import E2B
 
 __all__ = ["E2B"]
+
+__getattr__ = lazily(f"{__name__}.adapter", "E2B")

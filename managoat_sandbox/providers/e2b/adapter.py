@@ -72,13 +72,15 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from ... import _args, reasons
-from ..._deadline import Deadline, collect_exec
-from ..._http import HttpClient
+from ... import _args
+from ..._collect import collect_exec
+from ..._deadline import Deadline
+from ..._http import HttpClient, Transport
 from ..._streaming import Stream, StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotFound, NotSupported, ProviderError
+from ...reasons import Reason
 from ...transfers import StagedTarTransfers
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
 from .. import _endpoint
@@ -89,9 +91,9 @@ from .envd import Envd, start_request
 from .errors import PROVIDER, files_policy
 from .handle import Carried
 from .heartbeat import Heartbeats
-from .process import Keepalive, open_process
 from .remembered import Remembered
-from .settings import SETTINGS, Settings
+from .settings import SETTINGS, Settings, load
+from .stream import Keepalive, open_process
 
 __all__ = ["E2B"]
 
@@ -144,8 +146,9 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         *,
         heartbeat_interval: float = HEARTBEAT_SECONDS,
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
+        transport: Transport | None = None,
     ) -> None:
-        self._http = HttpClient(user_agent=f"managoat_sandbox/{__version__}")
+        self._http = HttpClient(user_agent=f"managoat_sandbox/{__version__}", transport=transport)
         self._api = ControlPlane(self._http)
         self._heartbeats = Heartbeats(_args.seconds(heartbeat_interval, "heartbeat_interval"))
         self._idle_timeout = _args.seconds(idle_timeout, "idle_timeout")
@@ -163,11 +166,9 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         return Handle(self.provider, name, private=Carried.of(SETTINGS.url("base_url")))
 
     @staticmethod
-    def _check_handle(handle: object) -> Handle:
+    def _check_handle(handle: Handle) -> Handle:
         """``handle``, once it is a Handle made against the ``base_url`` configured now
         (else ``Invalid(("handle", "endpoint_changed"))``, :mod:`.._endpoint`)."""
-        if not isinstance(handle, Handle):
-            raise TypeError(f"expected a Handle, got {type(handle).__name__}")
         _endpoint.check(handle, SETTINGS.url("base_url"))
         return handle
 
@@ -175,7 +176,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         """The newest sandbox stamped with ``name``, or ``NotFound``."""
         matches = self._api.find(s, name)
         if not matches:
-            raise NotFound(("sandbox", name))
+            raise NotFound(Reason.SANDBOX, name=name)
         return matches[0]
 
     def _connect(self, s: Settings, sandbox_id: str, *, resumed: bool) -> SandboxAccess:
@@ -216,7 +217,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         (:meth:`.settings.Settings.check_envd_address`)."""
         if opts:
             raise TypeError(f"unknown create options: {sorted(opts)}")
-        s = Settings.load()
+        s = load()
         s.check_envd_address()
         matches = self._api.find(s, name)
         if matches:
@@ -230,14 +231,14 @@ class E2B(StagedTarTransfers, StreamingAdapter):
 
     def get(self, handle: Handle) -> Info:
         """``running`` / ``suspended`` (paused) / ``unknown``; ``raw`` is the listing item."""
-        s = Settings.load()
+        s = load()
         item = self._found(s, self._check_handle(handle).name)
         self._remembered.reconcile(s, handle.name, item)
         return Info(status=_STATUS.get(item.get("state"), "unknown"), raw=item)
 
     def destroy(self, handle: Handle) -> None:
         """Kill every sandbox stamped with the name; none (or a 404) is fine."""
-        s = Settings.load()
+        s = load()
         items = self._api.find(s, self._check_handle(handle).name)
         self._remembered.forget(s, handle.name)
         for item in items:
@@ -247,11 +248,11 @@ class E2B(StagedTarTransfers, StreamingAdapter):
                 self._policies.pop(sandbox_id, None)
 
     def list_all_names(self) -> frozenset[str]:
-        return self._api.list_names(Settings.load())
+        return self._api.list_names(load())
 
     def suspend(self, handle: Handle) -> None:
         """Pause the sandbox (already paused, or a 409, is fine)."""
-        s = Settings.load()
+        s = load()
         item = self._found(s, self._check_handle(handle).name)
         self._remembered.forget(s, handle.name)
         if item.get("state") != "paused":
@@ -260,7 +261,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     def resume(self, handle: Handle) -> Handle:
         """Connect to the sandbox (resuming it if paused); the handle carries its id
         and the endpoint (:mod:`.handle`)."""
-        s = Settings.load()
+        s = load()
         item = self._found(s, self._check_handle(handle).name)
         sandbox_id = sandbox_id_of(item)
         access = self._connect(s, sandbox_id, resumed=item.get("state") == "paused")
@@ -274,7 +275,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     ) -> None:
         """Upload through envd's ``/files`` (parents created); ``mode`` is applied with chmod."""
         payload = data
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         envd, _ = self._remembered.first_call(
             s, handle.name, lambda envd, _: envd.upload(self._http, path, payload)
@@ -296,11 +297,13 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         )
         result = self._remembered.later_call(s, name, envd, chmod)
         if result.exit_code != 0:
-            raise Invalid(("chmod_failed", result.exit_code, result.text.strip()[:200]))
+            raise Invalid(
+                Reason.CHMOD_FAILED, code=result.exit_code, problem=result.text.strip()[:200]
+            )
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
         """Stream envd's ``GET /files`` into the shared collector (see :meth:`.envd.Envd.read`)."""
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         _, data = self._remembered.first_call(
             s, handle.name, lambda envd, _: envd.read(self._http, path, max_bytes)
@@ -309,7 +312,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
 
     def put_stream(self, handle: Handle, path: str, chunks: Iterable[bytes]) -> None:
         """A staged transfer's archive to ``path``: one streamed ``POST /files``."""
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         self._remembered.first_call(
             s, handle.name, lambda envd, _: envd.upload_stream(self._http, path, chunks)
@@ -318,7 +321,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     @contextmanager
     def get_stream(self, handle: Handle, path: str) -> Iterator[Iterator[bytes]]:
         """A staged transfer's archive at ``path``: one streamed ``GET /files``."""
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         with contextlib.ExitStack() as stack:
             _, chunks = self._remembered.first_call(
@@ -330,7 +333,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
 
     def list_files(self, handle: Handle, path: str) -> list[FileInfo]:
         """envd's ``filesystem.Filesystem/ListDir`` at depth 1 (see :mod:`.files`)."""
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         _, answer = self._remembered.first_call(
             s,
@@ -368,7 +371,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         accepted: threading.Event | None = None,
         in_caller: bool = False,
     ) -> Command:
-        """Start ``request`` on ``envd`` for ``owner`` (see :func:`.process.open_process`)."""
+        """Start ``request`` on ``envd`` for ``owner`` (see :func:`.stream.open_process`)."""
         stream, pid = open_process(
             self._http,
             envd,
@@ -443,7 +446,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         expiry is ``DeadlineExpired("timeout")``, as a request's is."""
         tag = shim.new_tag()
         request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
-        deadline = Deadline(s.timeout, reason=reasons.TIMEOUT)
+        deadline = Deadline(s.timeout, reason=Reason.TIMEOUT)
         return self._collect(
             envd,
             accepted,
@@ -470,7 +473,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         self._check_handle(handle)
         deadline = Deadline(timeout)
         deadline.check()
-        s = Settings.load()
+        s = load()
         tag = shim.new_tag()
         request = start_request(cmd, args, env=env, cwd=dir, tag=tag, stdin=False)
         headers = None
@@ -504,9 +507,9 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     ) -> Command:
         """Start a command; ``detachable=True`` journals it so that it can be attached."""
         if tty:
-            raise NotSupported("tty")
+            raise NotSupported(Reason.TTY)
         argv: Sequence[str] = args
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         tag = shim.new_tag()
         if detachable:
@@ -532,12 +535,12 @@ class E2B(StagedTarTransfers, StreamingAdapter):
 
     def list_sessions(self, handle: Handle) -> list[Session]:
         """The journaled (detachable) commands of the sandbox, finished ones included."""
-        s = Settings.load()
+        s = load()
         self._check_handle(handle)
         lister = partial(self._run, s, "bash", ["-c", shim.lister()])
         _, result = self._remembered.first_call(s, handle.name, lister)
         if result.exit_code != 0:
-            raise ProviderError(PROVIDER, ("session_listing_failed", result.exit_code))
+            raise ProviderError(PROVIDER, Reason.SESSION_LISTING_FAILED, code=result.exit_code)
         return shim.parse_listing(result.output)
 
     def attach(
@@ -545,7 +548,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     ) -> Command:
         """Replay the session's journal from byte zero, tail it, end with its real exit."""
         self._check_handle(handle)
-        s = Settings.load()
+        s = load()
         name = handle.name
         envd, spec = self._remembered.first_call(s, name, partial(self._command_line, session_id))
         if spec is None and not (
@@ -554,7 +557,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
                 s, name, envd, partial(self._starting, envd, session_id)
             )
         ):
-            raise NotFound(("session", session_id))
+            raise NotFound(Reason.SESSION, name=session_id)
         exit_code = self._remembered.later_call(
             s, name, envd, partial(self._exit_code, envd, session_id)
         )
@@ -577,7 +580,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         self, s: Settings, envd: Envd, session_id: str, *, owner: Owner | None, stdin: bool
     ) -> tuple[Stream, int | None]:
         """Start the session's replayer: its journal from byte zero, then its tail; the
-        code at its end is the journaled exit (see :func:`.process.open_process`)."""
+        code at its end is the journaled exit (see :func:`.stream.open_process`)."""
         request = start_request(
             "bash",
             ["-c", shim.replayer(session_id)],
@@ -638,7 +641,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         """Deny all egress but ``policy.allow`` (``[]`` denies everything)."""
         if not isinstance(policy, NetworkPolicy):
             raise TypeError(f"policy must be a NetworkPolicy, got {type(policy).__name__}")
-        s = Settings.load()
+        s = load()
         sandbox_id = self._running(s, self._check_handle(handle).name)
         self._api.put_network(s, sandbox_id, policy.allow)
         with self._lock:

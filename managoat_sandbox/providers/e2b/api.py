@@ -21,6 +21,7 @@ import attrs
 
 from ..._http import HttpClient, Response, is_success, unexpected
 from ..._paging import Page, walk
+from ...reasons import Reason
 from .errors import POLICY, PROVIDER
 from .settings import Settings
 
@@ -62,7 +63,7 @@ def sandbox_id_of(item: Any) -> str:
     ``sandboxId``); anything unusable as a URL segment is a ``ProviderError``."""
     value = item.get("sandboxID", item.get("sandboxId")) if isinstance(item, Mapping) else None
     if not isinstance(value, str) or _SANDBOX_ID.fullmatch(value) is None:
-        raise unexpected(PROVIDER, "bad_sandbox_id", value)
+        raise unexpected(PROVIDER, Reason.BAD_SANDBOX_ID, value)
     return value
 
 
@@ -124,7 +125,7 @@ class ControlPlane:
         response = self._send(s, "GET", "/v2/sandboxes", params=params)
         items = response.json()
         if not isinstance(items, list):
-            raise unexpected(PROVIDER, "not_a_listing", items)
+            raise unexpected(PROVIDER, Reason.NOT_A_LISTING, items)
         token = response.headers.get("X-Next-Token") or response.headers.get("x-next-token")
         return Page(items, token or None)
 

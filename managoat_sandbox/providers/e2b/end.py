@@ -1,6 +1,6 @@
 """An E2B command's end (what its ``Command.private`` holds): stdin by pid through envd.
 
-The command's output is pumped into its :class:`Stream` by :mod:`.process`;
+The command's output is pumped into its :class:`Stream` by :mod:`.stream`;
 this end writes stdin (``SendInput``), closes it (``CloseStdin``) and detaches.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 import attrs
 
-from ... import reasons
 from ..._http import HttpClient
 from ..._streaming import Stream
 from ...errors import CommandExited, Invalid, NotFound, SandboxError, WriteFailed
+from ...reasons import Reason
 from .envd import Envd
 
 __all__ = ["E2BCommandEnd"]
@@ -57,30 +57,30 @@ class E2BCommandEnd:
     def _check_connected(self) -> None:
         self.stream.check_stdin()
         if not self.live:
-            raise CommandExited(reasons.EXITED)
+            raise CommandExited(Reason.EXITED)
 
     def write(self, data: bytes) -> None:
         """``SendInput`` by pid; total: exited → ``CommandExited``, else ``WriteFailed``."""
         self._check_connected()
         self.stream.check_writable()
         if self.stdin_closed:
-            raise Invalid(reasons.STDIN_NOT_OPEN)
+            raise Invalid(Reason.STDIN_NOT_OPEN)
         with self._lock:
             try:
                 pid = self._target()
                 if pid is None:
-                    raise CommandExited(reasons.EXITED)
+                    raise CommandExited(Reason.EXITED)
                 for start in range(0, len(data), STDIN_PIECE):
                     piece = base64.b64encode(data[start : start + STDIN_PIECE]).decode("ascii")
                     self.envd.call(
                         self.http, "SendInput", {"process": {"pid": pid}, "input": {"stdin": piece}}
                     )
             except (CommandExited, NotFound):
-                raise CommandExited(reasons.EXITED) from None
+                raise CommandExited(Reason.EXITED) from None
             except SandboxError as error:
                 if _stdin_closed(error):
-                    raise Invalid(reasons.STDIN_NOT_OPEN) from None
-                raise WriteFailed(reasons.write_failure(error)) from None
+                    raise Invalid(Reason.STDIN_NOT_OPEN) from None
+                raise WriteFailed.of(error) from None
 
     def close_stdin(self) -> None:
         """``CloseStdin`` by pid; idempotent while connected, also after the exit."""

@@ -16,8 +16,10 @@ both with ``path`` and ``username`` query parameters; a read is streamed (its
 (:mod:`.files`).
 
 Every call goes through the shared :meth:`~.._http.HttpClient.send` /
-:meth:`~.._http.HttpClient.open` with E2B's :data:`.errors.POLICY`: only the
-URL, the headers and which statuses count as success are envd's own.
+:meth:`~.._http.HttpClient.open` with E2B's :data:`.errors.POLICY`, and a
+stream's body is read by the shared :func:`~.._http.body_chunks` /
+:func:`~.._http.raw_chunks`, which map its failures: only the URL, the headers
+and which statuses count as success are envd's own.
 """
 
 from __future__ import annotations
@@ -26,20 +28,19 @@ import base64
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import requests
-import urllib3.exceptions
 
-from ... import reasons
-from ..._http import ErrorPolicy, HttpClient, body_chunks, is_success, transport_error
+from ..._http import ErrorPolicy, HttpClient, body_chunks, is_success, raw_chunks
 from ..._multipart import StreamedForm
-from ...errors import DeadlineExpired
 from ...files import collect
 from . import connect
 from .errors import POLICY, files_policy
 from .settings import ENVD_PORT
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = [
     "KEEPALIVE_SECONDS",
@@ -170,8 +171,9 @@ class Envd:
         )
 
     @contextmanager
-    def file_stream(self, http: HttpClient, path: str) -> Iterator[Iterator[bytes]]:
-        """``GET /files``, its body as it arrives (refused as :meth:`read` is)."""
+    def _file(self, http: HttpClient, path: str) -> Iterator[requests.Response]:
+        """``GET /files``, open, with ``Accept-Encoding: identity`` (so the length announced
+        is the file's); a non-200 answer is :func:`.errors.files_policy`'s error."""
         headers = {**self.headers(), "Accept-Encoding": "identity"}
         with http.open(
             "GET",
@@ -182,6 +184,12 @@ class Envd:
             params=[("path", path), ("username", self.user)],
             accept=_only_200,
         ) as response:
+            yield response
+
+    @contextmanager
+    def file_stream(self, http: HttpClient, path: str) -> Iterator[Iterator[bytes]]:
+        """``GET /files``, its body as it arrives (refused as :meth:`read` is)."""
+        with self._file(http, path) as response:
             yield body_chunks(response, size=_READ_SIZE)
 
     def download(self, http: HttpClient, path: str, limit: int) -> bytes | None:
@@ -205,16 +213,7 @@ class Envd:
         A non-200 answer is its taxonomy error (404 ``NotFound``, 400 ``Invalid``, a path
         through a file ``Invalid``, one the user may not read ``Denied(("path", path))``:
         :func:`.errors.files_policy`)."""
-        headers = {**self.headers(), "Accept-Encoding": "identity"}
-        with http.open(
-            "GET",
-            f"{self.base_url}/files",
-            policy=files_policy(path),
-            timeout=(self.timeout, self.timeout),
-            headers=headers,
-            params=[("path", path), ("username", self.user)],
-            accept=_only_200,
-        ) as response:
+        with self._file(http, path) as response:
             return collect(
                 body_chunks(response, size=_READ_SIZE),
                 max_bytes,
@@ -251,24 +250,9 @@ def start_request(
 
 
 def read_chunks(response: requests.Response) -> Iterator[bytes]:
-    """The body's bytes as they arrive (chunk boundaries are the transport's).
-
-    Ends at the body's clean end; a reset, an incomplete chunked body or a
-    read timeout raises ``Unavailable``.
+    """The body's bytes as they arrive (chunk boundaries are the transport's), read by
+    the shared :func:`~..._http.raw_chunks`, which maps its failures: it ends at the
+    body's clean end; a read timeout is ``DeadlineExpired("timeout")``; a reset or an
+    incomplete chunked body is ``Unavailable``.
     """
-    raw = response.raw
-    while True:
-        try:
-            data = raw.read1(_READ_SIZE, decode_content=False)
-        except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
-            raise DeadlineExpired(reasons.TIMEOUT) from None
-        except (
-            urllib3.exceptions.HTTPError,
-            requests.RequestException,
-            OSError,
-            ValueError,
-        ) as error:
-            raise transport_error(error, response.url) from None
-        if not data:
-            return
-        yield data
+    return raw_chunks(response, _READ_SIZE)

@@ -32,6 +32,7 @@ from typing import Any
 from ... import files
 from ..._http import ErrorPolicy, Response, error_for
 from ...errors import Invalid, ProviderError, SandboxError
+from ...reasons import Reason
 
 __all__ = [
     "POLICY",
@@ -110,9 +111,13 @@ def connect_error(error: Any) -> SandboxError:
                 {"Content-Type": "application/json"},
                 retry_after_field=RETRY_AFTER_FIELD,
             )
-    return ProviderError(PROVIDER, error)
+    return ProviderError(
+        PROVIDER,
+        Reason.BAD_ENVELOPE,
+        problem=f"the end-of-stream error ({type(error).__name__}) has no Connect code",
+    )
 
 
 def codec_error(reason: str) -> ProviderError:
     """A broken envelope stream."""
-    return ProviderError(PROVIDER, ("bad_envelope", reason))
+    return ProviderError(PROVIDER, Reason.BAD_ENVELOPE, problem=reason)

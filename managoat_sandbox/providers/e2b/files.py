@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import ProviderError
+from ...reasons import Reason
 from ...types import FileInfo, FileType
 from .errors import PROVIDER
 
@@ -53,7 +54,7 @@ def list_request(path: str) -> dict[str, Any]:
 
 
 def _malformed(what: str) -> ProviderError:
-    return ProviderError(PROVIDER, ("bad_listing", what))
+    return ProviderError(PROVIDER, Reason.BAD_LISTING, problem=what)
 
 
 def _type(entry: Mapping[str, Any]) -> FileType:

@@ -31,8 +31,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ... import reasons
 from ...errors import Denied, Invalid, NotFound, SandboxError, Truncated
+from ...reasons import Reason
 from .api import SandboxAccess, sandbox_id_of
 from .envd import Envd
 from .settings import Settings
@@ -108,7 +108,7 @@ def answered_by_envd(error: SandboxError) -> bool:
     token's ``Denied(("http", 401, body))``, the edge proxy's 502 for a sandbox it
     cannot reach is ``Unavailable``."""
     if isinstance(error, Denied):
-        return reasons.reason_of(error) == reasons.PATH
+        return error.reason is Reason.PATH
     return isinstance(error, (Invalid, NotFound, Truncated))
 
 

@@ -1,4 +1,5 @@
-"""The E2B adapter's settings, read from config scope ``e2b`` at call time."""
+"""The E2B adapter's settings (declared in :mod:`.declaration`), read from config scope
+``e2b`` at call time: :func:`load`."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import attrs
 from ..._http import endpoint
 from ..._settings import ProviderSettings
 from ...errors import Invalid
+from ...reasons import Reason
+from .declaration import DECLARATION
 
-__all__ = ["ENVD_PORT", "SETTINGS", "Settings"]
+__all__ = ["ENVD_PORT", "SETTINGS", "Settings", "load"]
 
-SETTINGS = ProviderSettings("e2b", "E2B")
+SETTINGS = ProviderSettings(DECLARATION.name, DECLARATION.label)
 
 #: The port envd listens on inside every sandbox.
 ENVD_PORT = 49983
@@ -34,20 +37,6 @@ class Settings:
     user: str
     timeout: float
     sandbox_url: str | None
-
-    @classmethod
-    def load(cls) -> Settings:
-        """Read the scope now; a missing API key is ``Denied`` naming ``E2B_API_KEY``,
-        a URL or ``timeout_ms`` that cannot be used is ``Invalid`` (both through
-        :class:`~..._settings.ProviderSettings`, as every provider reports them)."""
-        return cls(
-            api_key=SETTINGS.credential("api_key"),
-            base_url=SETTINGS.url("base_url"),
-            template=SETTINGS.text("template"),
-            user=SETTINGS.text("user"),
-            timeout=max(SETTINGS.seconds("timeout_ms"), 0.001),
-            sandbox_url=SETTINGS.optional_url("sandbox_url"),
-        )
 
     @property
     def http_timeout(self) -> tuple[float, float]:
@@ -74,10 +63,13 @@ class Settings:
         if not _is_local_host(host):
             return
         raise Invalid(
-            f"e2b sandbox_url is not set and base_url ({endpoint(self.base_url)}) names no "
+            Reason.CONFIG,
+            scope=SETTINGS.scope,
+            key="sandbox_url",
+            message=f"e2b sandbox_url is not set and base_url ({endpoint(self.base_url)}) names no "
             "sandbox domain, so envd (where commands run) cannot be addressed: set e2b "
             "sandbox_url or the E2B_SANDBOX_URL environment variable to envd's base URL "
-            "(for the emulator, the same URL as base_url)"
+            "(for the emulator, the same URL as base_url)",
         )
 
     def envd_url(self, sandbox_id: str, domain: str | None) -> str:
@@ -100,3 +92,17 @@ def _is_local_host(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def load() -> Settings:
+    """Read the scope now; a missing API key is ``Denied`` naming ``E2B_API_KEY``, a URL
+    or ``timeout_ms`` that cannot be used is ``Invalid`` (both through
+    :class:`~..._settings.ProviderSettings`, as every provider reports them)."""
+    return Settings(
+        api_key=SETTINGS.credential("api_key"),
+        base_url=SETTINGS.url("base_url"),
+        template=SETTINGS.text("template"),
+        user=SETTINGS.text("user"),
+        timeout=max(SETTINGS.seconds("timeout_ms"), 0.001),
+        sandbox_url=SETTINGS.optional_url("sandbox_url"),
+    )

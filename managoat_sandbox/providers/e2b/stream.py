@@ -45,7 +45,6 @@ from typing import Any
 import attrs
 import requests
 
-from ... import reasons
 from ..._deadline import Deadline
 from ..._http import HttpClient, interrupt, set_read_timeout
 from ..._streaming import Stream, new_ref
@@ -54,6 +53,7 @@ from ...errors import (
     SandboxError,
     Unavailable,
 )
+from ...reasons import Reason
 from . import connect
 from .envd import Envd, read_chunks
 from .errors import codec_error, connect_error
@@ -240,7 +240,7 @@ class _Pump:
         except SandboxError:
             code = None
         if code is None:
-            stream.fail(Unavailable(reasons.CLOSED_BEFORE_EXIT))
+            stream.fail(Unavailable(Reason.CLOSED_BEFORE_EXIT))
         else:
             stream.exit(code)
 
@@ -258,7 +258,7 @@ def _wait_for_start(
     Waits at most ``bound`` seconds (``DeadlineExpired("start_timeout")``) and
     never past ``deadline``, whose own error wins when both have passed.
     """
-    waiting = Deadline(bound, reason=reasons.timed_out("start"))
+    waiting = Deadline(bound, reason=Reason.START_TIMEOUT)
 
     def expired() -> SandboxError:
         return _late(deadline) or waiting.error()
@@ -270,9 +270,9 @@ def _wait_for_start(
         try:
             chunk = next(chunks)
         except StopIteration:
-            raise _late(deadline) or Unavailable(reasons.CLOSED_BEFORE_EXIT) from None
+            raise _late(deadline) or Unavailable(Reason.CLOSED_BEFORE_EXIT) from None
         except Unavailable as error:
-            if error.detail == reasons.TIMEOUT:
+            if error.reason is Reason.TIMEOUT:
                 raise expired() from None
             raise _late(deadline) or error from None
         try:
@@ -281,7 +281,7 @@ def _wait_for_start(
             raise codec_error(error.reason) from None
         for index, envelope in enumerate(envelopes):
             if envelope.end_stream:
-                raise _trailer_error(envelope, deadline) or Unavailable(reasons.CLOSED_BEFORE_EXIT)
+                raise _trailer_error(envelope, deadline) or Unavailable(Reason.CLOSED_BEFORE_EXIT)
             event = _event(envelope)
             if event is None:
                 continue

@@ -14,7 +14,7 @@ Sessions outlive the Python process that started them: any process can
 ``list_sessions`` and ``attach`` (replay from byte zero, live tail, the real
 exit code). Every ``spawn`` is such a detachable session, kept after it ends
 within ``local.retained_sessions`` and ``local.retained_bytes``
-(:mod:`.retention`); ``exec`` is a private process that leaves nothing on disk
+(:func:`.settings.retained_bytes`); ``exec`` is a private process that leaves nothing on disk
 and is killed if its deadline expires or its output passes ``max_bytes``.
 Output is back-pressured all the way to the command: a caller that does not
 read its frames holds up the command's reader, then the agent, which stops
@@ -38,12 +38,13 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ... import _args, reasons
-from ..._deadline import Deadline, ExecOutput
+from ..._collect import collect_frames
+from ..._deadline import Deadline
 from ..._engine import egress, events, isolation, safefs, trees
 from ..._engine.box import AgentDown, Box, Refused
 from ..._engine.errors import EngineError
@@ -51,7 +52,6 @@ from ..._engine.limits import Limits
 from ..._engine.records import SessionRecord
 from ..._engine.settings import BoxSettings, hostname_for
 from ..._engine.subscription import Subscription
-from ..._settings import read
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import (
@@ -62,9 +62,11 @@ from ...errors import (
     RestoreFailed,
     Unavailable,
 )
+from ...frames import Error, Exit, Frame, Stderr, Stdout
+from ...reasons import Reason
 from ...transfers import TarTransfers
 from ...types import Command, ExecResult, FileInfo, Handle, Info, NetworkPolicy, Session
-from . import checkpoints, files, layout, mode, retention
+from . import checkpoints, files, layout, mode, settings
 from .end import LocalCommandEnd, end_error, follow_into
 
 __all__ = ["Local"]
@@ -92,10 +94,29 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}{time.time_ns():x}-{secrets.token_hex(3)}"
 
 
+def _exec_frames(subscription: Subscription, deadline: Deadline) -> Iterator[Frame]:
+    """An exec's events, as frames (``ref`` ``None``), up to its end: each batch is read
+    within what is left of ``deadline``, consulted before every read (even with events
+    already waiting), whose error ends the frames when it expires. A ``Lost`` end is an
+    ``Error`` with :func:`.end_error`'s reason."""
+    while True:
+        try:
+            batch = subscription.read(timeout=deadline.clamp())
+        except TimeoutError:
+            raise deadline.error() from None
+        for event in batch:
+            if isinstance(event, events.Output):
+                yield (Stderr if event.stream == 2 else Stdout)(None, event.data)
+            elif isinstance(event, events.Exited):
+                yield Exit(None, event.code)
+            else:
+                yield Error(None, end_error(event))
+
+
 def _engine_error(error: EngineError) -> Unavailable:
     if isinstance(error, AgentDown):
-        return Unavailable("agent_not_running")
-    return Unavailable(("agent_failed", str(error)))
+        return Unavailable(Reason.AGENT_NOT_RUNNING)
+    return Unavailable(Reason.AGENT_FAILED, problem=str(error))
 
 
 class Local(TarTransfers, StreamingAdapter):
@@ -145,7 +166,7 @@ class Local(TarTransfers, StreamingAdapter):
             try:
                 box = Box.open(path)
             except (OSError, EngineError):
-                raise NotFound(("sandbox", name)) from None
+                raise NotFound(Reason.SANDBOX, name=name) from None
             with self._lock:
                 box = self._boxes.setdefault(path, box)
         return box
@@ -180,7 +201,7 @@ class Local(TarTransfers, StreamingAdapter):
         try:
             limits = Limits.from_mapping(opts.get("limits"))
         except ValueError as error:
-            raise Invalid(("limits", str(error))) from None
+            raise Invalid(Reason.LIMITS, problem=str(error)) from None
         return BoxSettings(
             isolated=mode.new_sandbox_isolated(), hostname=hostname_for(name), limits=limits
         )
@@ -201,8 +222,12 @@ class Local(TarTransfers, StreamingAdapter):
             if layout.read_meta(target) is not None:
                 return None
             if os.path.lexists(target):
-                raise Invalid(f"{target} exists and is not a sandbox") from None
-            raise Unavailable(("create_failed", error.strerror)) from None
+                raise Invalid(
+                    Reason.NAME,
+                    problem="exists and is not a sandbox",
+                    message=f"{target} exists and is not a sandbox",
+                ) from None
+            raise Unavailable(Reason.CREATE_FAILED, problem=error.strerror) from None
         return target
 
     def _start(self, name: str, path: Path, pins: dict[str, str]) -> None:
@@ -215,7 +240,7 @@ class Local(TarTransfers, StreamingAdapter):
         except (OSError, EngineError) as error:
             self._forget(path)
             trees.discard(path)
-            raise Unavailable(("agent_failed", str(error))) from None
+            raise Unavailable(Reason.AGENT_FAILED, problem=str(error)) from None
 
     def create(self, name: str, **opts: Any) -> Handle:
         """Create the sandbox, adopting an existing one of that name.
@@ -240,17 +265,14 @@ class Local(TarTransfers, StreamingAdapter):
             mode.check_adoptable(box.settings.isolated)
             if "limits" in opts and box.settings.limits != settings.limits:
                 raise Invalid(
-                    (
-                        "limits",
-                        "the sandbox exists with other limits; destroy it first to change them",
-                    )
+                    Reason.LIMITS,
+                    problem="the sandbox exists with other limits; destroy it first to change them",
                 )
             return self._located(name, base)
-        raise Unavailable(("create_failed", "the name kept changing hands"))
+        raise Unavailable(Reason.CREATE_FAILED, problem="the name kept changing hands")
 
     def create_new(self, name: str, *, timeout: float = 120.0, **opts: Any) -> Handle:
         """Create a sandbox that must not exist yet (``AlreadyExists``); atomic."""
-        _args.bounded_timeout(timeout, 120.0, "create_timeout")
         name = layout.check_name(name)
         settings = self._settings(name, opts)
         pins = _pins()
@@ -258,7 +280,7 @@ class Local(TarTransfers, StreamingAdapter):
         base = layout.root()
         path = self._make(base, name, instance_id, settings)
         if path is None:
-            raise AlreadyExists(("sandbox", name))
+            raise AlreadyExists(Reason.SANDBOX, name=name)
         self._start(name, path, pins)
         return self._located(name, base, instance_id)
 
@@ -289,7 +311,7 @@ class Local(TarTransfers, StreamingAdapter):
             return
         self._forget(box.directory)
         if not box.delete(timeout=_STOP_WAIT):
-            raise Unavailable("destroy_unconfirmed")
+            raise Unavailable(Reason.DESTROY_UNCONFIRMED)
 
     def list_all_names(self) -> frozenset[str]:
         base = layout.root()
@@ -334,7 +356,7 @@ class Local(TarTransfers, StreamingAdapter):
 
     def _sandbox_path(self, box: Box, path: object) -> str:
         if not isinstance(path, str) or not path or "\x00" in path:
-            raise Invalid(("path", "must be a non-empty str without NUL"))
+            raise Invalid(Reason.PATH, problem="must be a non-empty str without NUL")
         return path if path.startswith("/") else f"{box.settings.home}/{path}"
 
     def write_file(self, handle: Handle, path: str, data: Any, *, mode: int | None = None) -> None:
@@ -349,11 +371,11 @@ class Local(TarTransfers, StreamingAdapter):
             with box.root() as root_fd:
                 safefs.write_file(root_fd, target, payload, mode=mode, masked=box.masked())
         except PermissionError as error:
-            raise files.error_for(error, target, "write_failed") from None
+            raise files.error_for(error, target, Reason.WRITE_FAILED) from None
         except safefs.PathRefused as refused:
-            raise Invalid(("path", str(refused))) from None
+            raise Invalid(Reason.PATH, problem=str(refused)) from None
         except OSError as error:
-            raise Invalid(("write_failed", path, error.strerror)) from None
+            raise Invalid(Reason.WRITE_FAILED, path=path, problem=error.strerror) from None
 
     def read_file(self, handle: Handle, path: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes a command reads at ``path`` in the sandbox's own files (symlinks
@@ -420,24 +442,13 @@ class Local(TarTransfers, StreamingAdapter):
             raise _refusal(refusal, dir) from None
         except EngineError as error:
             raise _engine_error(error) from None
-        output = ExecOutput(max_bytes, stderr_to_stdout=stderr_to_stdout)
         try:
-            while True:
-                remaining = deadline.remaining()
-                if remaining == 0:
-                    raise deadline.error()
-                try:
-                    batch = subscription.read(timeout=remaining)
-                except TimeoutError:
-                    raise deadline.error() from None
-                for event in batch:
-                    if isinstance(event, events.Output):
-                        output.add(event.data, stderr=event.stream == 2)
-                    elif isinstance(event, events.Exited):
-                        deadline.check()
-                        return output.result(event.code)
-                    else:
-                        raise end_error(event)
+            return collect_frames(
+                _exec_frames(subscription, deadline),
+                deadline=deadline,
+                stderr_to_stdout=stderr_to_stdout,
+                max_bytes=max_bytes,
+            )
         finally:
             # Before its end, closing kills the process (see Box.run).
             subscription.close()
@@ -457,10 +468,10 @@ class Local(TarTransfers, StreamingAdapter):
     ) -> Command:
         """Start a detachable session (every local spawn is one). Finished sessions beyond
         ``local.retained_sessions``, or beyond ``local.retained_bytes`` together, are
-        removed, oldest end first (:mod:`.retention`)."""
+        removed, oldest end first (:func:`.settings.retained_bytes`)."""
         argv = tuple(args)
-        retain = retention.bound()
-        retain_bytes = retention.byte_bound()
+        retain = settings.retained_sessions()
+        retain_bytes = settings.retained_bytes()
         box = self._runnable(handle)
         cwd = self._cwd(box, dir)
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
@@ -557,7 +568,7 @@ class Local(TarTransfers, StreamingAdapter):
         box = self._existing_box(handle)
         record = box.session(session_id) if box is not None else None
         if box is None or record is None:
-            raise NotFound(("session", session_id))
+            raise NotFound(Reason.SESSION, name=session_id)
         live = record.end() is None and box.alive()
         stream = Stream(new_ref("local"), owner, label="local", stdin=stdin)
         try:
@@ -565,7 +576,7 @@ class Local(TarTransfers, StreamingAdapter):
         except (EngineError, TimeoutError) as error:
             raise _engine_error(EngineError(str(error))) from None
         if subscription is None:
-            raise NotFound(("session", session_id))
+            raise NotFound(Reason.SESSION, name=session_id)
         return self._followed(LocalCommandEnd(stream, box, session_id, live=live), subscription)
 
     def terminate_session(
@@ -576,18 +587,18 @@ class Local(TarTransfers, StreamingAdapter):
         absent session (the sandbox has no record of it, or there is no such sandbox) is
         success in graceful mode and ``Unavailable("termination_unconfirmed")`` in force
         mode; no recorded end within ``timeout`` is ``DeadlineExpired("termination_timeout")``."""
-        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        timeout_ms = _args.termination_ms(timeout)
         box = self._existing_box(handle)
         record = box.session(session_id) if box is not None else None
         if box is None or record is None:
             if mode == "force":
-                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+                raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
             return
-        deadline = Deadline(timeout_ms / 1000, reason=reasons.TERMINATION_TIMEOUT)
+        deadline = Deadline(timeout_ms / 1000, reason=Reason.TERMINATION_TIMEOUT)
         try:
             follower = box.attach(session_id, from_end=True)
             if follower is None:
-                raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+                raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
             if mode == "force":
                 box.signal(session_id, signal.SIGKILL)
             elif box.signal(session_id, signal.SIGTERM):
@@ -597,11 +608,11 @@ class Local(TarTransfers, StreamingAdapter):
             finally:
                 follower.close()
         except (EngineError, OSError):
-            raise Unavailable(reasons.TERMINATION_TRANSPORT_FAILED) from None
+            raise Unavailable(Reason.TERMINATION_TRANSPORT_FAILED) from None
         if end is None and deadline.expired():
             raise deadline.error()
         if not isinstance(end, events.Exited):
-            raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+            raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
 
     # -- policy and URLs ----------------------------------------------------------------
 
@@ -617,15 +628,15 @@ class Local(TarTransfers, StreamingAdapter):
             raise TypeError(f"expected a NetworkPolicy, got {type(policy).__name__}")
         box = self._handle_box(handle)
         if not box.settings.isolated:
-            raise NotSupported(("network_policy", "the sandbox is not isolated"))
+            raise NotSupported(Reason.NETWORK_POLICY, problem="the sandbox is not isolated")
         try:
             allow = tuple(egress.check_domain(entry) for entry in policy.allow)
         except ValueError as error:
-            raise Invalid(("policy", str(error))) from None
+            raise Invalid(Reason.POLICY, problem=str(error)) from None
         try:
             box.set_policy(egress.Policy(allow=allow, resolve=_pins()))
         except (OSError, EngineError) as error:
-            raise Unavailable(("policy_failed", str(error))) from None
+            raise Unavailable(Reason.POLICY_FAILED, problem=str(error)) from None
 
     def public_url(self, handle: Handle) -> str | None:
         """``None``: local sandboxes have no public URL."""
@@ -641,23 +652,25 @@ class Local(TarTransfers, StreamingAdapter):
         try:
             checkpoints.create(box, checkpoint_id, comment or "")
         except OSError as error:
-            raise Unavailable(("checkpoint_failed", error.strerror)) from None
+            raise Unavailable(Reason.CHECKPOINT_FAILED, problem=error.strerror) from None
         return checkpoint_id
 
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
         """Put a snapshot back in place of the sandbox's files; like restoring a VM, this
         ends the sandbox's running commands. Any failure is ``RestoreFailed``."""
         if not isinstance(checkpoint_id, str) or _args.SESSION_ID.fullmatch(checkpoint_id) is None:
-            raise Invalid(("checkpoint_id", "must be 1-256 characters of [A-Za-z0-9_-]"))
+            raise Invalid(Reason.CHECKPOINT_ID, problem="must be 1-256 characters of [A-Za-z0-9_-]")
         box = self._handle_box(handle)
         if not checkpoints.exists(box, checkpoint_id):
-            raise RestoreFailed(("no_such_checkpoint", checkpoint_id))
+            raise RestoreFailed(Reason.NO_SUCH_CHECKPOINT, name=checkpoint_id)
         if not box.stop(timeout=_STOP_WAIT):
-            raise RestoreFailed(("restore_failed", "the sandbox's processes could not be ended"))
+            raise RestoreFailed(
+                Reason.RESTORE_FAILED, problem="the sandbox's processes could not be ended"
+            )
         try:
             checkpoints.restore(box, checkpoint_id)
         except OSError as error:
-            raise RestoreFailed(("restore_failed", error.strerror)) from None
+            raise RestoreFailed(Reason.RESTORE_FAILED, problem=error.strerror) from None
 
 
 def _base(handle: Handle) -> Path | None:
@@ -688,15 +701,15 @@ def _isolation_note(box: Box) -> str:
 def _pins() -> dict[str, str]:
     """``local.egress_hosts``: names the egress proxy resolves to a fixed address, by the
     setting's rule (names lowercased, ``Invalid(("config", "local", "egress_hosts"))``)."""
-    pins: dict[str, str] = read("local", "egress_hosts") or {}
+    pins = settings.egress_hosts()
     return pins
 
 
 def _refusal(refusal: Refused, dir: str | None) -> Exception:
     if refusal.code == "bad_cwd":
-        return Invalid(reasons.no_such_dir(str(dir)))
+        return Invalid(Reason.DIR, problem=reasons.no_such_dir(str(dir)))
     if refusal.code == "bad_env":
-        return Invalid(("env", str(refusal)))
+        return Invalid(Reason.ENV, problem=str(refusal))
     if refusal.code == "bad_argv":
-        return Invalid(("args", str(refusal)))
-    return Unavailable(("agent_refused", refusal.code))
+        return Invalid(Reason.ARGS, problem=str(refusal))
+    return Unavailable(Reason.AGENT_REFUSED, code=refusal.code)

@@ -7,7 +7,6 @@ import threading
 
 import attrs
 
-from ... import reasons
 from ..._engine import events
 from ..._engine.box import Box, Channel, Refused
 from ..._engine.errors import EngineError
@@ -15,6 +14,7 @@ from ..._engine.stdin_feed import LIMIT as STDIN_PIECE
 from ..._engine.subscription import Subscription
 from ..._streaming import Stream
 from ...errors import CommandExited, Invalid, SandboxError, Unavailable, WriteFailed
+from ...reasons import Reason
 
 __all__ = ["LocalCommandEnd", "end_error", "follow_into"]
 
@@ -22,8 +22,8 @@ __all__ = ["LocalCommandEnd", "end_error", "follow_into"]
 def end_error(lost: events.Lost) -> SandboxError:
     """The taxonomy error for an end that is not a real exit (never a guessed code)."""
     if lost.reason.startswith("journal_failed"):
-        return Unavailable(("journal_failed", lost.reason.partition(": ")[2]))
-    return Unavailable(reasons.CLOSED_BEFORE_EXIT)
+        return Unavailable(Reason.JOURNAL_FAILED, problem=lost.reason.partition(": ")[2])
+    return Unavailable(Reason.CLOSED_BEFORE_EXIT)
 
 
 def follow_into(stream: Stream, subscription: Subscription, end: LocalCommandEnd) -> None:
@@ -77,7 +77,7 @@ class LocalCommandEnd:
         nothing left to write to."""
         self.stream.check_stdin()
         if not self.live:
-            raise CommandExited(reasons.EXITED)
+            raise CommandExited(Reason.EXITED)
         with self._lock:
             if self.stream.finished.is_set():
                 return None
@@ -119,11 +119,11 @@ class LocalCommandEnd:
         except Refused as refusal:
             if refusal.code == "unknown":
                 return "exited"
-            raise WriteFailed((reasons.REFUSED, refusal.code)) from None
+            raise WriteFailed(Reason.REFUSED, code=refusal.code) from None
         except (OSError, EngineError) as error:
             if self.stream.stopped.is_set():
-                raise CommandExited(reasons.DETACHED) from None
-            raise WriteFailed((reasons.TRANSPORT, type(error).__name__)) from None
+                raise CommandExited(Reason.DETACHED) from None
+            raise WriteFailed(Reason.TRANSPORT, kind=type(error).__name__) from None
         finally:
             self._done()
         return str(reply.get("status"))
@@ -143,15 +143,15 @@ class LocalCommandEnd:
         for start in range(0, max(len(view), 1), STDIN_PIECE):
             status = self._send("stdin", bytes(view[start : start + STDIN_PIECE]))
             if status == "exited" or (status == "closed" and not self._eof_sent):
-                raise CommandExited(reasons.EXITED)
+                raise CommandExited(Reason.EXITED)
             if status in ("closed", "not_open"):
-                raise Invalid(reasons.STDIN_NOT_OPEN)
+                raise Invalid(Reason.STDIN_NOT_OPEN)
 
     def close_stdin(self) -> None:
         """Send EOF; idempotent while connected, also after the process ended."""
         self._eof_sent = True
         if self._send("eof") == "not_open":
-            raise Invalid(reasons.STDIN_NOT_OPEN)
+            raise Invalid(Reason.STDIN_NOT_OPEN)
 
     def stop(self) -> None:
         """Detach this end; the session goes on. Never raises."""

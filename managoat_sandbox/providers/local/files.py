@@ -21,6 +21,7 @@ from ..._engine import safefs
 from ..._engine.box import Box
 from ...errors import Denied, Invalid, NotFound
 from ...files import collect
+from ...reasons import Reason
 from ...types import FileInfo, FileType
 
 __all__ = ["listing", "read"]
@@ -35,12 +36,12 @@ def read(box: Box, path: str, max_bytes: int | None) -> bytes:
         with box.root() as root_fd:
             fd = safefs.open_file(root_fd, path, masked=box.masked())
     except (OSError, safefs.PathRefused) as error:
-        raise error_for(error, path, "read_failed") from None
+        raise error_for(error, path, Reason.READ_FAILED) from None
     try:
         size = os.fstat(fd).st_size
         return collect(safefs.pieces(fd, size), max_bytes, size=size)
     except OSError as error:
-        raise error_for(error, path, "read_failed") from None
+        raise error_for(error, path, Reason.READ_FAILED) from None
     finally:
         os.close(fd)
 
@@ -54,7 +55,7 @@ def listing(box: Box, path: str) -> list[FileInfo]:
         with box.root() as root_fd:
             entries = safefs.list_dir(root_fd, path, masked=box.masked())
     except (OSError, safefs.PathRefused) as error:
-        raise error_for(error, path, "list_failed") from None
+        raise error_for(error, path, Reason.LIST_FAILED) from None
     prefix = path.rstrip("/")
     return [_info(name, f"{prefix}/{name}", status) for name, status in entries]
 
@@ -80,16 +81,17 @@ def _type(mode: int) -> FileType:
     return "other"
 
 
-def error_for(error: OSError | safefs.PathRefused, path: str, failed: str) -> Exception:
+def error_for(error: OSError | safefs.PathRefused, path: str, failed: Reason | str) -> Exception:
     """``NotFound(("path", path))`` for nothing there; ``Denied(("path", path))`` where
     the sandbox's user has no right to it (file operations act as that user, see
     :meth:`Box.root`); ``Invalid(("path", code))`` (the refusal's code, e.g.
-    ``"not_a_file"``, with its words as ``reason``) for a path that cannot be used;
-    ``Invalid((failed, path, strerror))`` for any other failure."""
+    ``"not_a_file"``, with its words as ``message``) for a path that cannot be used;
+    ``Invalid((failed, path, strerror))`` for any other failure (``failed``:
+    ``Reason.READ_FAILED``, ``LIST_FAILED`` or ``WRITE_FAILED``, or its value)."""
     if isinstance(error, FileNotFoundError):
-        return NotFound(("path", path))
+        return NotFound(Reason.PATH, path=path)
     if isinstance(error, PermissionError):
-        return Denied(("path", path))
+        return Denied(Reason.PATH, path=path)
     if isinstance(error, safefs.PathRefused):
-        return Invalid(("path", error.reason), reason=str(error))
-    return Invalid((failed, path, error.strerror))
+        return Invalid(Reason.PATH, problem=error.reason, message=str(error))
+    return Invalid(Reason(failed), path=path, problem=error.strerror)

@@ -32,8 +32,9 @@ import attrs
 from ... import _args
 from ..._engine import records
 from ..._engine.errors import EngineError
-from ..._settings import read
 from ...errors import Invalid, NotFound
+from ...reasons import Reason
+from . import settings
 
 MAX_NAME_BYTES = 200
 META = "meta.json"
@@ -52,21 +53,30 @@ def default_root() -> Path:
 
 def configured_root() -> Path:
     """The root ``local.root`` names now (absolute), without touching the disk."""
-    return Path(read("local", "root") or default_root()).expanduser().absolute()
+    return Path(settings.root() or default_root()).expanduser().absolute()
 
 
 def root() -> Path:
     """The configured root, created if missing; a root its rule refuses (a NUL, a lone
-    surrogate) or that cannot be made is ``Invalid``."""
+    surrogate) is ``Invalid(("config", "local", "root"))``; one that cannot be made, or
+    is not a directory, ``Invalid(("root", <what is wrong>))``."""
     path = configured_root()
     if os.path.isdir(path):
         return path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise Invalid(f"cannot create the local sandbox root {path}: {error.strerror}") from None
+        raise Invalid(
+            Reason.ROOT,
+            problem=f"cannot be created: {error.strerror}",
+            message=f"cannot create the local sandbox root {path}: {error.strerror}",
+        ) from None
     if not path.is_dir():
-        raise Invalid(f"the local sandbox root {path} is not a directory")
+        raise Invalid(
+            Reason.ROOT,
+            problem="is not a directory",
+            message=f"the local sandbox root {path} is not a directory",
+        )
     return path
 
 
@@ -80,12 +90,21 @@ class Located:
 
 
 def check_name(name: object) -> str:
-    """A sandbox name that is exactly one safe path component."""
+    """A sandbox name that is exactly one safe path component, else
+    ``Invalid(("name", <what is wrong>))``."""
     name = _args.sandbox_name(name)
     if "/" in name or name in (".", "..") or name.startswith("."):
-        raise Invalid(f"local sandbox name {name!r} must be one path component, not hidden")
+        raise Invalid(
+            Reason.NAME,
+            problem="must be one path component, not hidden",
+            message=f"local sandbox name {name!r} must be one path component, not hidden",
+        )
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise Invalid(f"local sandbox name is longer than {MAX_NAME_BYTES} bytes")
+        raise Invalid(
+            Reason.NAME,
+            problem=f"is longer than {MAX_NAME_BYTES} bytes",
+            message=f"local sandbox name is longer than {MAX_NAME_BYTES} bytes",
+        )
     return name
 
 
@@ -111,7 +130,7 @@ def existing(name: str, base: Path | None = None) -> Path:
     else ``NotFound`` (a symlink is never one)."""
     path = sandbox_dir(name, base)
     if read_meta(path) is None:
-        raise NotFound(("sandbox", name))
+        raise NotFound(Reason.SANDBOX, name=name)
     return path
 
 

@@ -17,9 +17,10 @@ import warnings
 
 from ..._engine import isolation
 from ..._setting_rules import ISOLATION_MODES
-from ..._settings import read
 from ...contract import IsolationWarning
 from ...errors import Invalid, Unavailable
+from ...reasons import Reason
+from . import settings
 
 log = logging.getLogger("managoat_sandbox.local")
 
@@ -27,21 +28,16 @@ MODES = ISOLATION_MODES
 _warned = threading.Event()
 
 
-def setting() -> str:
-    """The configured mode, checked by its rule (``Invalid(("config", "local", "isolation"))``)."""
-    return str(read("local", "isolation"))
-
-
 def new_sandbox_isolated() -> bool:
     """Whether a sandbox created now is isolated (per the setting and the host)."""
-    mode = setting()
+    mode = settings.isolation()
     if mode == "off":
         return False
     support = isolation.support()
     if support.available:
         return True
     if mode == "require":
-        raise Unavailable(("isolation_unavailable", support.reason))
+        raise Unavailable(Reason.ISOLATION_UNAVAILABLE, problem=support.reason)
     message = (
         f"local sandboxes run WITHOUT isolation on this host: {support.reason}. Commands "
         "can read your files and reach your network; set local.isolation='require' to "
@@ -56,21 +52,24 @@ def new_sandbox_isolated() -> bool:
 
 def check_adoptable(isolated: bool) -> None:
     """Refuse, under ``"require"``, a sandbox that would run unisolated (one created
-    unisolated earlier, under ``"auto"`` or ``"off"``): ``Unavailable`` saying why."""
-    if not isolated and setting() == "require":
+    unisolated earlier, under ``"auto"`` or ``"off"``):
+    ``Unavailable(("isolation_unavailable", "created without isolation"))``, its message
+    saying what to do."""
+    if not isolated and settings.isolation() == "require":
         raise Unavailable(
-            (
-                "isolation_unavailable",
+            Reason.ISOLATION_UNAVAILABLE,
+            problem="created without isolation",
+            message=(
                 "this sandbox was created without isolation and local.isolation is "
-                "'require': destroy it and create it again where the host can isolate",
-            )
+                "'require': destroy it and create it again where the host can isolate"
+            ),
         )
 
 
 def isolated_by_default() -> bool:
     """Like :func:`new_sandbox_isolated`, but never raising nor warning (for capabilities)."""
     try:
-        mode = setting()
+        mode = settings.isolation()
     except Invalid:
         return False
     return mode != "off" and isolation.support().available

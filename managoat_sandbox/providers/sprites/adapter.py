@@ -51,11 +51,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from ... import _args
-from ..._deadline import Deadline, collect_exec
-from ..._http import HttpClient
+from ..._collect import collect_exec
+from ..._deadline import Deadline
+from ..._http import HttpClient, Transport
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
 from ...errors import Invalid, NotSupported, SandboxError
+from ...reasons import Reason
 from ...transfers import StagedTarTransfers, TarTransfers
 from ...types import (
     Command,
@@ -72,8 +74,8 @@ from . import checkpoints, files, once
 from .api import SpritesApi, sprite_path
 from .end import SpritesCommandEnd
 from .errors import http_error
-from .exec import open_socket
 from .settings import SETTINGS, USER_AGENT, Settings, check_name, checkpoints_enabled, load
+from .stream import open_socket
 from .timestamps import timestamp
 
 __all__ = ["Sprites"]
@@ -82,7 +84,6 @@ log = logging.getLogger("managoat_sandbox.providers.sprites")
 
 _STATUS: dict[str, Status] = {"running": "running", "warm": "suspended", "cold": "suspended"}
 _OPERATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_BOUNDED_LIMIT = 120.0
 #: How long killing an exec whose output passed its limit may take to be confirmed.
 _KILL_TIMEOUT_MS = 5000
 _DEFAULT_MODE = 0o644
@@ -118,14 +119,16 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
     )
     _CHECKPOINTING = frozenset({Capability.CHECKPOINT, Capability.CREATE_CHECKPOINT_ONCE})
 
-    def __init__(self, *, keepalive: float = 15.0, page_cap: int = 40) -> None:
+    def __init__(
+        self, *, keepalive: float = 15.0, page_cap: int = 40, transport: Transport | None = None
+    ) -> None:
         if _args.seconds(keepalive, "keepalive") <= 0:
             raise ValueError("keepalive must be positive")
         if isinstance(page_cap, bool) or not isinstance(page_cap, int) or page_cap < 1:
             raise ValueError("page_cap must be a positive int")
         self._keepalive = float(keepalive)
         self._page_cap = page_cap
-        self._http = HttpClient(user_agent=USER_AGENT)
+        self._http = HttpClient(user_agent=USER_AGENT, transport=transport)
 
     def capabilities(self) -> frozenset[str]:
         if checkpoints_enabled():
@@ -140,8 +143,6 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
         """The handle's sprite name; ``Invalid(("handle", "endpoint_changed"))`` when the
         handle was made against another ``base_url`` than the configured one
         (:mod:`.._endpoint`)."""
-        if not isinstance(handle, Handle):
-            raise TypeError(f"expected a Handle, got {type(handle).__name__}")
         _endpoint.check(handle, SETTINGS.url("base_url"))
         return check_name(handle.name)
 
@@ -194,11 +195,13 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
             raise TypeError(f"unknown create_new options: {sorted(unknown)}")
         wait = opts.get("wait_for_capacity", False)
         if not isinstance(wait, bool):
-            raise Invalid("create_options")
-        seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "create_timeout")
+            raise Invalid(Reason.CREATE_OPTIONS, message="wait_for_capacity must be a bool")
+        seconds = float(timeout)
         name = check_name(name)
         settings = load()
-        instance_id = once.create_new(settings, name, timeout=seconds, wait_for_capacity=wait)
+        instance_id = once.create_new(
+            settings, name, timeout=seconds, wait_for_capacity=wait, transport=self._http.transport
+        )
         return _endpoint.carrying(
             Handle(self.provider, name, instance_id=instance_id), settings.base_url
         )
@@ -221,9 +224,9 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
     def destroy_once(self, handle: Handle, *, timeout: float = 120.0) -> None:
         """One DELETE, confirmed by exactly one GET answering 404
         (docs/protocols/sprites.md#destroy_once)."""
-        seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "delete_timeout")
+        seconds = float(timeout)
         name = self._name(handle)
-        once.destroy_once(load(), name, timeout=seconds)
+        once.destroy_once(load(), name, timeout=seconds, transport=self._http.transport)
 
     def list_all_names(self) -> frozenset[str]:
         return self._api().list_names(self._page_cap)
@@ -312,8 +315,7 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
             kill=lambda command: self._kill(name, command),
         )
 
-    @staticmethod
-    def _kill(name: str, command: Command) -> None:
+    def _kill(self, name: str, command: Command) -> None:
         """SIGKILL an exec's process group through the kill endpoint, best effort
         (docs/protocols/sprites.md#kill-endpoint): closing the socket alone would leave
         it running for ``max_run_after_disconnect``. Its session id is the one
@@ -323,7 +325,12 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
             return
         try:
             once.terminate_session(
-                load(), name, session_id, timeout_ms=_KILL_TIMEOUT_MS, force=True
+                load(),
+                name,
+                session_id,
+                timeout_ms=_KILL_TIMEOUT_MS,
+                force=True,
+                transport=self._http.transport,
             )
         except SandboxError as error:
             log.debug("sprites: killing exec session %s failed: %r", session_id, error)
@@ -406,7 +413,9 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
         ``session_info`` is read first, and its id is the command's ``session_id``."""
         timeout = settings.timeout if deadline is None else deadline.clamp(settings.timeout)
         try:
-            ws = open_socket(settings, path, params, timeout=timeout)
+            ws = open_socket(
+                settings, path, params, timeout=timeout, transport=self._http.transport
+            )
         except SandboxError:
             if deadline is not None:
                 deadline.check()
@@ -460,10 +469,15 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
         there, or an ended session it has forgotten) is success in graceful mode
         and ``Unavailable("termination_unconfirmed")`` in force mode.
         """
-        session_id, timeout_ms, mode = _args.termination_request(session_id, timeout, mode)
+        timeout_ms = _args.termination_ms(timeout)
         name = self._name(handle)
         once.terminate_session(
-            load(), name, session_id, timeout_ms=timeout_ms, force=mode == "force"
+            load(),
+            name,
+            session_id,
+            timeout_ms=timeout_ms,
+            force=mode == "force",
+            transport=self._http.transport,
         )
 
     # -- policy and URLs --------------------------------------------------
@@ -482,12 +496,12 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
 
     # -- checkpoints ------------------------------------------------------
 
-    def _checkpointing(self, operation: str) -> None:
+    def _checkpointing(self, operation: Reason) -> None:
         if not checkpoints_enabled():
             raise NotSupported(operation)
 
     def create_checkpoint(self, handle: Handle, *, comment: str | None = None) -> str:
-        self._checkpointing("checkpoint")
+        self._checkpointing(Reason.CHECKPOINT)
         name = self._name(handle)
         return checkpoints.create(self._api(), name, comment or "")
 
@@ -496,20 +510,25 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
     ) -> str:
         """Exactly one checkpoint correlated to ``operation_id``
         (docs/protocols/sprites.md#create_checkpoint_once)."""
-        self._checkpointing("create_checkpoint_once")
+        self._checkpointing(Reason.CREATE_CHECKPOINT_ONCE)
         if not isinstance(operation_id, str) or _OPERATION_ID.fullmatch(operation_id) is None:
-            raise Invalid("checkpoint_operation_id")
-        seconds = _args.bounded_timeout(timeout, _BOUNDED_LIMIT, "checkpoint_timeout")
+            raise Invalid(
+                Reason.CHECKPOINT_OPERATION_ID,
+                message="operation_id must be 1-128 characters of [A-Za-z0-9_-]",
+            )
+        seconds = float(timeout)
         name = self._name(handle)
-        return once.create_checkpoint_once(load(), name, operation_id=operation_id, timeout=seconds)
+        return once.create_checkpoint_once(
+            load(), name, operation_id=operation_id, timeout=seconds, transport=self._http.transport
+        )
 
     def restore_checkpoint(self, handle: Handle, checkpoint_id: str) -> None:
-        self._checkpointing("checkpoint")
+        self._checkpointing(Reason.CHECKPOINT)
         name = self._name(handle)
         if not isinstance(checkpoint_id, str):
             raise TypeError(f"checkpoint_id must be a str, got {type(checkpoint_id).__name__}")
         if not checkpoint_id or len(checkpoint_id) > 256:
-            raise Invalid(("checkpoint_id", "must be 1-256 characters"))
+            raise Invalid(Reason.CHECKPOINT_ID, problem="must be 1-256 characters")
         checkpoints.restore(self._api(), name, checkpoint_id)
 
 
@@ -517,7 +536,9 @@ def compile_rules(policy: NetworkPolicy) -> list[dict[str, str]]:
     """The Sprites rules for an allowlist: ordered allow rules, or one deny-all rule."""
     for host in policy.allow:
         if not host or any(ch.isspace() for ch in host):
-            raise Invalid(("network_policy", "hosts must be non-empty without whitespace"))
+            raise Invalid(
+                Reason.NETWORK_POLICY, problem="hosts must be non-empty without whitespace"
+            )
     if not policy.allow:
         return [{"domain": "*", "action": "deny"}]
     return [{"domain": host, "action": "allow"} for host in policy.allow]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._http import HttpClient, Response, is_success, unexpected
 from ..._paging import Page, walk
+from ...reasons import Reason
 from .errors import POLICY, PROVIDER, file_error
 from .settings import Settings, segment
 
@@ -117,7 +118,7 @@ class SpritesApi:
         """``GET /v1/sprites/<name>``: the sprite object (404 → ``NotFound``)."""
         body = self.ok("GET", sprite_path(name)).json()
         if not isinstance(body, dict):
-            raise unexpected(PROVIDER, "unexpected_sprite", body)
+            raise unexpected(PROVIDER, Reason.UNEXPECTED_SPRITE, body)
         return body
 
     def delete(self, name: str) -> Response:
@@ -132,7 +133,7 @@ class SpritesApi:
         ``Truncated``: the whole view cannot be shown, and a part is never
         passed off as the whole.
         """
-        return frozenset(walk(self._listing_page, page_cap, cap_reason="page_cap"))
+        return frozenset(walk(self._listing_page, page_cap, cap_reason=Reason.PAGE_CAP))
 
     def _listing_page(self, token: str | None) -> Page[str]:
         params: dict[str, Any] = {"max_results": PAGE_SIZE}
@@ -189,7 +190,7 @@ class SpritesApi:
         """``GET /v1/sprites/<name>/checkpoints``: the raw listing (a JSON array)."""
         body = self.ok("GET", sprite_path(name, "checkpoints")).json()
         if not isinstance(body, list):
-            raise unexpected(PROVIDER, "unexpected_checkpoints", body)
+            raise unexpected(PROVIDER, Reason.UNEXPECTED_CHECKPOINTS, body)
         return body
 
     def restore(self, name: str, checkpoint_id: str) -> bytes:
@@ -201,11 +202,11 @@ def _page_names(page: Any) -> list[str]:
     """The names of one listing page; a page of another shape is a ``ProviderError``."""
     entries = page.get("sprites") if isinstance(page, dict) else None
     if not isinstance(entries, list):
-        raise unexpected(PROVIDER, "malformed_listing", page)
+        raise unexpected(PROVIDER, Reason.MALFORMED_LISTING, page)
     names = []
     for entry in entries:
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str):
-            raise unexpected(PROVIDER, "malformed_listing", entry)
+            raise unexpected(PROVIDER, Reason.MALFORMED_LISTING, entry)
         names.append(name)
     return names

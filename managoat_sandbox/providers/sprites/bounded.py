@@ -8,8 +8,12 @@ it raises when that passes first. The request runs in a short-lived worker
 thread whose connect and read timeouts are the remaining budget, so the
 caller returns at the deadline and the worker ends about then too.
 
-Only the connection and the deadline are special here: a transport failure is
-described by the shared :func:`~.._http.transport_error` (``Failed.cause``),
+The request goes through a :class:`~..._transport.Transport` (the adapter's, or
+the default ``requests`` one): its :meth:`~..._transport.Transport.isolated`
+transport, released when the exchange ends, so the connection is the
+exchange's own. Only the connection and the deadline are special here: the
+body is read by the shared :func:`~..._http.read_bounded`, a transport failure
+is the transport's :func:`~..._transport.transport_error` (``Failed.cause``),
 and the callers map a status through Sprites' one :data:`.errors.POLICY`.
 """
 
@@ -23,20 +27,21 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..._deadline import Deadline
-from ..._http import endpoint, requests_module, transport_error
-from ...errors import Unavailable
+from ..._http import DEFAULT_TRANSPORT, read_bounded, requests_module, transport_error
+from ..._prepare import prepared
+from ..._transport import Transport, endpoint
+from ...errors import DeadlineExpired, Unavailable
+from ...reasons import Reason
 
 if TYPE_CHECKING:
     import requests
 
 __all__ = ["Answer", "Cut", "Failed", "TooLarge", "exchange"]
 
-_CHUNK = 4096
-
 
 class Failed(Exception):
-    """The transport failed (connection refused, reset …); ``cause`` is the shared
-    :func:`~.._http.transport_error` of it, naming the endpoint and never the URL."""
+    """The transport failed (connection refused, reset …); ``cause`` is the transport's
+    :func:`~..._transport.transport_error` of it, naming the endpoint and never the URL."""
 
     def __init__(self, cause: Unavailable) -> None:
         super().__init__(cause)
@@ -74,9 +79,11 @@ def exchange(
     headers: Mapping[str, str],
     deadline: Deadline,
     limit: int,
+    transport: Transport | None = None,
     **kwargs: Any,
 ) -> Answer:
-    """One request's complete answer, within the finite ``deadline``.
+    """One request's complete answer, within the finite ``deadline``, through
+    ``transport``'s isolated transport (default: the ``requests`` one).
 
     Raises ``deadline.error()`` when it passes first, ``Failed`` (transport),
     ``Cut`` (a body shorter than declared) or ``TooLarge`` (over ``limit``).
@@ -87,6 +94,7 @@ def exchange(
         target=_run,
         args=(outcome,),
         kwargs={
+            "transport": transport or DEFAULT_TRANSPORT,
             "method": method,
             "url": url,
             "headers": dict(headers),
@@ -104,13 +112,16 @@ def exchange(
                 outcome.response.close()
         raise deadline.error()
     if outcome.answer is None:
-        raise outcome.error or Failed(Unavailable(("transport", "no_answer", endpoint(url))))
+        raise outcome.error or Failed(
+            Unavailable(Reason.TRANSPORT, kind="no_answer", address=endpoint(url))
+        )
     return outcome.answer
 
 
 def _run(
     outcome: _Outcome,
     *,
+    transport: Transport,
     method: str,
     url: str,
     headers: dict[str, str],
@@ -119,42 +130,40 @@ def _run(
     extra: dict[str, Any],
 ) -> None:
     timeout = deadline.remaining() or 0.001
-    requests = requests_module()
-    session = requests.Session()
-    session.trust_env = False
+    own = transport.isolated()
     try:
-        response = session.request(
-            method,
-            url,
-            headers=headers,
-            timeout=(timeout, timeout),
-            stream=True,
-            allow_redirects=False,
-            **extra,
-        )
+        requests = requests_module()
+        try:
+            request = prepared(
+                requests, method, url, {**requests.utils.default_headers(), **headers}, extra
+            )
+        except requests.RequestException as error:
+            raise transport_error(error, url) from None
+        response = own.handle_request(request, timeout=(timeout, timeout))
         outcome.response = response
         try:
-            outcome.answer = Answer(response.status_code, _read(response, limit))
+            outcome.answer = Answer(response.status_code, read_bounded(response, limit))
         finally:
             response.close()
-    except TooLarge as error:
-        outcome.error = error
-    except requests.exceptions.ChunkedEncodingError:
-        outcome.error = Cut()
+    except Unavailable as error:
+        outcome.error = _failure(error, deadline)
     except Exception as error:
-        expired = isinstance(error, requests.Timeout) or deadline.expired()
-        outcome.error = deadline.error() if expired else Failed(transport_error(error, url))
+        outcome.error = (
+            deadline.error() if deadline.expired() else Failed(transport_error(error, url))
+        )
     finally:
-        session.close()
+        own.release()
         outcome.done.set()
 
 
-def _read(response: requests.Response, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge()
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _failure(error: Unavailable, deadline: Deadline) -> Exception:
+    """What a failed exchange raises for the shared layer's ``error``: ``TooLarge`` past
+    the limit, ``Cut`` for a body that broke off, the deadline's error for a timeout
+    (or any failure once the deadline has passed), else ``Failed``."""
+    if error.reason is Reason.RESPONSE_TOO_LARGE:
+        return TooLarge()
+    if error.reason is Reason.TRANSPORT and error.kind == "ChunkedEncodingError":
+        return Cut()
+    if isinstance(error, DeadlineExpired) or deadline.expired():
+        return deadline.error()
+    return Failed(error)

@@ -9,7 +9,7 @@ stream proves nothing by itself:
   checkpoint (by ``create_time``) carrying the requested comment, never the
   synthetic ``Current`` entry and never an unrelated older one;
 * restore: any element with ``type == "error"`` or a non-empty string
-  ``error`` is ``RestoreFailed``; a stream without ``complete`` is
+  ``error`` is ``RestoreFailed(("restore_failed", <its text>))``; a stream without ``complete`` is
   ``Unavailable("restore_unconfirmed")`` (its fate is unknown).
 """
 
@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from ...errors import ProviderError, RestoreFailed, Unavailable
+from ...reasons import Reason
 from .api import SpritesApi
 
 __all__ = ["create", "restore"]
@@ -31,7 +32,7 @@ def _events(body: bytes) -> list[Any]:
             try:
                 events.append(json.loads(line))
             except ValueError:
-                raise ProviderError("sprites", "malformed_progress_stream") from None
+                raise ProviderError("sprites", Reason.MALFORMED_PROGRESS_STREAM) from None
     return events
 
 
@@ -57,9 +58,9 @@ def create(api: SpritesApi, name: str, comment: str) -> str:
     for event in events:
         failure = _failure(event)
         if failure is not None:
-            raise ProviderError("sprites", ("checkpoint_failed", failure))
+            raise ProviderError("sprites", Reason.CHECKPOINT_FAILED, problem=failure)
     if not _completed(events):
-        raise Unavailable("checkpoint_unconfirmed")
+        raise Unavailable(Reason.CHECKPOINT_UNCONFIRMED)
     candidates = [
         entry
         for entry in api.checkpoints(name)
@@ -70,7 +71,7 @@ def create(api: SpritesApi, name: str, comment: str) -> str:
         and (entry.get("comment") or "") == comment
     ]
     if not candidates:
-        raise ProviderError("sprites", "no_checkpoint_id")
+        raise ProviderError("sprites", Reason.NO_CHECKPOINT_ID)
     newest = max(candidates, key=lambda entry: str(entry.get("create_time") or ""))
     return str(newest["id"])
 
@@ -81,6 +82,6 @@ def restore(api: SpritesApi, name: str, checkpoint_id: str) -> None:
     for event in events:
         failure = _failure(event)
         if failure is not None:
-            raise RestoreFailed(failure)
+            raise RestoreFailed(Reason.RESTORE_FAILED, problem=failure)
     if not _completed(events):
-        raise Unavailable("restore_unconfirmed")
+        raise Unavailable(Reason.RESTORE_UNCONFIRMED)

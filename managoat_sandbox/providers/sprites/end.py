@@ -1,6 +1,6 @@
 """A Sprites command's end: the reader of its exec WebSocket, and its stdin.
 
-The frames it reads and writes are described in :mod:`.exec`.
+The frames it reads and writes are described in :mod:`.stream`.
 
 The reader thread reports the exit as soon as the exit frame arrives (it does
 not wait for the server's close, docs/protocols/sprites.md#exit-before-close)
@@ -31,11 +31,11 @@ from typing import Any
 import attrs
 import websocket
 
-from ... import reasons
 from ..._deadline import Deadline
 from ..._streaming import Stream
 from ...errors import CommandExited, DeadlineExpired, WriteFailed
-from .exec import (
+from ...reasons import Reason
+from .stream import (
     EXIT,
     STDERR,
     STDIN,
@@ -169,7 +169,7 @@ class SpritesCommandEnd:
                     if batch.flush(stream):
                         heard = time.monotonic()
                     if time.monotonic() - heard >= _DEAD_AFTER * self.keepalive:
-                        stream.fail(DeadlineExpired(reasons.TIMEOUT))
+                        stream.fail(DeadlineExpired(Reason.TIMEOUT))
                         return
                     try:
                         ws.ping()
@@ -296,7 +296,7 @@ class SpritesCommandEnd:
         if self._exited_while_spawned():
             return
         if self.stream.finished.is_set():
-            raise CommandExited(reasons.EXITED)
+            raise CommandExited(Reason.EXITED)
         try:
             self._send(STDIN_EOF)
         except CommandExited:
@@ -313,10 +313,10 @@ class SpritesCommandEnd:
             self.ws.send_bytes(frame)
         except (websocket.WebSocketException, OSError) as error:
             if self.stream.stopped.is_set():
-                raise CommandExited(reasons.DETACHED) from None
+                raise CommandExited(Reason.DETACHED) from None
             if self.stream.finished.wait(_SETTLE):
-                raise CommandExited(reasons.EXITED) from None
-            raise WriteFailed((reasons.TRANSPORT, type(error).__name__)) from None
+                raise CommandExited(Reason.EXITED) from None
+            raise WriteFailed(Reason.TRANSPORT, kind=type(error).__name__) from None
 
     def stop(self) -> None:
         """Detach this end (the remote process keeps running); idempotent, never raises."""

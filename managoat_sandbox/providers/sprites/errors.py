@@ -2,8 +2,9 @@
 
 * ``retry_after`` comes from the body's ``retry_after_seconds``, else the
   ``Retry-After`` header (body first, then header: docs/protocols/sprites.md#rate-limit-advice);
-* a refused WebSocket upgrade is mapped like any HTTP answer (a 503 while a
-  fresh sprite boots is therefore ``Unavailable``, which is transient);
+* a refused WebSocket upgrade is mapped like any HTTP answer
+  (:func:`.._http.open_websocket`; a 503 while a fresh sprite boots is
+  therefore ``Unavailable``, which is transient);
 * the bounded "once" operations drop the provider's body (``sanitised``), so
   provider prose never reaches a caller or a log;
 * transport failures name their kind and the endpoint (``host:port``), never
@@ -17,14 +18,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import websocket
-
-from ... import files, reasons
-from ..._http import ErrorPolicy, Response, parse_body, transport_error
-from ...errors import DeadlineExpired, Invalid, SandboxError, Unavailable
+from ... import files
+from ..._http import ErrorPolicy, Response, parse_body
+from ...errors import Invalid, SandboxError
 
 __all__ = [
     "POLICY",
@@ -33,8 +29,6 @@ __all__ = [
     "file_error",
     "http_error",
     "sanitised",
-    "transport",
-    "upgrade_error",
 ]
 
 PROVIDER = "sprites"
@@ -76,7 +70,9 @@ def file_error(response: Response, path: str) -> SandboxError:
     if code in _REFUSED_CODES or files.refused(text):
         return files.denied(path).with_context(status=error.status, request_id=error.request_id)
     if code in _WRONG_KIND or any(words in text.lower() for words in _WRONG_KIND.values()):
-        return Invalid(error.detail).with_context(status=error.status, request_id=error.request_id)
+        return Invalid(error.detail, message=error.message).with_context(
+            status=error.status, request_id=error.request_id
+        )
     return error
 
 
@@ -87,23 +83,3 @@ def sanitised(status: int) -> SandboxError:
     503 → ``Unavailable(("http", 503, {}))``, 302 → ``Invalid(("http", 302, {}))``.
     """
     return POLICY.error(Response(status, {}, b"{}"))
-
-
-def upgrade_error(error: Any, url: str) -> SandboxError:
-    """A refused upgrade (``WebSocketBadStatusException``) of ``url`` as a taxonomy error."""
-    headers: Mapping[str, str] = getattr(error, "resp_headers", None) or {}
-    body = getattr(error, "resp_body", None) or b""
-    if isinstance(body, str):
-        body = body.encode("utf-8", errors="replace")
-    status = getattr(error, "status_code", None)
-    if not isinstance(status, int):
-        return transport(error, url)
-    return POLICY.error(Response(status, headers, body))
-
-
-def transport(error: BaseException, url: str) -> Unavailable:
-    """A transport failure (requests, websocket or socket) talking to ``url`` as
-    ``Unavailable``: ``"timeout"``, else :func:`.._http.transport_error`'s detail."""
-    if isinstance(error, websocket.WebSocketTimeoutException):
-        return DeadlineExpired(reasons.TIMEOUT)
-    return transport_error(error, url)

@@ -36,10 +36,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ... import reasons
 from ..._http import BODY_LIMIT, Response, body_chunks
 from ...errors import Invalid, ProviderError, Truncated, Unavailable
 from ...files import collect
+from ...reasons import Reason
 from ...types import FileInfo, FileType
 from .api import SpritesApi, sprite_path
 from .errors import file_error
@@ -103,15 +103,15 @@ def listing(api: SpritesApi, name: str, path: str) -> list[FileInfo]:
             limit=LISTING_LIMIT,
         )
     except Unavailable as error:
-        if error.detail == (reasons.RESPONSE_TOO_LARGE, LISTING_LIMIT):
-            raise Truncated(("listing_bytes", LISTING_LIMIT)) from None
+        if error.reason is Reason.RESPONSE_TOO_LARGE and error.limit == LISTING_LIMIT:
+            raise Truncated(Reason.LISTING_BYTES, limit=LISTING_LIMIT) from None
         raise
     if not response.ok:
         raise file_error(response, path)
     body = response.json()
     entries = body.get("entries") if isinstance(body, dict) else None
     if not isinstance(entries, list):
-        raise ProviderError("sprites", "malformed_file_listing")
+        raise ProviderError("sprites", Reason.MALFORMED_FILE_LISTING)
     found = []
     for entry in entries:
         info = _info(entry, path)
@@ -144,20 +144,20 @@ def _info(entry: object, listed: str) -> FileInfo | None:
     """One entry as a ``FileInfo``; None for ``.``/``..`` and for a directory describing
     itself. ``Invalid`` when the entry is the listed path itself and no directory."""
     if not isinstance(entry, dict):
-        raise ProviderError("sprites", "malformed_file_listing")
+        raise ProviderError("sprites", Reason.MALFORMED_FILE_LISTING)
     name = entry.get("name")
     if not isinstance(name, str) or not name or "/" in name or "\x00" in name:
-        raise ProviderError("sprites", "malformed_file_listing")
+        raise ProviderError("sprites", Reason.MALFORMED_FILE_LISTING)
     if name in (".", ".."):
         return None
     kind = _type(entry)
     if _is_listed_path(entry.get("path"), listed):
         if kind == "dir":
             return None
-        raise Invalid(("not_a_directory", listed))
+        raise Invalid(Reason.NOT_A_DIRECTORY, path=listed)
     size = entry.get("size")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ProviderError("sprites", "malformed_file_listing")
+        raise ProviderError("sprites", Reason.MALFORMED_FILE_LISTING)
     modified = timestamp(entry.get("modTime"))
     return FileInfo(
         name=name,

@@ -32,7 +32,9 @@ from typing import Any
 from ... import reasons
 from ..._deadline import Deadline
 from ..._http import BODY_LIMIT
+from ..._transport import Transport
 from ...errors import AlreadyExists, Unavailable
+from ...reasons import Reason
 from .api import sprite_path
 from .bounded import Answer, Cut, Failed, TooLarge, exchange
 from .errors import sanitised
@@ -62,6 +64,7 @@ def _request(
     *,
     deadline: Deadline,
     limit: int,
+    transport: Transport | None = None,
     **kwargs: Any,
 ) -> Answer:
     """One bounded exchange; failures become ``Unavailable("<operation>_...")`` (a
@@ -70,12 +73,18 @@ def _request(
     url = settings.url(path)
     try:
         return exchange(
-            method, url, headers=settings.headers, deadline=deadline, limit=limit, **kwargs
+            method,
+            url,
+            headers=settings.headers,
+            deadline=deadline,
+            limit=limit,
+            transport=transport,
+            **kwargs,
         )
     except Failed as failed:
         raise Unavailable(reasons.transport_failed(operation)) from failed.cause
     except (Cut, TooLarge):
-        raise Unavailable(f"{operation}_unconfirmed") from None
+        raise Unavailable(reasons.unconfirmed(operation)) from None
 
 
 def _deadline(operation: str, timeout: float) -> Deadline:
@@ -106,7 +115,14 @@ def _valid_id(value: object) -> bool:
 # -- create_new --------------------------------------------------------------
 
 
-def create_new(settings: Settings, name: str, *, timeout: float, wait_for_capacity: bool) -> str:
+def create_new(
+    settings: Settings,
+    name: str,
+    *,
+    timeout: float,
+    wait_for_capacity: bool,
+    transport: Transport | None = None,
+) -> str:
     """Create ``name`` in one attempt; returns the provider's ``id`` (the instance id)."""
     deadline = _deadline("create", timeout)
     body = {
@@ -121,46 +137,59 @@ def create_new(settings: Settings, name: str, *, timeout: float, wait_for_capaci
         "/v1/sprites",
         deadline=deadline,
         limit=BODY_LIMIT,
+        transport=transport,
         json=body,
     )
     if answer.status == 409:
-        raise AlreadyExists(("sandbox", name))
+        raise AlreadyExists(Reason.SANDBOX, name=name)
     if not 200 <= answer.status < 300:
         raise sanitised(answer.status)
     try:
         created = json.loads(answer.body)
     except ValueError:
-        raise Unavailable("create_unconfirmed") from None
+        raise Unavailable(Reason.CREATE_UNCONFIRMED) from None
     if not isinstance(created, dict) or created.get("name") != name:
-        raise Unavailable("create_unconfirmed")
+        raise Unavailable(Reason.CREATE_UNCONFIRMED)
     instance_id = created.get("id")
     if not isinstance(instance_id, str) or not 1 <= len(instance_id) <= _ID_LIMIT:
-        raise Unavailable("create_unconfirmed")
+        raise Unavailable(Reason.CREATE_UNCONFIRMED)
     return instance_id
 
 
 # -- destroy_once ------------------------------------------------------------
 
 
-def destroy_once(settings: Settings, name: str, *, timeout: float) -> None:
+def destroy_once(
+    settings: Settings, name: str, *, timeout: float, transport: Transport | None = None
+) -> None:
     """Delete ``name`` and confirm its absence with exactly one GET."""
     deadline = _deadline("delete", timeout)
     path = sprite_path(name)
-    deleted = _request(settings, "delete", "DELETE", path, deadline=deadline, limit=BODY_LIMIT)
+    deleted = _request(
+        settings, "delete", "DELETE", path, deadline=deadline, limit=BODY_LIMIT, transport=transport
+    )
     if deleted.status == 404:
         return
     if deleted.status not in (200, 202, 204):
-        raise Unavailable("delete_unconfirmed")
-    probe = _request(settings, "delete", "GET", path, deadline=deadline, limit=BODY_LIMIT)
+        raise Unavailable(Reason.DELETE_UNCONFIRMED)
+    probe = _request(
+        settings, "delete", "GET", path, deadline=deadline, limit=BODY_LIMIT, transport=transport
+    )
     if probe.status != 404:
-        raise Unavailable("delete_unconfirmed")
+        raise Unavailable(Reason.DELETE_UNCONFIRMED)
 
 
 # -- terminate_session -------------------------------------------------------
 
 
 def terminate_session(
-    settings: Settings, name: str, session_id: str, *, timeout_ms: int, force: bool
+    settings: Settings,
+    name: str,
+    session_id: str,
+    *,
+    timeout_ms: int,
+    force: bool,
+    transport: Transport | None = None,
 ) -> None:
     """Signal the session's process group and require the provider's confirmation."""
     deadline = _deadline("termination", timeout_ms / 1000 + TERMINATION_SLACK)
@@ -172,23 +201,30 @@ def terminate_session(
         sprite_path(name, "exec", session_id, "kill"),
         deadline=deadline,
         limit=TERMINATION_LIMIT,
+        transport=transport,
         params=params,
     )
     if answer.status == 410:
         return
     if answer.status == 404:
-        if force and not _listed(settings, name, session_id, deadline):
-            raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+        if force and not _listed(settings, name, session_id, deadline, transport):
+            raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
         return
     if 200 <= answer.status < 300 and answer.status != 200:
-        raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+        raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
     if answer.status != 200:
         raise sanitised(answer.status)
     if not termination_confirmed(answer.body, force=force):
-        raise Unavailable(reasons.TERMINATION_UNCONFIRMED)
+        raise Unavailable(Reason.TERMINATION_UNCONFIRMED)
 
 
-def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) -> bool:
+def _listed(
+    settings: Settings,
+    name: str,
+    session_id: str,
+    deadline: Deadline,
+    transport: Transport | None,
+) -> bool:
     """Whether the sprite lists ``session_id`` (one confirming GET): a force kill's 404
     then means a session that existed and has ended, not an absent one (no such
     sprite lists nothing)."""
@@ -199,6 +235,7 @@ def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) 
         sprite_path(name, "exec"),
         deadline=deadline,
         limit=BODY_LIMIT,
+        transport=transport,
     )
     if answer.status == 404:
         return False
@@ -207,7 +244,7 @@ def _listed(settings: Settings, name: str, session_id: str, deadline: Deadline) 
     try:
         listing = json.loads(answer.body)
     except ValueError:
-        raise Unavailable(reasons.TERMINATION_UNCONFIRMED) from None
+        raise Unavailable(Reason.TERMINATION_UNCONFIRMED) from None
     entries = listing.get("sessions") if isinstance(listing, dict) else None
     return any(
         isinstance(entry, dict)
@@ -256,7 +293,12 @@ def checkpoint_comment(operation_id: str) -> str:
 
 
 def create_checkpoint_once(
-    settings: Settings, name: str, *, operation_id: str, timeout: float
+    settings: Settings,
+    name: str,
+    *,
+    operation_id: str,
+    timeout: float,
+    transport: Transport | None = None,
 ) -> str:
     """Create one checkpoint and find exactly it in the listing; returns its id."""
     deadline = _deadline("checkpoint", timeout)
@@ -268,13 +310,14 @@ def create_checkpoint_once(
         sprite_path(name, "checkpoint"),
         deadline=deadline,
         limit=BODY_LIMIT,
+        transport=transport,
         json={"comment": comment},
     )
     if created.status != 200 or not _checkpoint_completed(created.body):
-        raise Unavailable("checkpoint_unconfirmed")
+        raise Unavailable(Reason.CHECKPOINT_UNCONFIRMED)
     budget = BODY_LIMIT - len(created.body)
     if budget <= 0:
-        raise Unavailable("checkpoint_unconfirmed")
+        raise Unavailable(Reason.CHECKPOINT_UNCONFIRMED)
     listed = _request(
         settings,
         "checkpoint",
@@ -282,12 +325,13 @@ def create_checkpoint_once(
         sprite_path(name, "checkpoints"),
         deadline=deadline,
         limit=budget,
+        transport=transport,
     )
     if listed.status != 200:
-        raise Unavailable("checkpoint_unconfirmed")
+        raise Unavailable(Reason.CHECKPOINT_UNCONFIRMED)
     found = _correlated(listed.body, comment)
     if found is None:
-        raise Unavailable("checkpoint_unconfirmed")
+        raise Unavailable(Reason.CHECKPOINT_UNCONFIRMED)
     return found
 
 

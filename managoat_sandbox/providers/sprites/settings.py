@@ -1,8 +1,9 @@
 """The Sprites adapter's settings, read from config scope ``sprites`` at call time.
 
-Keys (docs/protocols/sprites.md#configuration): ``token`` (``$SPRITES_TOKEN``), ``base_url``
-(``$SPRITES_BASE_URL``, else ``https://api.sprites.dev``), ``timeout_ms``,
-``policy_timeout_ms``, ``public_urls``, ``checkpoint_creation_enabled``. A
+Keys (declared in :mod:`.declaration`; docs/protocols/sprites.md#configuration):
+``token`` (``$SPRITES_TOKEN``), ``base_url`` (``$SPRITES_BASE_URL``, else
+``https://api.sprites.dev``), ``timeout_ms``, ``policy_timeout_ms``,
+``public_urls``, ``checkpoint_creation_enabled``. A
 missing token is ``Denied`` naming the setting and its environment variable,
 raised before any request. The token never appears in a ``repr``.
 """
@@ -16,6 +17,8 @@ import attrs
 
 from ..._settings import ProviderSettings
 from ...errors import Invalid
+from ...reasons import Reason
+from .declaration import DECLARATION
 
 __all__ = [
     "SCOPE",
@@ -27,10 +30,10 @@ __all__ = [
     "segment",
 ]
 
-SCOPE = "sprites"
+SCOPE = DECLARATION.name
 #: What every request and WebSocket handshake of the adapter names itself.
 USER_AGENT = "managoat_sandbox-sprites"
-SETTINGS = ProviderSettings(SCOPE, "Sprites")
+SETTINGS = ProviderSettings(DECLARATION.name, DECLARATION.label)
 
 #: Sprite names appear in the public hostname ``<name>-<org>.sprites.app``, so
 #: they must be DNS-label safe: lowercase letters, digits and inner hyphens.
@@ -40,7 +43,9 @@ _NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 def check_name(name: object) -> str:
     """A sprite name: 1-63 of ``[a-z0-9-]``, starting and ending alphanumeric; else ``Invalid``."""
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
-        raise Invalid(("sprite_name", "must be 1-63 lowercase letters, digits or inner hyphens"))
+        raise Invalid(
+            Reason.SPRITE_NAME, problem="must be 1-63 lowercase letters, digits or inner hyphens"
+        )
     return name
 
 

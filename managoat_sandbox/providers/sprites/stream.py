@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import websocket
-
-from ...errors import Invalid, ProviderError
-from .errors import transport, upgrade_error
+from ..._http import open_websocket
+from ..._transport import Transport
+from ...errors import ProviderError
+from ...reasons import Reason
+from .errors import POLICY, PROVIDER
 from .settings import Settings
 
 __all__ = [
@@ -46,9 +47,16 @@ STDIN_EOF = b"\x04"
 
 
 def open_socket(
-    settings: Settings, path: str, params: Sequence[tuple[str, str]], *, timeout: float
+    settings: Settings,
+    path: str,
+    params: Sequence[tuple[str, str]],
+    *,
+    timeout: float,
+    transport: Transport | None = None,
 ) -> Any:
-    """Open the WebSocket at ``path`` with ``params``; a refused upgrade is mapped like HTTP.
+    """Open the WebSocket at ``path`` with ``params`` through ``transport`` (default: the
+    websocket-client one), by the shared :func:`~..._http.open_websocket`: a refused
+    upgrade is mapped like HTTP, by Sprites' :data:`.errors.POLICY`.
 
     Like every HTTP call of the package it follows no redirect (a 3xx is
     ``Invalid``, and the credential is never replayed to another location)
@@ -59,26 +67,9 @@ def open_socket(
     url = settings.ws_url(path)
     if params:
         url += "?" + urlencode(list(params), quote_via=quote)
-    ws: Any = websocket.WebSocket(enable_multithread=True, skip_utf8_validation=True)
-    try:
-        ws.connect(
-            url,
-            header=[f"{key}: {value}" for key, value in settings.headers.items()],
-            timeout=timeout,
-            suppress_origin=True,
-            redirect_limit=0,
-            http_no_proxy=["*"],
-        )
-    except websocket.WebSocketBadStatusException as error:
-        ws.shutdown()
-        raise upgrade_error(error, url) from None
-    except (websocket.WebSocketException, OSError) as error:
-        ws.shutdown()
-        status = getattr(getattr(ws, "handshake_response", None), "status", None)
-        if isinstance(status, int) and 300 <= status < 400:
-            raise Invalid(("http", int(status), {})) from None
-        raise transport(error, url) from None
-    return ws
+    return open_websocket(
+        url, settings.headers, policy=POLICY, timeout=timeout, transport=transport
+    )
 
 
 def decode_exit(payload: bytes) -> int:
@@ -101,6 +92,6 @@ def text_exit_code(message: dict[str, Any]) -> int:
         if key in message:
             value = message[key]
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
-                raise ProviderError("sprites", ("malformed_exit", key))
+                raise ProviderError(PROVIDER, Reason.MALFORMED_EXIT, name=key)
             return value
     return 0
