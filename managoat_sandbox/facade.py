@@ -25,8 +25,9 @@ import attrs
 
 from . import _args
 from ._collect import EXEC_MAX_BYTES
+from ._deadline import Deadline
 from .contract import KNOWN_CAPABILITIES, Adapter, Capability, Owner
-from .errors import DeadlineExpired, NotSupported, SandboxError
+from .errors import NotSupported, SandboxError
 from .reasons import Reason
 from .registry import adapter_for, adapters
 from .retry import budget_for, idempotent
@@ -304,8 +305,7 @@ def exec(
         stderr_to_stdout=stderr_to_stdout,
         max_bytes=max_bytes,
     )
-    if clean["timeout"] is not None and clean["timeout"] <= 0:
-        raise DeadlineExpired(Reason.EXEC_TIMEOUT, seconds=timeout)
+    Deadline(timeout).check()
     return adapter.exec(handle, clean.pop("cmd"), clean.pop("args"), **clean)
 
 

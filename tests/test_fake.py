@@ -271,14 +271,15 @@ def test_new_output_reaches_both_the_original_owner_and_the_attacher(fake: Fake)
     attacher.expect(is_exit(attached.ref, 0), 2)
 
 
-def test_wrong_argument_types_are_type_errors(fake: Fake) -> None:
+def test_wrong_argument_types_through_the_facade_are_type_errors(fake: Fake) -> None:
+    config.configure(adapters={"fake": fake})
     fake.create("types")
     with pytest.raises(TypeError):
-        fake.attach(42, "s")  # type: ignore[arg-type]
+        sandbox.attach(42, "s")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        fake.terminate_session(42, "s")  # type: ignore[arg-type]
+        sandbox.terminate_session(42, "s")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        fake.destroy("types")  # type: ignore[arg-type]
+        sandbox.destroy("types")  # type: ignore[arg-type]
     assert fake.file("types", 123) is None  # type: ignore[arg-type]
 
 

@@ -40,7 +40,6 @@ from ..contract import Adapter, Capability, Owner
 from ..errors import (
     AlreadyExists,
     CommandExited,
-    DeadlineExpired,
     Invalid,
     NotFound,
     NotSupported,
@@ -750,7 +749,8 @@ class Fake(Adapter):
         self._kill(session, graceful=mode == "graceful")
         thread = session.thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_ms / 1000)
+            deadline = Deadline(timeout_ms / 1000, reason=Reason.TERMINATION_TIMEOUT)
+            thread.join(deadline.remaining())
             if thread.is_alive():
-                raise DeadlineExpired(Reason.TERMINATION_TIMEOUT)
+                raise deadline.error()
         self._conclude(session, ("exit", 137))

@@ -31,7 +31,7 @@ abandoned and its session deleted, which kills what the command left running
 (the deletion is not waited for beyond a second).
 
 Output is held once and at most ``max_bytes`` of it
-(:class:`managoat_sandbox.streaming.ExecOutput`; past it, ``Truncated``). The
+(:func:`managoat_sandbox._collect.collect_frames`; past it, ``Truncated``). The
 answer carries each output byte a few times over (base64 in the journal, and
 the channels again), so an answer longer than :data:`ANSWER_FACTOR` times
 ``max_bytes`` is abandoned as it arrives and the command followed over its
@@ -48,10 +48,11 @@ from collections.abc import Callable
 
 import attrs
 
-from ..._collect import ExecOutput, ExecSink, collect_exec
+from ..._collect import ExecSink, collect_exec, collect_frames
 from ..._deadline import Deadline
 from ..._streaming import Stream, new_ref
 from ...errors import Invalid, NotFound, SandboxError, Unavailable
+from ...frames import Exit, Frame, Stderr, Stdout
 from ...reasons import Reason, no_such_dir
 from ...types import Command, ExecResult
 from .decoder import STDERR, JournalDecoder
@@ -276,10 +277,16 @@ def _result(pool: ExecPool, session: ExecSession, answer: ExecAnswer, job: _Job)
         session.ran.add(answer.command_id)
     pool.release(session)
     job.deadline.check()
-    collected = ExecOutput(job.max_bytes, stderr_to_stdout=job.stderr_to_stdout)
-    for kind, data in events:
-        collected.add(data, stderr=kind == STDERR)
-    return collected.result(code)
+    frames: list[Frame] = [
+        Stderr(None, data) if kind == STDERR else Stdout(None, data) for kind, data in events
+    ]
+    frames.append(Exit(None, code))
+    return collect_frames(
+        frames,
+        deadline=job.deadline,
+        stderr_to_stdout=job.stderr_to_stdout,
+        max_bytes=job.max_bytes,
+    )
 
 
 def _follow(pool: ExecPool, session: ExecSession, command_id: str | None, job: _Job) -> ExecResult:

@@ -93,7 +93,7 @@ from .handle import Carried
 from .heartbeat import Heartbeats
 from .remembered import Remembered
 from .settings import SETTINGS, Settings, load
-from .stream import Keepalive, open_process
+from .stream import Keepalive, Reading, open_process
 
 __all__ = ["E2B"]
 
@@ -376,10 +376,9 @@ class E2B(StagedTarTransfers, StreamingAdapter):
             self._http,
             envd,
             request,
+            Reading(self._keepalive(s, envd.sandbox_id), self._idle_timeout),
             owner=owner,
             stdin=stdin,
-            keepalive=self._keepalive(s, envd.sandbox_id),
-            idle_timeout=self._idle_timeout,
             deadline=deadline,
             extra_headers=extra_headers,
             accepted=accepted,
@@ -593,12 +592,14 @@ class E2B(StagedTarTransfers, StreamingAdapter):
             self._http,
             envd,
             request,
+            Reading(
+                self._keepalive(s, envd.sandbox_id),
+                self._idle_timeout,
+                recover=partial(self._exit_code, envd, session_id),
+                on_stopped=partial(self._kill_quietly, envd),
+            ),
             owner=owner,
             stdin=stdin,
-            keepalive=self._keepalive(s, envd.sandbox_id),
-            idle_timeout=self._idle_timeout,
-            recover=partial(self._exit_code, envd, session_id),
-            on_stopped=partial(self._kill_quietly, envd),
         )
 
     def _starting(self, envd: Envd, session_id: str) -> bool:

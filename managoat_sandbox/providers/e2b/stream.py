@@ -58,7 +58,7 @@ from . import connect
 from .envd import Envd, read_chunks
 from .errors import codec_error, connect_error
 
-__all__ = ["open_process"]
+__all__ = ["Keepalive", "Reading", "open_process"]
 
 log = logging.getLogger("managoat_sandbox.e2b")
 
@@ -298,35 +298,48 @@ def _late(deadline: Deadline | None) -> SandboxError | None:
     return deadline.error() if deadline is not None and deadline.expired() else None
 
 
-def open_process(
+@attrs.frozen
+class Reading:
+    """How a started process's stream is read, in each of the three modes.
+
+    ``keepalive`` holds the sandbox's TTL up while the stream is read; reads are
+    bounded by ``idle_timeout`` (envd sends keepalives well within it). A spawn
+    or an exec gives nothing more. Replay mode (an ``attach``, see the module
+    docstring) gives ``recover``, which reads the journaled exit code when the
+    stream ends without one, and ``on_stopped(pid)``, run in the reader thread
+    when the command was stopped before its end.
+    """
+
+    keepalive: Keepalive
+    idle_timeout: float
+    recover: Callable[[], int | None] | None = None
+    on_stopped: Callable[[int | None], None] | None = None
+
+
+@attrs.frozen
+class _Started:
+    """A ``Start`` (or ``Connect``) stream whose ``start`` event has come: its pid, what
+    was read past it, and what closes the response."""
+
+    response: requests.Response
+    chunks: Iterator[bytes]
+    decoder: connect.Decoder
+    pid: int | None
+    pending: list[connect.Envelope]
+    closer: ExitStack
+
+
+def _start(
     http: HttpClient,
     envd: Envd,
     request: Mapping[str, Any],
     *,
-    owner: Owner | None,
-    stdin: bool,
-    keepalive: Keepalive,
-    idle_timeout: float,
-    deadline: Deadline | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    recover: Callable[[], int | None] | None = None,
-    on_stopped: Callable[[int | None], None] | None = None,
-    accepted: threading.Event | None = None,
-    in_caller: bool = False,
-) -> tuple[Stream, int | None]:
-    """Start the process, wait for its ``start`` event, then pump it into a new Stream.
-
-    The start wait is bounded by the settings' timeout and by ``deadline``
-    (whose expiry raises its own error). Reads after the start are bounded by
-    ``idle_timeout`` (envd sends keepalives well within it). ``recover``
-    turns on replay mode (see the module docstring); ``on_stopped(pid)`` runs
-    in the reader thread when the command was stopped before its end.
-    ``accepted`` is set as soon as envd has answered the ``Start`` with 200:
-    from then on the process may be running, so the call must not be repeated
-    (an error raised while it is clear was a refusal: nothing was started).
-    With ``in_caller`` the stream is pumped to its end in the calling thread
-    before this returns (an exec, whose frames go to a queue it then reads).
-    """
+    deadline: Deadline | None,
+    extra_headers: Mapping[str, str] | None,
+    accepted: threading.Event | None,
+) -> _Started:
+    """Open the stream and wait for its ``start`` event, bounded by the settings' timeout
+    and by ``deadline`` (whose expiry raises its own error)."""
     with ExitStack() as stack:
         response = stack.enter_context(
             envd.stream(
@@ -340,21 +353,49 @@ def open_process(
         pid, pending = _wait_for_start(
             response, chunks, decoder, bound=envd.timeout, deadline=deadline
         )
-        set_read_timeout(response, idle_timeout)
-        closer = stack.pop_all()
+        return _Started(response, chunks, decoder, pid, pending, stack.pop_all())
+
+
+def open_process(
+    http: HttpClient,
+    envd: Envd,
+    request: Mapping[str, Any],
+    reading: Reading,
+    *,
+    owner: Owner | None,
+    stdin: bool,
+    deadline: Deadline | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    accepted: threading.Event | None = None,
+    in_caller: bool = False,
+) -> tuple[Stream, int | None]:
+    """Start the process, wait for its ``start`` event, then pump it into a new Stream,
+    read as ``reading`` says.
+
+    ``accepted`` is set as soon as envd has answered the ``Start`` with 200:
+    from then on the process may be running, so the call must not be repeated
+    (an error raised while it is clear was a refusal: nothing was started).
+    The stream is pumped by a reader thread, or with ``in_caller`` to its end
+    in the calling thread before this returns (an exec, whose frames go to a
+    queue it then reads).
+    """
+    started = _start(
+        http, envd, request, deadline=deadline, extra_headers=extra_headers, accepted=accepted
+    )
+    set_read_timeout(started.response, reading.idle_timeout)
     stream = Stream(new_ref("e2b"), owner, label="e2b", stdin=stdin)
-    stopped = None if on_stopped is None else (lambda: on_stopped(pid))
+    on_stopped, pid = reading.on_stopped, started.pid
     pump = _Pump(
-        response,
-        chunks,
-        decoder,
-        pending,
-        closer,
-        keepalive,
-        recover,
-        stopped,
+        started.response,
+        started.chunks,
+        started.decoder,
+        started.pending,
+        started.closer,
+        reading.keepalive,
+        reading.recover,
+        None if on_stopped is None else (lambda: on_stopped(pid)),
         deadline,
-        idle_timeout,
+        reading.idle_timeout,
     )
     if in_caller:
         stream.run_here(pump, on_stop=pump.interrupt)
