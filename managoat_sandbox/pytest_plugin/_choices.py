@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import pytest
 
 from ..contract import KNOWN_CAPABILITIES
-from ..registry import BUILTINS, provider_names
+from ..registry import provider_names
 from ._emulated import EMULATED
 
 __all__ = [
@@ -46,7 +46,7 @@ def chosen(config: pytest.Config) -> list[str]:
     when one is unknown."""
     given: list[str] = config.getoption("sandbox_providers") or config.getini(INI) or [DEFAULT]
     names = list(dict.fromkeys(given))
-    known = set(CHOICES) | set(BUILTINS)
+    known = set(CHOICES)
     if all(name in known for name in names):  # the registry is not consulted for these
         return names
     known |= provider_names()
