@@ -188,6 +188,7 @@ class Reason(str, enum.Enum):
     ATTEMPTS = "attempts"
     BASE = "base"
     HEARTBEAT_INTERVAL = "heartbeat_interval"
+    HEARTBEAT_LINGER = "heartbeat_linger"
     IDLE_TIMEOUT = "idle_timeout"
     KEEPALIVE = "keepalive"
     MAX_DELAY = "max_delay"

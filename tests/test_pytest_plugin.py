@@ -68,7 +68,7 @@ def test_each_sample_of_the_page_passes(
     sample: str, pytester: pytest.Pytester, local_root: Path
 ) -> None:
     pytester.makepyfile(test_sample=sample)
-    result = pytester.runpytest(*sample.splitlines()[0].removeprefix(RUN_WITH).split())
+    result = pytester.runpytest_subprocess(*sample.splitlines()[0].removeprefix(RUN_WITH).split())
     outcomes = result.parseoutcomes()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert outcomes["passed"] >= 1 and "failed" not in outcomes and "errors" not in outcomes
@@ -91,7 +91,7 @@ def test_a_sandbox_test_runs_once_per_provider_named_in_its_id(
     pytester: pytest.Pytester, local_root: Path
 ) -> None:
     pytester.makepyfile(test_user=SANDBOX_TEST)
-    result = pytester.runpytest("-v", "--sandbox-provider", "local", "--sandbox-provider", "fake")
+    result = pytester.runpytest_subprocess("-v", "--sandbox-provider", "local", "--sandbox-provider", "fake")
     result.stdout.fnmatch_lines(["*test_runs?local? PASSED*", "*test_runs?fake? PASSED*"])
     result.assert_outcomes(passed=2)
     assert left_in(local_root) == frozenset()
@@ -101,7 +101,7 @@ def test_without_the_option_sandbox_tests_run_on_local(
     pytester: pytest.Pytester, local_root: Path
 ) -> None:
     pytester.makepyfile(test_user=SANDBOX_TEST)
-    result = pytester.runpytest("-v")
+    result = pytester.runpytest_subprocess("-v")
     result.stdout.fnmatch_lines(["*test_runs?local? PASSED*"])
     result.assert_outcomes(passed=1)
 
@@ -109,7 +109,7 @@ def test_without_the_option_sandbox_tests_run_on_local(
 def test_the_ini_option_names_the_providers(pytester: pytest.Pytester, local_root: Path) -> None:
     pytester.makeini("[pytest]\nsandbox_providers = fake local\n")
     pytester.makepyfile(test_user=SANDBOX_TEST)
-    result = pytester.runpytest("-v")
+    result = pytester.runpytest_subprocess("-v")
     result.stdout.fnmatch_lines(["*test_runs?fake? PASSED*", "*test_runs?local? PASSED*"])
 
 
@@ -125,7 +125,7 @@ def test_a_test_that_parametrizes_sandbox_provider_keeps_its_own_list(
             assert sandbox.provider == "fake"
         """
     )
-    result = pytester.runpytest("-v", "--sandbox-provider", "local")
+    result = pytester.runpytest_subprocess("-v", "--sandbox-provider", "local")
     result.stdout.fnmatch_lines(["*test_pinned?fake? PASSED*"])
     result.assert_outcomes(passed=1)
 
@@ -151,7 +151,7 @@ def test_an_emulated_provider_points_the_library_at_the_session_emulator(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_user=EMULATED_TEST)
-    result = pytester.runpytest("-v", "--sandbox-provider", "e2b-emulator")
+    result = pytester.runpytest_subprocess("-v", "--sandbox-provider", "e2b-emulator")
     result.stdout.fnmatch_lines(["*test_through_the_emulator?e2b-emulator? PASSED*"])
     result.assert_outcomes(passed=2)
 
@@ -169,7 +169,7 @@ def test_a_failing_test_still_destroys_its_sandbox(
             assert False, "the user's test failed"
         """
     )
-    result = pytester.runpytest("--sandbox-provider", "local")
+    result = pytester.runpytest_subprocess("--sandbox-provider", "local")
     result.assert_outcomes(failed=1)
     assert made.read_text().startswith("test-fails-")
     assert left_in(local_root) == frozenset()
@@ -215,7 +215,7 @@ def test_the_marker_skips_a_provider_without_the_capability_naming_both(
             pass
         """
     )
-    result = pytester.runpytest(
+    result = pytester.runpytest_subprocess(
         "-rs", "--strict-markers", "--sandbox-provider", "local", "--sandbox-provider", "fake"
     )
     result.assert_outcomes(passed=1, skipped=1)
@@ -232,7 +232,7 @@ def test_an_unknown_capability_fails_collection_naming_it(pytester: pytest.Pytes
             pass
         """
     )
-    result = pytester.runpytest()
+    result = pytester.runpytest_subprocess()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*sandbox_requires on test_needs: unknown capability 'atach'*"])
 
@@ -244,7 +244,7 @@ def test_an_unknown_provider_is_a_usage_error_naming_the_choices(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_user=SANDBOX_TEST)
-    result = pytester.runpytest("--sandbox-provider", "nowhere")
+    result = pytester.runpytest_subprocess("--sandbox-provider", "nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*unknown provider 'nowhere'; choose from *daytona-emulator*e2b-emulator*fake*local*"]
@@ -307,7 +307,7 @@ def test_a_conformance_suite_subclass_is_collected_and_passes_under_pytest(
                 self.adapter.reset()
         """
     )
-    result = pytester.runpytest("-q")
+    result = pytester.runpytest_subprocess("-q")
     outcomes = result.parseoutcomes()
     assert result.ret == pytest.ExitCode.OK
     assert outcomes["passed"] >= 40 and "failed" not in outcomes and "errors" not in outcomes

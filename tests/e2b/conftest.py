@@ -18,6 +18,8 @@ from .emulated import API_KEY, adapter_threads, point_at
 
 #: Bound, in seconds, on the wait for the adapter's threads to end after a test.
 THREADS_WAIT = 10.0
+#: How long an idle heartbeat thread lingers in these tests (each test waits for it).
+LINGER = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def emulator() -> Iterator[E2BEmulator]:
 def e2b(emulator: E2BEmulator) -> Iterator[E2B]:
     point_at(emulator)
     emulator.faults.clear()
-    yield E2B()
+    yield E2B(heartbeat_linger=LINGER)
     emulator.faults.clear()
     assert wait_until(lambda: not adapter_threads(), timeout=THREADS_WAIT), adapter_threads()
 

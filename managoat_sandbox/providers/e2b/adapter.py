@@ -90,7 +90,7 @@ from .end import E2BCommandEnd
 from .envd import Envd, start_request
 from .errors import PROVIDER, files_policy
 from .handle import Carried
-from .heartbeat import Heartbeats
+from .heartbeat import LINGER, Heartbeats
 from .remembered import Remembered
 from .settings import SETTINGS, Settings, load
 from .stream import Keepalive, Reading, open_process
@@ -121,9 +121,11 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     """E2B sandboxes; see the module docstring for what each operation does.
 
     ``heartbeat_interval`` (seconds between TTL renewals while a command
-    streams) and ``idle_timeout`` (the longest silence tolerated on a stream
-    before it is an ``Unavailable("timeout")``; envd sends a keepalive every
-    50 s) exist for tests and unusual deployments; the defaults suit E2B.
+    streams), ``heartbeat_linger`` (seconds a sandbox's idle heartbeat thread
+    waits for its next command before it ends) and ``idle_timeout`` (the
+    longest silence tolerated on a stream before it is an
+    ``Unavailable("timeout")``; envd sends a keepalive every 50 s) exist for
+    tests and unusual deployments; the defaults suit E2B.
     """
 
     provider = "e2b"
@@ -145,12 +147,16 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         self,
         *,
         heartbeat_interval: float = HEARTBEAT_SECONDS,
+        heartbeat_linger: float = LINGER,
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
         transport: Transport | None = None,
     ) -> None:
         self._http = HttpClient(user_agent=f"managoat_sandbox/{__version__}", transport=transport)
         self._api = ControlPlane(self._http)
-        self._heartbeats = Heartbeats(_args.seconds(heartbeat_interval, "heartbeat_interval"))
+        self._heartbeats = Heartbeats(
+            _args.seconds(heartbeat_interval, "heartbeat_interval"),
+            linger=_args.seconds(heartbeat_linger, "heartbeat_linger"),
+        )
         self._idle_timeout = _args.seconds(idle_timeout, "idle_timeout")
         self._remembered = Remembered(self._lookup)
         self._lock = threading.Lock()
