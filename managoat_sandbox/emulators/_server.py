@@ -62,6 +62,9 @@ MAX_CONTROL_BODY = 1024 * 1024
 _OVERSIZE_CHUNK = 64 * 1024
 #: Seconds a connection may stay silent by default (see :attr:`Emulator.idle_timeout`).
 DEFAULT_IDLE_TIMEOUT = 60.0
+#: Seconds :meth:`Emulator.stop` lets requests still being answered finish before it
+#: drops them.
+SHUTDOWN_GRACE = 0.25
 #: The longest idle timeout an emulator takes, in seconds.
 MAX_IDLE_TIMEOUT = 86_400.0
 _CONTROL_PREFIX = "/_emulator/"
@@ -249,6 +252,7 @@ class Emulator:
         finally:
             if self._runner is not None:
                 loop.run_until_complete(self._runner.cleanup())
+            _cancel_pending(loop)
             loop.close()
 
     async def _open(self) -> None:
@@ -261,8 +265,14 @@ class Emulator:
         self.add_routes(app)
         # aiohttp's keep-alive timer closes a connection that has no complete request
         # head for this long after it opened or after its last answer.
+        # Stopping gives requests still being answered SHUTDOWN_GRACE seconds, then drops
+        # them, as a server that goes away does (a held or stalled one would hold it up).
         self._runner = web.AppRunner(
-            app, handle_signals=False, access_log=None, keepalive_timeout=self.idle_timeout
+            app,
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=self.idle_timeout,
+            shutdown_timeout=SHUTDOWN_GRACE,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -454,6 +464,16 @@ def _misdirected() -> web.Response:
         {"error": "misdirected_request", "message": "the Host header does not name this emulator"},
         status=421,
     )
+
+
+def _cancel_pending(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still running on ``loop`` (requests dropped at stop) and let each
+    task see its cancellation, so none is destroyed pending when the loop closes."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
 def _checked_idle_timeout(seconds: float) -> float:
