@@ -91,7 +91,9 @@ def test_a_sandbox_test_runs_once_per_provider_named_in_its_id(
     pytester: pytest.Pytester, local_root: Path
 ) -> None:
     pytester.makepyfile(test_user=SANDBOX_TEST)
-    result = pytester.runpytest_subprocess("-v", "--sandbox-provider", "local", "--sandbox-provider", "fake")
+    result = pytester.runpytest_subprocess(
+        "-v", "--sandbox-provider", "local", "--sandbox-provider", "fake"
+    )
     result.stdout.fnmatch_lines(["*test_runs?local? PASSED*", "*test_runs?fake? PASSED*"])
     result.assert_outcomes(passed=2)
     assert left_in(local_root) == frozenset()
