@@ -32,6 +32,16 @@ RUN_WITH = "# run with: pytest"
 SAMPLES = [match["body"] for match in FENCE.finditer(DOC)]
 
 
+@pytest.fixture(autouse=True)
+def only_this_plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner runs load this plugin by its module and no other installed one: the test
+    extras bring plugins whose loading is most of an inner run's second and a half.
+    The test of the entry point itself (``test_loading_the_plugin_...``) lifts this.
+    (After ``pytester``, which clears ``PYTEST_ADDOPTS`` when it is made.)"""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p managoat_sandbox.pytest_plugin")
+
+
 @pytest.fixture
 def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A ``local`` root of the test's own, for this process and its children; whatever a
@@ -254,8 +264,10 @@ def test_an_unknown_provider_is_a_usage_error_naming_the_choices(
 
 
 def test_loading_the_plugin_imports_configures_and_starts_nothing(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # the entry point loads it
+    monkeypatch.delenv("PYTEST_ADDOPTS")
     pytester.makepyfile(
         test_user="""
         import sys
