@@ -48,7 +48,7 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
             "managoat_sandbox",
             "exec",
             "--timeout",
-            "5",
+            "2",
             "box",
             "--",
             "sleep",
@@ -69,7 +69,7 @@ def test_an_exec_timeout_kills_the_command_and_leaves_no_session(env: dict[str, 
     assert cli.returncode == 124
     assert (out, err) == (
         "",
-        "managoat-sandbox: error: Unavailable: ('exec_timeout', 5.0) (no exit within 5 s)\n",
+        "managoat-sandbox: error: Unavailable: ('exec_timeout', 2.0) (no exit within 2 s)\n",
     )
     assert wait_until(lambda: not running(marker), timeout=30)
     assert sandbox.list_sessions(sandbox.build_handle("local", "box")) == []
