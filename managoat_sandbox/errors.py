@@ -212,14 +212,15 @@ def build_detail(reason: Reason, fields: Mapping[str, Any]) -> object:
 
 
 def _member(detail: str, fields: Mapping[str, Any]) -> str | Reason:
-    """A string detail as its reason when it is one (so fields given with it build the
-    detail); fields with a string that is no reason are a ``TypeError``."""
+    """A string detail given with fields as its reason, so the fields build the detail
+    (a string that is no reason is then a ``TypeError``); without fields the string is
+    kept as it was given."""
+    if all(value is None for value in fields.values()):
+        return detail
     try:
         return Reason(detail)
     except ValueError:
-        if any(value is not None for value in fields.values()):
-            raise TypeError(f"{detail!r} is no reason: fields need a Reason") from None
-        return detail
+        raise TypeError(f"{detail!r} is no reason: fields need a Reason") from None
 
 
 def _plain(detail: object) -> object:
