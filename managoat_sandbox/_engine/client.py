@@ -104,19 +104,9 @@ class AgentClient(abc.ABC):
         agent that was never given one keeps every session). With ``retain``,
         ``retain_bytes`` (an int >= 0, or None: no limit) becomes its bound on the bytes
         those sessions take."""
-        header = {
-            "op": "spawn",
-            "id": sid,
-            "argv": list(argv),
-            "env": dict(env),
-            "cwd": cwd,
-            "stdin": stdin,
-            "tty": tty,
-            "journal": True,
-            "follow": follow,
-            "rows": rows,
-            "cols": cols,
-        }
+        header = _spawn_header(
+            sid, argv, env, cwd, stdin, tty=tty, journal=True, follow=follow, rows=rows, cols=cols
+        )
         if retain is not None:
             header["retain"] = retain
             header["retain_bytes"] = retain_bytes
@@ -143,17 +133,7 @@ class AgentClient(abc.ABC):
         ``merge`` its stdout and stderr are one pipe (``2>&1``), all delivered as stdout
         in the order written; with ``stdin`` it reads what is written to its id."""
         sid = "x" + secrets.token_hex(8)
-        header = {
-            "op": "spawn",
-            "id": sid,
-            "argv": list(argv),
-            "env": dict(env),
-            "cwd": cwd,
-            "stdin": stdin,
-            "journal": False,
-            "follow": True,
-            "merge": merge,
-        }
+        header = _spawn_header(sid, argv, env, cwd, stdin, journal=False, follow=True, merge=merge)
         sock, reply = self._exchange(header, b"", start=True, timeout=timeout)
         return sid, reply.get("pid"), Subscription(sock, on_finish=self.checkin)
 
@@ -251,3 +231,24 @@ class AgentClient(abc.ABC):
         """Kill every process of the sandbox but its agent (files stay)."""
         with contextlib.suppress(AgentDown):
             self.request({"op": "kill_all"}, start=False)
+
+
+def _spawn_header(
+    sid: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str,
+    stdin: bool,
+    **options: object,
+) -> dict[str, object]:
+    """The header of a ``spawn`` request: the process and its ``options`` (``journal``,
+    ``follow``, and ``tty``/``rows``/``cols`` or ``merge``)."""
+    return {
+        "op": "spawn",
+        "id": sid,
+        "argv": list(argv),
+        "env": dict(env),
+        "cwd": cwd,
+        "stdin": stdin,
+        **options,
+    }
