@@ -103,7 +103,7 @@ class LazyTable(Mapping[Any, Any]):
 
     def __init__(self, build: Callable[[], Mapping[Any, Any]]) -> None:
         self._build = build
-        self._table: Mapping[Any, Any] | None = None
+        self._table: dict[Any, Any] | None = None
         self._lock = threading.Lock()
 
     def _get(self) -> Mapping[Any, Any]:
@@ -111,12 +111,20 @@ class LazyTable(Mapping[Any, Any]):
         if table is None:
             with self._lock:
                 if self._table is None:
-                    self._table = MappingProxyType(dict(self._build()))
+                    self._table = dict(self._build())
                 table = self._table
         return table
 
     def __getitem__(self, key: Any) -> Any:
         return self._get()[key]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The table's own ``get`` (``config.get`` asks for keys most tables lack: the
+        mixin's, by ``KeyError``, would cost a raised exception each time)."""
+        return (self._table or self._get()).get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._get()
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._get())
