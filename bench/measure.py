@@ -105,11 +105,13 @@ class Paired:
         return [mine / theirs for mine, theirs in zip(self.ours, self.reference, strict=True)]
 
 
-def rotated(samples: Sequence[Sample], rounds: int) -> list[list[float]]:
-    """``rounds`` rounds of one sample of each, after one untimed warm-up each; the
-    order rotates every round (for two samples: which goes first alternates)."""
-    for sample in samples:
-        sample()
+def rotated(samples: Sequence[Sample], rounds: int, *, warm_up: bool = True) -> list[list[float]]:
+    """``rounds`` rounds of one sample of each, after one untimed warm-up each (unless
+    ``warm_up`` is off: a caller whose own check has made every call once); the order
+    rotates every round (for two samples: which goes first alternates)."""
+    if warm_up:
+        for sample in samples:
+            sample()
     found: list[list[float]] = [[] for _ in samples]
     order = list(range(len(samples)))
     for n in range(rounds):

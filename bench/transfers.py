@@ -60,7 +60,7 @@ from typing import Any, BinaryIO, Protocol
 
 import local_sandbox
 import requests
-from measure import WAIT, Paired, Row, Target, compared, guarded
+from measure import WAIT, Paired, Row, Target, compared, guarded, rotated
 from providers import MIB, PROVIDERS, our_sandbox
 from raw import CREDENTIAL, RawDaytona, RawE2B
 from served import emulator_process
@@ -498,19 +498,6 @@ class Side:
     tree_only: bool = False
 
 
-def alternated(samples: Sequence[Callable[[], float]], rounds: int) -> list[list[float]]:
-    """``rounds`` rounds of one sample of each, the order rotating every round, as
-    :func:`measure.rotated` takes them but with no warm-up of its own: the byte check
-    that comes first has made every call once."""
-    found: list[list[float]] = [[] for _ in samples]
-    order = list(range(len(samples)))
-    for n in range(rounds):
-        shift = n % len(order)
-        for index in order[shift:] + order[:shift]:
-            found[index].append(samples[index]())
-    return found
-
-
 def measure(
     section: str,
     data: Payload,
@@ -584,7 +571,9 @@ def measure(
             sample: Callable[[Side], Callable[[], float]] = sample,
             taken: list[tuple[str, Side]] = taken,
         ) -> list[Row]:
-            found = alternated([sample(ours), *(sample(side) for _, side in taken)], rounds)
+            found = rotated(
+                [sample(ours), *(sample(side) for _, side in taken)], rounds, warm_up=False
+            )
             return [
                 _row(
                     section, measurement, Paired(found[0], found[n]), size=size, reference_name=name
