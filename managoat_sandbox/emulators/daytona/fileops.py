@@ -103,6 +103,15 @@ def _typed(operation: str, shown: str, error: Failure) -> DaemonError:
     return DaemonError(400, message)
 
 
+def _absolute(daemon: Daemon, path: str) -> str:
+    """``path`` as the sandbox's absolute, normalised path; a path the daemon cannot
+    take is a 400 naming why."""
+    try:
+        return posixpath.normpath(daemon.files.absolute(path))
+    except BadInput as error:
+        raise DaemonError(400, str(error)) from None
+
+
 def _required(request: web.Request, *names: str, noun: str = "") -> list[str]:
     """The query parameters ``names``, each non-empty, else the daemon's 400
     (``path is required``, ``source and destination paths are required``)."""
@@ -183,10 +192,7 @@ def _move(files: SandboxFiles, source: str, target: str) -> None:
 async def move_file(request: web.Request, daemon: Daemon) -> web.StreamResponse:
     """``POST /files/move?source=&destination=`` → 200."""
     source, target = _required(request, "source", "destination", noun="paths")
-    try:
-        absolute = [posixpath.normpath(daemon.files.absolute(p)) for p in (source, target)]
-    except BadInput as error:
-        raise DaemonError(400, str(error)) from None
+    absolute = [_absolute(daemon, p) for p in (source, target)]
     await run_blocking(lambda: _move(daemon.files, *absolute))
     return web.Response(status=200)
 
@@ -237,10 +243,7 @@ def _find(files: SandboxFiles, path: str, pattern: str) -> list[dict[str, Any]]:
 async def find_in_files(request: web.Request, daemon: Daemon) -> web.StreamResponse:
     """``GET /files/find?path=&pattern=`` → the matching lines."""
     path, pattern = _required(request, "path", "pattern")
-    try:
-        daemon.files.absolute(path)
-    except BadInput as error:
-        raise DaemonError(400, str(error)) from None
+    _absolute(daemon, path)
     return web.json_response(await run_blocking(lambda: _find(daemon.files, path, pattern)))
 
 
@@ -263,10 +266,7 @@ def _search(files: SandboxFiles, path: str, pattern: str) -> list[str]:
 async def search_files(request: web.Request, daemon: Daemon) -> web.StreamResponse:
     """``GET /files/search?path=&pattern=`` → ``{"files": [...]}``."""
     path, pattern = _required(request, "path", "pattern")
-    try:
-        daemon.files.absolute(path)
-    except BadInput as error:
-        raise DaemonError(400, str(error)) from None
+    _absolute(daemon, path)
     found = await run_blocking(lambda: _search(daemon.files, path, pattern))
     return web.json_response({"files": found})
 
@@ -374,10 +374,7 @@ def _set_permissions(files: SandboxFiles, absolute: str, query: dict[str, str]) 
 async def set_file_permissions(request: web.Request, daemon: Daemon) -> web.StreamResponse:
     """``POST /files/permissions?path=&mode=&owner=&group=`` → 200."""
     (path,) = _required(request, "path")
-    try:
-        absolute = posixpath.normpath(daemon.files.absolute(path))
-    except BadInput as error:
-        raise DaemonError(400, str(error)) from None
+    absolute = _absolute(daemon, path)
     query = dict(request.query)
     await run_blocking(lambda: _set_permissions(daemon.files, absolute, query))
     return web.Response(status=200)
