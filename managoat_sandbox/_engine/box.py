@@ -24,6 +24,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import select
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -272,10 +273,23 @@ class Box(AgentClient):
         return True
 
     def _wait_gone(self, deadline: float) -> bool:
-        while self.alive():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_LOCK_POLL)
+        """Whether the agent is gone by ``deadline``: woken by the agent's exit itself
+        (its process descriptor), polling the lock only where there is none."""
+        found = _agent_handle(self.state)
+        handle = None if found is None else found[0]
+        try:
+            while self.alive():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                if handle is None:
+                    time.sleep(_LOCK_POLL)
+                elif select.select([handle], [], [], remaining)[0]:
+                    os.close(handle)
+                    handle = None
+        finally:
+            if handle is not None:
+                os.close(handle)
         return True
 
 
@@ -332,26 +346,37 @@ def _launch_lock(state: Path, deadline: float) -> Iterator[None]:
         os.close(lock)
 
 
-def _kill_agent(state: Path, *, isolated: bool) -> None:
-    """SIGKILL the agent that ``state/agent.json`` records, if that pid still runs it
-    (same start time: a reused pid is never hit) — and, not ``isolated``, every
-    descendant of it first (an isolated sandbox's processes end with its process 1)."""
+def _agent_handle(state: Path) -> tuple[int, int] | None:
+    """A process descriptor of the agent that ``state/agent.json`` records, and its pid,
+    if that pid still runs it (same start time: a reused pid is never hit); else None."""
     try:
         record = records.read_record(state / "agent.json")
     except (OSError, EngineError):
-        return
+        return None
     if record is None:
-        return
+        return None
     pid = record.get("pid")
     if not isinstance(pid, int) or pid <= 1 or not hasattr(os, "pidfd_open"):
-        return
+        return None
     try:
         handle = os.pidfd_open(pid)
     except OSError:
+        return None
+    if process_tree.start_time(pid) != record.get("start"):
+        os.close(handle)
+        return None
+    return handle, pid
+
+
+def _kill_agent(state: Path, *, isolated: bool) -> None:
+    """SIGKILL the agent that ``state/agent.json`` records (:func:`_agent_handle`) — and,
+    not ``isolated``, every descendant of it first (an isolated sandbox's processes end
+    with its process 1)."""
+    found = _agent_handle(state)
+    if found is None:
         return
+    handle, pid = found
     try:
-        if process_tree.start_time(pid) != record.get("start"):
-            return
         if not isolated:
             for child in process_tree.descendants(pid):
                 with contextlib.suppress(OSError):

@@ -35,20 +35,10 @@ def create(box_id: str, processes: int) -> Path | None:
     return path
 
 
-def joining(path: Path) -> list[str]:
-    """The argv prefix that moves the process into ``path``, then executes the rest.
-
-    A shell does it between fork and exec, not Python code in the forked child,
-    which is unsafe in a multi-threaded caller (a lock another thread held at
-    the fork stays held in the child) and makes the fork a full copy of the
-    caller instead of a ``vfork``. A shell that cannot join exits 126 and says
-    why on stderr, so the agent never starts and the launch names it.
-    """
-    script = (
-        'echo $$ >"$0/cgroup.procs" || '
-        '{ echo "managoat_sandbox: cannot join the cgroup $0" >&2; exit 126; }; exec "$@"'
-    )
-    return ["/bin/sh", "-c", script, str(path)]
+def join(path: Path, pid: int) -> None:
+    """Move process ``pid`` into ``path`` (its children are born there); OSError if the
+    kernel refuses. For a process held before it runs anything (see :mod:`.launch`)."""
+    (path / "cgroup.procs").write_text(str(pid))
 
 
 def remove_when_empty(path: Path, *, timeout: float = 10.0) -> None:

@@ -644,12 +644,21 @@ def _wait_for_exit(pid: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the keeper process."""
-    options = parse(
-        sys.argv[1:] if argv is None else argv,
-        required=("state", "egress", "agent"),
-        optional=("cgroup", "processes"),
-    )
+    """Entry point of a keeper started with its proxy loaded (see :mod:`.keeper_start`
+    for the one a launch starts)."""
+    return serve(parse(sys.argv[1:] if argv is None else argv, **OPTIONS))
+
+
+#: The keeper's options (:func:`.options.parse` keywords).
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "required": ("state", "egress", "agent"),
+    "optional": ("cgroup", "processes"),
+}
+
+
+def serve(options: dict[str, str]) -> int:
+    """Run the proxy for the sandbox that ``options`` (:data:`OPTIONS`) describe until
+    its agent exits; then remove its cgroup, if any, and exit the process."""
     state, agent = int(options["state"]), int(options["agent"])
     group = Path(options["cgroup"]) if "cgroup" in options else None
     channel = socket.socket(fileno=int(options["egress"]))

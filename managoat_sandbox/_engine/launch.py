@@ -113,8 +113,13 @@ class _Launched(subprocess.Popen[bytes]):
 
     Still running when the interpreter drops it at exit, it is serving its
     sandbox, as designed (sessions outlive the caller): not a leak to warn about.
-    One that has ended is reaped, as any ``Popen`` is.
+    One that has ended is reaped, as any ``Popen`` is. A keeper carries its
+    sandbox's cgroup (``group``, None without one), which :func:`reap` removes
+    when it ends the keeper itself.
     """
+
+    keeper = False
+    group: Path | None = None
 
     def __del__(self) -> None:
         self.poll()
@@ -363,9 +368,18 @@ def log_tail(state: Path, limit: int = 2000) -> str:
     return ""
 
 
-def _start(directory: Path, argv: list[str], pass_fds: tuple[int, ...], log: int) -> _Launched:
-    """Start a process of the box at ``directory`` (its agent or keeper) in a session of
-    its own, from ``/``, with the launch environment, output to ``log``; tracked."""
+def _start(
+    directory: Path,
+    argv: list[str],
+    pass_fds: tuple[int, ...],
+    log: int,
+    *,
+    keeper: bool = False,
+    group: Path | None = None,
+) -> _Launched:
+    """Start a process of the box at ``directory`` (its agent, or its ``keeper`` with the
+    sandbox's cgroup ``group``) in a session of its own, from ``/``, with the launch
+    environment, output to ``log``; tracked."""
     proc = _Launched(
         argv,
         pass_fds=pass_fds,
@@ -376,9 +390,30 @@ def _start(directory: Path, argv: list[str], pass_fds: tuple[int, ...], log: int
         env=_LAUNCH_ENV,
         cwd="/",
     )
+    proc.keeper, proc.group = keeper, group
     with _launched_lock:
         _launched.setdefault(directory, []).append(proc)
     return proc
+
+
+_compiled = threading.Event()
+
+
+def _compile_engine() -> None:
+    """Byte-compile the engine's modules once per process, where its directory is
+    writable and a module's cached code is missing or stale.
+
+    An isolated agent imports them from a read-only mount, so it can never cache
+    what it compiles: without this an editable install or a fresh checkout would
+    compile the whole agent at every sandbox start (tens of milliseconds).
+    """
+    if _compiled.is_set():
+        return
+    _compiled.set()
+    import compileall  # noqa: PLC0415 - once per process, on the first launch
+
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(ENGINE_DIR, maxlevels=0, quiet=2)
 
 
 def _reap_launched() -> None:
@@ -391,23 +426,33 @@ def _reap_launched() -> None:
 
 
 def reap(directory: Path, deadline: float) -> None:
-    """Wait until ``deadline`` (``time.monotonic()``) for the processes this process
-    launched for the box at ``directory`` to end, reaping them; those still running
-    then stay tracked (reaped by a later launch's poll).
+    """End and reap, until ``deadline`` (``time.monotonic()``), the processes this
+    process launched for the box at ``directory``; those still running then stay
+    tracked (reaped by a later launch's poll).
 
-    Called once the box's agent is gone, which its keeper follows at once: a box
-    stopped from this process leaves no child behind (no zombie, and nothing for
-    ``subprocess`` to warn about at exit). Processes another process launched are
-    not this one's to wait for.
+    Called once the box's agent is gone. Bubblewrap follows its agent by
+    itself and is waited for; the keeper, whose work ended with the agent, is
+    killed rather than waited for, and the sandbox's cgroup it would have
+    removed is removed here once empty. A box stopped from this process leaves
+    no child behind (no zombie, and nothing for ``subprocess`` to warn about at
+    exit). Processes another process launched are not this one's to end: their
+    keeper ends by itself when it sees the agent gone.
     """
     with _launched_lock:
         procs = _launched.pop(directory, [])
+    for proc in procs:
+        if proc.keeper:
+            with contextlib.suppress(OSError):
+                proc.kill()
     left = []
     for proc in procs:
         try:
             proc.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             left.append(proc)
+        else:
+            if proc.group is not None:
+                cgroup.remove_when_empty(proc.group, timeout=max(deadline - time.monotonic(), 0))
     if left:
         with _launched_lock:
             _launched.setdefault(directory, []).extend(left)
@@ -445,13 +490,15 @@ def launch(
 ) -> None:
     """Start the box's agent and return once it serves; EngineError naming the reason if not.
 
-    An isolated box's keeper is started after the agent is ready, without
-    waiting for it: connections a command makes to the proxy meanwhile wait in
-    the keeper's socket. The caller holds the box's launch lock, has made
+    An isolated box's keeper is started as soon as bubblewrap names the agent's
+    process, beside it and without waiting for it: it starts small
+    (:mod:`.keeper_start`), and connections a command makes to the proxy wait
+    in its channel until it serves them. The caller holds the box's launch lock, has made
     sure no agent runs, and has refused a box whose user would be host root
     (:func:`check_identity`).
     """
     _reap_launched()
+    _compile_engine()
     state = directory / "state"
     fds = _Descriptors()
     try:
@@ -480,9 +527,8 @@ def launch(
             argv = [*_host_command(python, "agent"), *agent_args]
         proc = _start(directory, argv, (state_fd, *fds.passed), log)
         fds.close_passed()
-        pid = None if sandbox is None else _admit(sandbox, settings, state, deadline)
-        _await_ready(ready_r, proc, state, deadline)
-        if sandbox is not None and pid is not None:
+        if sandbox is not None:
+            pid = _admit(sandbox, proc, settings, state, deadline)
             _start_keeper(
                 directory,
                 state_fd,
@@ -492,6 +538,7 @@ def launch(
                 group=sandbox.group,
                 processes=settings.limits.processes,
             )
+        _await_ready(ready_r, proc, state, deadline)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EngineError(f"cannot start the agent: {exc}") from None
     finally:
@@ -608,18 +655,43 @@ def _isolate(
     argv += ["--egress", str(agent_end)]
     limit = settings.limits.processes
     group = cgroup.create(settings.id, limit) if limit else None
-    if group is not None:
-        argv = [*cgroup.joining(group), *argv]
+    if group is not None and block_w is None:
+        # Only root gets a cgroup, and root's sandboxes are always held (above).
+        raise EngineError("a sandbox's cgroup is joined while bubblewrap holds its process")
     return argv, _Sandbox(info_r=info_r, block_w=block_w, channel=channel, group=group)
 
 
-def _admit(sandbox: _Sandbox, settings: BoxSettings, state: Path, deadline: float) -> int:
-    """The host pid of the agent's process, once bubblewrap says which it is; a root
-    caller's sandbox then has its user namespace mapped (:func:`map_user`) and
-    bubblewrap is released to go on."""
+def _admit(
+    sandbox: _Sandbox,
+    proc: subprocess.Popen[bytes],
+    settings: BoxSettings,
+    state: Path,
+    deadline: float,
+) -> int:
+    """The host pid of the agent's process, once bubblewrap says which it is.
+
+    A root caller's sandbox has bubblewrap's child (the agent's process) held
+    before it does anything: its user namespace is mapped (:func:`map_user`),
+    the process is moved into the sandbox's cgroup if it has one — so every
+    process of the sandbox is born in it — and only then is it released. If
+    either fails, bubblewrap and its child are killed.
+    """
     pid = _agent_pid(sandbox.info_r, state, deadline)
     if sandbox.block_w is not None:
-        map_user(pid, settings)
+        try:
+            map_user(pid, settings)
+            if sandbox.group is not None:
+                try:
+                    cgroup.join(sandbox.group, pid)
+                except OSError as exc:
+                    raise EngineError(f"cannot join the cgroup {sandbox.group}: {exc}") from None
+        except (OSError, EngineError):
+            for target in (pid, proc.pid):
+                with contextlib.suppress(OSError):
+                    os.kill(target, signal.SIGKILL)
+            if sandbox.group is not None:
+                cgroup.remove_when_empty(sandbox.group, timeout=1.0)
+            raise
         os.write(sandbox.block_w, b"1")
     return pid
 
@@ -678,7 +750,7 @@ def _start_keeper(
     write_record(state_fd, "agent.json", {"pid": pid, "start": process_tree.start_time(pid)})
     python, _ = agent_python()
     argv = [
-        *_host_command(python, "keeper"),
+        *_host_command(python, "keeper_start"),
         "--state",
         str(state_fd),
         "--egress",
@@ -690,7 +762,7 @@ def _start_keeper(
         argv += ["--cgroup", str(group)]
     if processes is not None:
         argv += ["--processes", str(processes)]
-    _start(directory, argv, (state_fd, channel), log)
+    _start(directory, argv, (state_fd, channel), log, keeper=True, group=group)
 
 
 def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path, deadline: float) -> None:

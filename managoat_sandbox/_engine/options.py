@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 EGRESS_PORT = 3128
 """The egress proxy's port on a sandbox's loopback."""

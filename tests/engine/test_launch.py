@@ -53,6 +53,9 @@ def test_generated_identity_files_name_the_sandbox_user_and_host(tmp_path: Path)
     not isolation.support().available,
     reason=f"local isolation is unavailable here: {isolation.support().reason}",
 )
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="only a root caller's sandbox has a pids cgroup to join"
+)
 def test_a_cgroup_that_cannot_be_joined_fails_the_launch_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

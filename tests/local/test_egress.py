@@ -460,3 +460,16 @@ def test_a_policy_change_that_cannot_be_put_in_force_is_an_error(
         if group is not None:
             # The keeper removes its sandbox's cgroup when the agent ends; it was killed.
             cgroup.remove_when_empty(group, timeout=STEP)
+
+
+def test_destroy_ends_the_keeper_at_once_and_leaves_no_cgroup(local: Local, root: Path) -> None:
+    """The keeper's work ends with the agent: destroy kills and reaps it rather than
+    waiting for it to notice, and removes the sandbox's cgroup it would have removed."""
+    handle = local.create("brief")
+    keeper_process = keeper_of(root, handle)
+    args = argv_of(keeper_process)
+    group = Path(args[args.index("--cgroup") + 1]) if "--cgroup" in args else None
+    local.destroy(handle)
+    assert keeper_process.returncode is not None
+    assert root / handle.name not in launch._launched
+    assert group is None or not group.exists()
