@@ -61,16 +61,19 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
 from .agent_bridge import Bridge
-from .agent_connection import Connection, Process
-from .agent_process import EXIT, SESSIONS, write_record
+from .agent_connection import Connection
+from .agent_process import EXIT, SESSIONS, Process, write_record
 from .agent_processes import Processes
 from .agent_requests import Requests
 from .options import SOCKET, parse
 from .process_tree import signal_sandbox, start_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 LOCK = "agent.lock"
 _IDLE = 1.0
@@ -328,7 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.write(ready, b"R")
     os.close(ready)
     agent.run()
-    return 0
+    # Everything the agent writes goes through descriptors (os.write): nothing is left
+    # for the interpreter's teardown to flush, and the caller waits for this exit.
+    os._exit(0)
 
 
 if __name__ == "__main__":

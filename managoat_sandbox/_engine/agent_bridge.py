@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
-from typing import Any
 
 from .agent_connection import Connection, Refused
 from .options import EGRESS_PORT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _KEEPER_GONE = "the sandbox's egress proxy (its keeper) is not running"
 

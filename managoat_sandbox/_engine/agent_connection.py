@@ -15,11 +15,37 @@ import json
 import os
 import selectors
 import socket
-from typing import Any, Protocol
 
 from . import wire
-from .agent_process import Process as ProcessOf
+from .agent_process import Process
 from .errors import EngineError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    class Server(Protocol):
+        """What a connection needs from the agent that serves it."""
+
+        @property
+        def sel(self) -> selectors.BaseSelector:
+            """The agent's selector, in which the connection's socket is registered."""
+
+        def drop(self, conn: Connection) -> None:
+            """Close ``conn`` and release whatever it held."""
+
+        def handle(
+            self, conn: Connection, header: dict[str, Any], data: bytes
+        ) -> dict[str, Any] | None:
+            """Answer one request (:class:`Refused` for an error answer); None when the
+            answer comes later or was already queued."""
+
+        def pace(self, process: Process) -> None:
+            """Read ``process``'s output only while one of its subscribers keeps up."""
+
+        def unsubscribe(self, conn: Connection, process: Process) -> None:
+            """``conn`` no longer follows ``process``."""
+
 
 #: In-memory backlog per subscriber before it is served from the journal instead
 #: (or, for an ephemeral process, before its pipes stop being read).
@@ -34,29 +60,6 @@ class Refused(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-class Server(Protocol):
-    """What a connection needs from the agent that serves it."""
-
-    @property
-    def sel(self) -> selectors.BaseSelector:
-        """The agent's selector, in which the connection's socket is registered."""
-
-    def drop(self, conn: Connection) -> None:
-        """Close ``conn`` and release whatever it held."""
-
-    def handle(
-        self, conn: Connection, header: dict[str, Any], data: bytes
-    ) -> dict[str, Any] | None:
-        """Answer one request (:class:`Refused` for an error answer); None when the
-        answer comes later or was already queued."""
-
-    def pace(self, process: Process) -> None:
-        """Read ``process``'s output only while one of its subscribers keeps up."""
-
-    def unsubscribe(self, conn: Connection, process: Process) -> None:
-        """``conn`` no longer follows ``process``."""
 
 
 class Connection:
@@ -205,7 +208,3 @@ class Connection:
         if mask != self._mask:
             self.agent.sel.modify(self.sock, mask, self.on_event)
             self._mask = mask
-
-
-#: A process whose clients are this agent's connections.
-Process = ProcessOf[Connection]

@@ -27,20 +27,21 @@ import errno
 import fcntl
 import json
 import os
-import pty
 import resource
 import struct
 import subprocess
-import termios
-from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+import time
 
 from . import wire
 from .stdin_feed import StdinFeed
 
-#: Whoever the agent lets follow a process or wait to write its stdin (its connections).
-Client = TypeVar("Client")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+    from .agent_connection import Connection
+
 
 SESSIONS = "sessions"
 SPEC = "spec.json"
@@ -71,16 +72,27 @@ def write_record(state_fd: int, path: str, record: dict[str, Any]) -> None:
     os.replace(tmp, path, src_dir_fd=state_fd, dst_dir_fd=state_fd)
 
 
-def _take_controlling_tty() -> None:
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+def _terminal_control() -> Callable[[], None]:
+    """What a child run on a terminal does between fork and exec: take its standard
+    input as its controlling terminal. (``termios`` is loaded only for terminals.)"""
+    import termios  # noqa: PLC0415 - most commands never have a terminal
+
+    request = termios.TIOCSCTTY
+
+    def take() -> None:
+        fcntl.ioctl(0, request, 0)
+
+    return take
 
 
 def set_window(fd: int, rows: int, cols: int) -> None:
     """Set a terminal's size."""
+    import termios  # noqa: PLC0415 - most commands never have a terminal
+
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-class Process(Generic[Client]):
+class Process:
     """A command's child process and everything the agent keeps about it.
 
     Its subscribers and stdin waiters are the agent's clients; the process
@@ -101,13 +113,13 @@ class Process(Generic[Client]):
         self.spent: list[int] = []
         self.master: int | None = None
         self.stdin: StdinFeed | None = None
-        self.stdin_waiters: list[Client] = []
+        self.stdin_waiters: list[Connection] = []
         self.size = 0
         self.paused = False
         self.status: int | None = None
         self.broken: str | None = None
         self.end: dict[str, Any] | None = None
-        self.subscribers: list[Client] = []
+        self.subscribers: list[Connection] = []
 
     @property
     def journaled(self) -> bool:
@@ -134,7 +146,7 @@ class Process(Generic[Client]):
         child: list[int] = []
         preexec = None
         if self.tty:
-            master, slave = pty.openpty()
+            master, slave = os.openpty()
             set_window(slave, rows, cols)
             child.append(slave)
             stdio: tuple[Any, Any, Any] = (slave, slave, slave)
@@ -142,7 +154,7 @@ class Process(Generic[Client]):
             self.master = master
             if self.stdin_requested:
                 self.stdin = StdinFeed(os.dup(master), tty=True)
-            preexec = _take_controlling_tty
+            preexec = _terminal_control()
         elif self.merge:
             out_r, out_w = os.pipe()
             child.append(out_w)
@@ -330,5 +342,13 @@ def session_spec(argv: list[str], cwd: str, *, tty: bool, stdin: bool) -> dict[s
         "cwd": cwd,
         "tty": tty,
         "stdin": stdin,
-        "created_at": datetime.now(timezone.utc).isoformat(),
+        "created_at": _utc_now(),
     }
+
+
+def _utc_now() -> str:
+    """Now, in UTC, in ISO 8601 with microseconds (what ``datetime.fromisoformat`` reads),
+    without loading ``datetime`` into the agent."""
+    now = time.time_ns() // 1000
+    seconds, micros = divmod(now, 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}+00:00"

@@ -13,14 +13,17 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-from typing import Any
 
 from . import wire
-from .agent_connection import Connection, Process, Refused
+from .agent_connection import Connection, Refused
 from .agent_output import Pump
-from .agent_process import EXIT, JOURNAL, SESSIONS, SPEC, session_spec, write_record
+from .agent_process import EXIT, JOURNAL, SESSIONS, SPEC, Process, session_spec, write_record
 from .agent_stdin import StdinPump
 from .retention import Retention
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Processes:

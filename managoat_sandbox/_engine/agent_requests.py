@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Callable
-from typing import Any
 
 from .agent_bridge import Bridge
 from .agent_connection import Connection, Refused
@@ -21,9 +19,14 @@ from .agent_process import set_window
 from .agent_processes import Processes
 from .process_tree import signal_sandbox
 
-SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
-Handler = Callable[[Connection, dict[str, Any], bytes], dict[str, Any] | None]
+    Handler = Callable[[Connection, dict[str, Any], bytes], dict[str, Any] | None]
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 
 
 class Requests:

@@ -11,10 +11,14 @@ it buffered) until the process has taken enough, or has ended.
 from __future__ import annotations
 
 import selectors
-from typing import Any
 
-from .agent_connection import Connection, Process
+from .agent_connection import Connection
+from .agent_process import Process
 from .stdin_feed import FULL, LIMIT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class StdinPump:

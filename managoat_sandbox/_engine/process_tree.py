@@ -15,7 +15,10 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Iterable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 _ROUNDS = 20
 

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
-from typing import Any
 
 from .errors import EngineError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 OUT = 1
 ERR = 2
