@@ -8,11 +8,11 @@ agent costs only what the agent uses.
 
 * :mod:`.box`, :mod:`.client`, :mod:`.transport` — a sandbox's directory and
   the library's client of its agent;
-* :mod:`.launch`, :mod:`.isolation`, :mod:`.mounts`, :mod:`.cgroup` — starting
+* :mod:`.launch`, :mod:`.isolation`, :mod:`.mounts` — starting
   the agent under bubblewrap (or not), and what the sandbox sees;
 * :mod:`.agent` and its ``agent_*`` modules, :mod:`.stdin_feed`, :mod:`.process_tree`,
   :mod:`.retention` — the agent;
-* :mod:`.keeper`, :mod:`.egress` — the host-side proxy and its policy;
+* :mod:`.keeper_start`, :mod:`.keeper`, :mod:`.egress` — the host-side proxy and its policy;
 * :mod:`.wire`, :mod:`.events`, :mod:`.subscription`, :mod:`.records` — the
   protocol, and reading what the agent streams and records;
 * :mod:`.safefs` — the sandbox's files, reached from the host safely;

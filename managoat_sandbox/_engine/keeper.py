@@ -4,8 +4,7 @@ Started by :func:`.launch.launch` once the agent serves. Every connection a
 command makes to the proxy port arrives here as a descriptor the agent passes
 over a socket pair (the *channel*); the keeper speaks HTTP proxy to it, asks
 :mod:`.egress` where it may go, and relays it (:class:`Proxy`). The keeper
-exits when the agent does, removing the sandbox's ``pids`` cgroup
-(:mod:`.cgroup`) if it had one.
+exits when the agent does.
 
 The channel carries, from the agent, ``c`` with one descriptor (a new
 connection) and ``p`` (the policy changed); and back to it one ``a`` for each
@@ -52,10 +51,9 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import cgroup, egress
+from . import egress
 from .egress import Address, Refusal
 from .options import parse
 
@@ -652,22 +650,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: The keeper's options (:func:`.options.parse` keywords).
 OPTIONS: dict[str, tuple[str, ...]] = {
     "required": ("state", "egress", "agent"),
-    "optional": ("cgroup", "processes"),
+    "optional": ("processes",),
 }
 
 
 def serve(options: dict[str, str]) -> int:
     """Run the proxy for the sandbox that ``options`` (:data:`OPTIONS`) describe until
-    its agent exits; then remove its cgroup, if any, and exit the process."""
+    its agent exits; then exit the process."""
     state, agent = int(options["state"]), int(options["agent"])
-    group = Path(options["cgroup"]) if "cgroup" in options else None
     channel = socket.socket(fileno=int(options["egress"]))
     sys.stderr = bounded_stderr()
 
     def finish() -> None:
         _wait_for_exit(agent)
-        if group is not None:
-            cgroup.remove_when_empty(group)
         os._exit(0)
 
     threading.Thread(target=finish, name="agent", daemon=True).start()

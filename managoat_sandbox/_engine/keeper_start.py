@@ -9,8 +9,7 @@ with nothing but what it needs to wait — this module imports ``os``,
   made to the proxy port, or a policy notice): the proxy is loaded
   (:func:`.keeper.serve`) and takes it from there, nothing lost, since what
   the agent sent waits in the channel;
-* the agent has exited: the sandbox's ``pids`` cgroup, if it has one, is
-  removed once empty, and the keeper exits without having loaded the proxy.
+* the agent has exited: the keeper exits without having loaded the proxy.
 
 Where the kernel has no process descriptors (``pidfd_open``), the proxy is
 loaded at once, as it always was.
@@ -31,19 +30,13 @@ if TYPE_CHECKING:
 #: The keeper's options, as :data:`.keeper.OPTIONS` (not imported from there: that
 #: would load the proxy).
 _REQUIRED = ("state", "egress", "agent")
-_OPTIONAL = ("cgroup", "processes")
+_OPTIONAL = ("processes",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the keeper process a launch starts."""
     options = parse(sys.argv[1:] if argv is None else argv, required=_REQUIRED, optional=_OPTIONAL)
     if _agent_exited_first(int(options["agent"]), int(options["egress"])):
-        if "cgroup" in options:
-            from pathlib import Path  # noqa: PLC0415 - only a root caller's sandbox has one
-
-            from . import cgroup  # noqa: PLC0415
-
-            cgroup.remove_when_empty(Path(options["cgroup"]))
         os._exit(0)
     from .keeper import serve  # noqa: PLC0415 - loaded only once there is work for it
 

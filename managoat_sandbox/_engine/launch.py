@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from . import cgroup, isolation, process_tree
+from . import isolation, process_tree
 from .agent_process import write_record
 from .errors import EngineError
 from .keeper import LOG_LIMIT
@@ -113,13 +113,10 @@ class _Launched(subprocess.Popen[bytes]):
 
     Still running when the interpreter drops it at exit, it is serving its
     sandbox, as designed (sessions outlive the caller): not a leak to warn about.
-    One that has ended is reaped, as any ``Popen`` is. A keeper carries its
-    sandbox's cgroup (``group``, None without one), which :func:`reap` removes
-    when it ends the keeper itself.
+    One that has ended is reaped, as any ``Popen`` is.
     """
 
     keeper = False
-    group: Path | None = None
 
     def __del__(self) -> None:
         self.poll()
@@ -375,11 +372,10 @@ def _start(
     log: int,
     *,
     keeper: bool = False,
-    group: Path | None = None,
 ) -> _Launched:
-    """Start a process of the box at ``directory`` (its agent, or its ``keeper`` with the
-    sandbox's cgroup ``group``) in a session of its own, from ``/``, with the launch
-    environment, output to ``log``; tracked."""
+    """Start a process of the box at ``directory`` (its agent, or its ``keeper``) in a
+    session of its own, from ``/``, with the launch environment, output to ``log``;
+    tracked."""
     proc = _Launched(
         argv,
         pass_fds=pass_fds,
@@ -390,7 +386,7 @@ def _start(
         env=_LAUNCH_ENV,
         cwd="/",
     )
-    proc.keeper, proc.group = keeper, group
+    proc.keeper = keeper
     with _launched_lock:
         _launched.setdefault(directory, []).append(proc)
     return proc
@@ -432,8 +428,7 @@ def reap(directory: Path, deadline: float) -> None:
 
     Called once the box's agent is gone. Bubblewrap follows its agent by
     itself and is waited for; the keeper, whose work ended with the agent, is
-    killed rather than waited for, and the sandbox's cgroup it would have
-    removed is removed here once empty. A box stopped from this process leaves
+    killed rather than waited for. A box stopped from this process leaves
     no child behind (no zombie, and nothing for ``subprocess`` to warn about at
     exit). Processes another process launched are not this one's to end: their
     keeper ends by itself when it sees the agent gone.
@@ -450,9 +445,6 @@ def reap(directory: Path, deadline: float) -> None:
             proc.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             left.append(proc)
-        else:
-            if proc.group is not None:
-                cgroup.remove_when_empty(proc.group, timeout=max(deadline - time.monotonic(), 0))
     if left:
         with _launched_lock:
             _launched.setdefault(directory, []).extend(left)
@@ -535,7 +527,6 @@ def launch(
                 pid=pid,
                 channel=sandbox.channel,
                 log=log,
-                group=sandbox.group,
                 processes=settings.limits.processes,
             )
         _await_ready(ready_r, proc, state, deadline)
@@ -577,14 +568,12 @@ class _Descriptors:
 class _Sandbox(NamedTuple):
     """What an isolated launch needs once bubblewrap runs: the read end of its
     ``--info-fd`` (``info_r``), the pipe that releases it once a root caller's user
-    namespace is mapped (``block_w``, else None), the keeper's end of its channel to
-    the agent (``channel``) and the cgroup bounding the sandbox's processes
-    (``group``, None without a limit on them)."""
+    namespace is mapped (``block_w``, else None) and the keeper's end of its channel
+    to the agent (``channel``)."""
 
     info_r: int
     block_w: int | None
     channel: int
-    group: Path | None
 
 
 def _agent_args(
@@ -617,8 +606,7 @@ def _isolate(
     """The command that starts the agent under bubblewrap, with ``agent_args``, and what
     the launch needs once it runs; the descriptors it makes are added to ``fds``.
 
-    The mount points are made ready first (:func:`prepare_mount_point`), and the
-    command joins the sandbox's cgroup when its processes are limited.
+    The mount points are made ready first (:func:`prepare_mount_point`).
     EngineError when isolation is unavailable.
     """
     support = isolation.support()
@@ -653,12 +641,7 @@ def _isolate(
     )
     argv = [command[0], "--info-fd", str(info_w), *command[1:], *agent_args]
     argv += ["--egress", str(agent_end)]
-    limit = settings.limits.processes
-    group = cgroup.create(settings.id, limit) if limit else None
-    if group is not None and block_w is None:
-        # Only root gets a cgroup, and root's sandboxes are always held (above).
-        raise EngineError("a sandbox's cgroup is joined while bubblewrap holds its process")
-    return argv, _Sandbox(info_r=info_r, block_w=block_w, channel=channel, group=group)
+    return argv, _Sandbox(info_r=info_r, block_w=block_w, channel=channel)
 
 
 def _admit(
@@ -672,25 +655,17 @@ def _admit(
 
     A root caller's sandbox has bubblewrap's child (the agent's process) held
     before it does anything: its user namespace is mapped (:func:`map_user`),
-    the process is moved into the sandbox's cgroup if it has one — so every
-    process of the sandbox is born in it — and only then is it released. If
-    either fails, bubblewrap and its child are killed.
+    and only then is it released; if that fails, bubblewrap and its child are
+    killed.
     """
     pid = _agent_pid(sandbox.info_r, state, deadline)
     if sandbox.block_w is not None:
         try:
             map_user(pid, settings)
-            if sandbox.group is not None:
-                try:
-                    cgroup.join(sandbox.group, pid)
-                except OSError as exc:
-                    raise EngineError(f"cannot join the cgroup {sandbox.group}: {exc}") from None
-        except (OSError, EngineError):
+        except OSError:
             for target in (pid, proc.pid):
                 with contextlib.suppress(OSError):
                     os.kill(target, signal.SIGKILL)
-            if sandbox.group is not None:
-                cgroup.remove_when_empty(sandbox.group, timeout=1.0)
             raise
         os.write(sandbox.block_w, b"1")
     return pid
@@ -743,7 +718,6 @@ def _start_keeper(
     pid: int,
     channel: int,
     log: int,
-    group: Path | None,
     processes: int | None,
 ) -> None:
     """Record the agent's host pid ``pid`` (``agent.json``) and start the keeper beside it."""
@@ -758,11 +732,9 @@ def _start_keeper(
         "--agent",
         str(pid),
     ]
-    if group is not None:
-        argv += ["--cgroup", str(group)]
     if processes is not None:
         argv += ["--processes", str(processes)]
-    _start(directory, argv, (state_fd, channel), log, keeper=True, group=group)
+    _start(directory, argv, (state_fd, channel), log, keeper=True)
 
 
 def _await_ready(ready_r: int, proc: subprocess.Popen[bytes], state: Path, deadline: float) -> None:

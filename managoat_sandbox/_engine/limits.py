@@ -6,11 +6,10 @@ it. What each covers, and where it does not hold:
 
 ``processes`` (``RLIMIT_NPROC``)
     Processes of the sandbox's user. In an isolated sandbox that user lives in
-    the sandbox's own user namespace, so the count is the sandbox's. The
-    kernel does not apply it when the library runs as root (it never limits
-    root's processes); there a ``pids`` cgroup is used when the host offers
-    one (:mod:`.cgroup`). Without isolation it would count every process of
-    your user, so it is not applied.
+    the sandbox's own user namespace, so the count is the sandbox's; a root
+    caller's sandbox runs as an unprivileged host uid of its own, which the
+    kernel limits like any other (it exempts only root). Without isolation it
+    would count every process of your user, so it is not applied.
 ``memory`` (``RLIMIT_AS``)
     Address space per process (not per sandbox: without cgroups the kernel has
     no per-sandbox memory limit for an unprivileged user).

@@ -53,8 +53,7 @@ class BoxSettings:
     ``isolated``: in its own namespaces under bubblewrap (else as plain host
     processes). ``user``/``uid``/``home``: who commands run as inside (an
     isolated sandbox has exactly this one user). ``egress``: whether an
-    isolated sandbox gets the filtering proxy at all. ``id``: a random name for
-    the box's host-side resources (its cgroup). ``host_uid``: for an isolated box
+    isolated sandbox gets the filtering proxy at all. ``host_uid``: for an isolated box
     created by root, the unprivileged host uid (and gid) its user is mapped to and
     that owns its files; None for an unprivileged creator (the user is mapped to
     the creator) and for an unisolated box.
@@ -67,7 +66,6 @@ class BoxSettings:
     home: str = "/home/user"
     limits: Limits = field(default_factory=Limits)
     egress: bool = True
-    id: str = field(default_factory=lambda: secrets.token_hex(8))
     host_uid: int | None = field(default_factory=new_host_uid)
 
     def __post_init__(self) -> None:
@@ -91,7 +89,6 @@ class BoxSettings:
             "home": self.home,
             "limits": self.limits.to_json(),
             "egress": self.egress,
-            "id": self.id,
             "host_uid": self.host_uid,
         }
 
@@ -106,7 +103,6 @@ class BoxSettings:
                 home=str(record["home"]),
                 limits=Limits.from_json(dict(record.get("limits") or {})),
                 egress=bool(record.get("egress", True)),
-                id=str(record["id"]),
                 host_uid=None if record.get("host_uid") is None else int(record["host_uid"]),
             )
         except (KeyError, TypeError, ValueError) as exc:

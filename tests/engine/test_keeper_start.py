@@ -26,7 +26,7 @@ class Keeper:
     """A keeper started on ``state`` for a stand-in agent, with ``-X importtime`` so that
     what it loaded can be read from its standard error."""
 
-    def __init__(self, state: Path, group: Path | None = None) -> None:
+    def __init__(self, state: Path) -> None:
         self.agent = subprocess.Popen(
             [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
         )
@@ -37,8 +37,6 @@ class Keeper:
         argv[1:1] = ["-X", "importtime"]
         argv += ["--state", str(state_fd), "--egress", str(keeper_end.fileno())]
         argv += ["--agent", str(self.agent.pid)]
-        if group is not None:
-            argv += ["--cgroup", str(group)]
         self.process = subprocess.Popen(
             argv, pass_fds=(state_fd, keeper_end.fileno()), stderr=subprocess.PIPE
         )
@@ -75,17 +73,13 @@ def keeper_at(tmp_path: Path) -> Iterator[list[Keeper]]:
 def test_an_idle_keeper_exits_with_its_agent_without_loading_the_proxy(
     tmp_path: Path, keeper_at: list[Keeper]
 ) -> None:
-    group = tmp_path / "cgroup"
-    group.mkdir()
-    keeper = Keeper(tmp_path, group)
+    keeper = Keeper(tmp_path)
     keeper_at.append(keeper)
     keeper.end_agent()
     loaded = keeper.loaded()
     assert keeper.process.returncode == 0
     assert "_engine.keeper_start" in loaded
     assert "_engine.keeper\n" not in loaded and "_engine.egress" not in loaded
-    # Its cgroup (here an empty directory standing in for one) is removed once empty.
-    assert not group.exists()
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no process descriptors here")

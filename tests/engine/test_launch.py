@@ -5,11 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
-from managoat_sandbox._engine import cgroup, isolation, launch
-from managoat_sandbox._engine.box import Box
-from managoat_sandbox._engine.errors import EngineError
+from managoat_sandbox._engine import launch
 from managoat_sandbox._engine.mounts import Mount
 from managoat_sandbox._engine.settings import BoxSettings
 
@@ -47,20 +43,3 @@ def test_generated_identity_files_name_the_sandbox_user_and_host(tmp_path: Path)
     assert "user:x:1000:\n" in (etc / "group").read_text()
     assert (etc / "hostname").read_text() == "box7\n"
     assert "127.0.0.1\tlocalhost box7\n" in (etc / "hosts").read_text()
-
-
-@pytest.mark.skipif(
-    not isolation.support().available,
-    reason=f"local isolation is unavailable here: {isolation.support().reason}",
-)
-@pytest.mark.skipif(
-    os.geteuid() != 0, reason="only a root caller's sandbox has a pids cgroup to join"
-)
-def test_a_cgroup_that_cannot_be_joined_fails_the_launch_and_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(cgroup, "create", lambda box_id, processes: tmp_path / "no-such-cgroup")
-    directory = tmp_path / "box"
-    directory.mkdir()
-    with pytest.raises(EngineError, match="cannot join the cgroup"):
-        Box.create(directory, BoxSettings(isolated=True), timeout=20)
