@@ -72,6 +72,7 @@ class Plan:
     daytona_fan_out: int  # see fan() below
     sandboxes: int  # local: this many sandboxes ...
     per_sandbox: int  # ... running this many commands each at once
+    alive: int  # local: this many sandboxes alive at once (creation time, memory each)
     sizes: providers.Sizes
     transfers: transfers.Sizes
 
@@ -85,6 +86,7 @@ QUICK = Plan(
     daytona_fan_out=50,
     sandboxes=5,
     per_sandbox=10,
+    alive=20,
     sizes=providers.Sizes(rounds=7, stream_rounds=2, stream_bytes=8 * MIB),
     transfers=transfers.Sizes(
         rounds=3,
@@ -104,6 +106,7 @@ FULL = Plan(
     daytona_fan_out=250,
     sandboxes=50,
     per_sandbox=10,
+    alive=200,
     sizes=providers.Sizes(rounds=31, stream_rounds=9, stream_bytes=256 * MIB),
     # 1-40 KiB files, 20.5 KiB on average: about 10,000 files in 200 MiB.
     transfers=transfers.Sizes(
@@ -167,6 +170,7 @@ def section(name: str, plan: Plan) -> list[Row]:
                 "fan-outs",
                 lambda: local_sandbox.fan_out_rows(plan.fan_out, plan.sandboxes, plan.per_sandbox),
             ),
+            (f"{plan.alive} alive", lambda: local_sandbox.alive_rows(plan.alive)),
         ],
         # Each provider's rows fail alone (transfers.rows guards them one by one).
         "transfer": [("transfers", lambda: transfers.rows(plan.transfers))],
