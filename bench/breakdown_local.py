@@ -1,0 +1,154 @@
+"""Where a local sandbox's life goes, step by step: ``python bench/breakdown.py --only local``.
+
+The table's reference is one ``bwrap`` run with the sandbox's namespaces and
+the system mounts, running ``true``. Each step below adds one thing a sandbox
+needs, in alternating rounds, so that the difference of two medians is what
+that one thing costs:
+
+1. that reference;
+2. bubblewrap with the sandbox's whole command line — every mount (the chosen
+   ``/etc`` files, the generated ones, ``/proc`` with its masks, the
+   interpreter's installation, the engine) and the system call filter — still
+   running ``true``;
+3. the same, running the agent's interpreter with nothing to do
+   (``python -I -S -c pass``);
+4. the same, importing the agent's modules (what its start loads);
+5. our ``create`` (directories and records, bubblewrap, the agent until it
+   serves, its keeper started beside it);
+6. a sandbox's whole life: ``create``, one ``exec``, ``destroy``.
+
+Steps 2-4 start bubblewrap as the launch does for the caller running the
+benchmark: for root, held until the user namespace is mapped.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from local_sandbox import bwrap_true, local_root
+from measure import WAIT
+
+import managoat_sandbox as sandbox
+from managoat_sandbox import Handle
+from managoat_sandbox._engine import isolation, launch
+from managoat_sandbox._engine.box import Box
+from managoat_sandbox.providers.local.layout import Located
+
+Step = tuple[str, Callable[[], object]]
+Runner = Callable[[list[str]], Callable[[], object]]
+
+
+@contextmanager
+def a_sandbox() -> Iterator[Runner]:
+    """What runs a program under the command line a live sandbox's agent was started
+    with (the same ``fs/``, mounts and system call filter; for a root caller, the same
+    held start while the launch maps the user namespace)."""
+    with local_root():
+        handle = sandbox.create("local", "breakdown")
+        try:
+            assert isinstance(handle.private, Located)
+            yield functools.partial(_running, handle.private.root / handle.name)
+        finally:
+            sandbox.destroy(handle)
+
+
+def _running(directory: Path, program: list[str]) -> Callable[[], object]:
+    settings = Box.open(directory).settings
+    support = isolation.support()
+    python, python_paths = launch.agent_python()
+    held = settings.host_uid is not None
+
+    def run() -> object:
+        owned: list[int] = []
+        passed: list[int] = []
+        try:
+            block_r = block_w = None
+            if held:
+                block_r, block_w = os.pipe()
+                owned.append(block_w)
+                passed.append(block_r)
+            info_r, info_w = os.pipe()
+            owned.append(info_r)
+            passed.append(info_w)
+            seccomp = None
+            if support.filter is not None:
+                seccomp = isolation.program_fd(support.filter)
+                passed.append(seccomp)
+            command = launch.bwrap_command(
+                support.bwrap or "bwrap",
+                settings,
+                fs=directory / "fs",
+                state=directory / "state",
+                python=python,
+                python_paths=python_paths,
+                seccomp_fd=seccomp,
+                userns_block_fd=block_r,
+            )
+            argv = [command[0], "--info-fd", str(info_w), *command[1 : command.index("--") + 1]]
+            proc = subprocess.Popen([*argv, *program], pass_fds=passed)
+            while passed:
+                os.close(passed.pop())
+            if block_w is not None:
+                info = launch._read_info(info_r, time.monotonic() + WAIT)
+                launch.map_user(int(str(info["child-pid"])), settings)
+                os.write(block_w, b"1")
+            if proc.wait(WAIT) != 0:
+                raise RuntimeError(f"{program[0]} under bubblewrap exited {proc.returncode}")
+            return proc
+        finally:
+            for fd in (*owned, *passed):
+                os.close(fd)
+
+    return run
+
+
+@contextmanager
+def steps() -> Iterator[list[Step]]:
+    """The steps of the module docstring, ready to be timed."""
+    reference = bwrap_true()
+    if reference is None:
+        raise SystemExit("local isolation is unavailable here: nothing to break down")
+    python, _ = launch.agent_python()
+    imports = launch.BOOTSTRAP.replace("sys.exit(main(sys.argv[1:]))", "").format(module="agent")
+    made = itertools.count()
+    handles: list[Handle] = []
+
+    def create() -> None:
+        handles.append(sandbox.create("local", f"breakdown-{next(made)}"))
+
+    def life() -> None:
+        handle = sandbox.create("local", f"breakdown-{next(made)}")
+        try:
+            sandbox.exec(handle, "true", timeout=WAIT)
+        finally:
+            sandbox.destroy(handle)
+
+    with a_sandbox() as running:
+        try:
+            yield [
+                (
+                    "bwrap alone, same namespaces, true (the reference)",
+                    lambda: subprocess.run(reference, check=True),
+                ),
+                ("+ the sandbox's mounts and filter, true", running(["true"])),
+                (
+                    "+ the agent's interpreter (python -I -S -c pass)",
+                    running([python, "-I", "-S", "-c", "pass"]),
+                ),
+                (
+                    "+ the agent's imports",
+                    running([python, "-I", "-S", "-c", imports, launch.AGENT_HOME]),
+                ),
+                ("our create (agent serving, keeper started)", create),
+                ("create + exec true + destroy", life),
+            ]
+        finally:
+            for handle in handles:
+                sandbox.destroy(handle)
