@@ -63,8 +63,8 @@ import sys
 import time
 
 from .agent_bridge import Bridge
-from .agent_connection import Connection
-from .agent_process import EXIT, SESSIONS, Process, write_record
+from .agent_connection import Connection, Process
+from .agent_process import EXIT, SESSIONS, write_record
 from .agent_processes import Processes
 from .agent_requests import Requests
 from .options import SOCKET, parse

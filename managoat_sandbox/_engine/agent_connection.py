@@ -17,7 +17,7 @@ import selectors
 import socket
 
 from . import wire
-from .agent_process import Process
+from .agent_process import Process as ProcessOf
 from .errors import EngineError
 
 TYPE_CHECKING = False
@@ -208,3 +208,7 @@ class Connection:
         if mask != self._mask:
             self.agent.sel.modify(self.sock, mask, self.on_event)
             self._mask = mask
+
+
+#: A process whose clients are this agent's connections.
+Process = ProcessOf[Connection]

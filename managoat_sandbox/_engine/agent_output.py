@@ -14,8 +14,7 @@ import os
 import selectors
 import signal
 
-from .agent_connection import BACKLOG, READ
-from .agent_process import Process
+from .agent_connection import BACKLOG, READ, Process
 
 #: How far a detachable session's journal may run ahead of the closest of its
 #: subscribers before its pipes stop being read (:meth:`Pump.pace`).

@@ -38,9 +38,22 @@ from .stdin_feed import StdinFeed
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import Any
+    from typing import Any, Generic, TypeVar
 
-    from .agent_connection import Connection
+    #: Whoever the agent lets follow a process or wait to write its stdin (its connections).
+    Client = TypeVar("Client")
+
+    class _Holding(Generic[Client]):
+        """What holds clients of type ``Client``, for type checkers."""
+
+else:
+
+    class _Holding:
+        """The same at run time, where ``typing`` is not loaded: ``Process[C]`` is
+        ``Process`` itself."""
+
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
 
 
 SESSIONS = "sessions"
@@ -92,7 +105,7 @@ def set_window(fd: int, rows: int, cols: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-class Process:
+class Process(_Holding["Client"]):
     """A command's child process and everything the agent keeps about it.
 
     Its subscribers and stdin waiters are the agent's clients; the process
@@ -113,13 +126,13 @@ class Process:
         self.spent: list[int] = []
         self.master: int | None = None
         self.stdin: StdinFeed | None = None
-        self.stdin_waiters: list[Connection] = []
+        self.stdin_waiters: list[Client] = []
         self.size = 0
         self.paused = False
         self.status: int | None = None
         self.broken: str | None = None
         self.end: dict[str, Any] | None = None
-        self.subscribers: list[Connection] = []
+        self.subscribers: list[Client] = []
 
     @property
     def journaled(self) -> bool:

@@ -15,9 +15,9 @@ import os
 import selectors
 
 from . import wire
-from .agent_connection import Connection, Refused
+from .agent_connection import Connection, Process, Refused
 from .agent_output import Pump
-from .agent_process import EXIT, JOURNAL, SESSIONS, SPEC, Process, session_spec, write_record
+from .agent_process import EXIT, JOURNAL, SESSIONS, SPEC, session_spec, write_record
 from .agent_stdin import StdinPump
 from .retention import Retention
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import selectors
 
-from .agent_connection import Connection
-from .agent_process import Process
+from .agent_connection import Connection, Process
 from .stdin_feed import FULL, LIMIT
 
 TYPE_CHECKING = False
