@@ -37,7 +37,7 @@ from measure import WAIT
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import Handle
-from managoat_sandbox._engine import isolation, launch
+from managoat_sandbox._engine import isolation, launch, records
 from managoat_sandbox._engine.box import Box
 from managoat_sandbox.providers.local.layout import Located
 
@@ -152,3 +152,46 @@ def steps() -> Iterator[list[Step]]:
         finally:
             for handle in handles:
                 sandbox.destroy(handle)
+
+
+def exec_costs(count: int) -> list[tuple[str, float]]:
+    """Seconds per ``exec true`` and per ``subprocess.run(["true"])``, each ``count``
+    times in a row: the wall time, this process's CPU time, and for ours the agent's
+    CPU time (read from ``/proc``, so counted in clock ticks: hence the many calls)."""
+    with local_root():
+        handle = sandbox.create("local", "breakdown-exec")
+        try:
+            assert isinstance(handle.private, Located)
+            agent = Box.open(handle.private.root / handle.name)
+            record = records.read_record(agent.state / "agent.json") or {}
+            pid = int(record["pid"])
+            for _ in range(count // 10):
+                sandbox.exec(handle, "true", timeout=WAIT)
+            ours = _costs(lambda: sandbox.exec(handle, "true", timeout=WAIT), count, pid)
+            theirs = _costs(lambda: subprocess.run(["true"], check=True), count, None)
+        finally:
+            sandbox.destroy(handle)
+    return [
+        ("subprocess.run: wall time", theirs[0]),
+        ("subprocess.run: this process's CPU", theirs[1]),
+        ("our exec: wall time", ours[0]),
+        ("our exec: this process's CPU", ours[1]),
+        ("our exec: the agent's CPU (its fork included)", ours[2]),
+    ]
+
+
+def _costs(call: Callable[[], object], count: int, agent: int | None) -> tuple[float, ...]:
+    ticks = os.sysconf("SC_CLK_TCK")
+    agent_before = 0 if agent is None else _cpu_ticks(agent)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(count):
+        call()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    agent_cpu = 0.0 if agent is None else (_cpu_ticks(agent) - agent_before) / ticks
+    return wall / count, cpu / count, agent_cpu / count
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User plus system clock ticks process ``pid`` has run for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
