@@ -22,14 +22,27 @@ that one thing costs.
   builtin, capture each stream in a file, frame both, remove the files) —
   the floor of an exec built on the SDK's call; a synchronous session exec
   of the bare builtin ``true`` (the raw client); the same exec of the shim
-  our adapter sends for ``true`` (``shim.exec_script``), posted by
-  ``requests``; our adapter's ``exec(h, "true")`` through the facade. Steps
+  our adapter sends for ``true`` (``shim.exec_script``, made afresh for each
+  exec as the adapter makes it: its capture files are named for the exec,
+  and every :data:`~managoat_sandbox.providers.daytona.shim.SWEEP_EVERY`-th
+  sweeps), posted by ``requests``; our adapter's ``exec(h, "true")`` through
+  the facade. Steps
   1-4 are one request each from the same client, so their differences are
-  the daemon's work; step 5 minus step 4 is ours.
+  the daemon's work; step 5 minus step 4 is ours. A second table splits one
+  synchronous session exec — the raw client's, the SDK's
+  ``execute_session_command``, the shim's sent by ``requests``, ours — into
+  the emulator's share and the rest, measured inside the emulator's process
+  (:mod:`timed_emulator`, which serves the Daytona emulator for this section):
+  the time in its handler, of that the daemon's ``execute`` (the sandbox
+  running the command and the daemon's wrapper) and the rest of the handler
+  (the emulator's HTTP door, proxy, JSON, thread hop), and what lies outside
+  the handler (the client, HTTP parsing and writing on both ends, loopback);
+  each a median over the rounds, the differences medians of per-round ones.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
 import time
@@ -41,8 +54,9 @@ import urllib3
 from measure import WAIT, elapsed, rotated
 from providers import PROVIDERS, our_sandbox
 from raw import RawDaytona, RawE2B, envelope
-from sdks import open_e2b
+from sdks import open_daytona, open_e2b
 from served import emulator_process
+from timed_emulator import Spent, Timed, timed_daytona
 
 import managoat_sandbox as sandbox
 from managoat_sandbox.providers.daytona import shim
@@ -183,15 +197,51 @@ def e2b() -> None:
             raw.close()
 
 
+def daytona_share(served: Timed, steps: Sequence[Step], rounds: int) -> None:
+    """Print, per step (one session exec each), its round trip and the emulator's share."""
+    found: list[list[Spent]] = [[] for _ in steps]
+
+    def sample(index: int) -> Callable[[], float]:
+        def timed() -> float:
+            spent = served.spent(steps[index][1])
+            found[index].append(spent)
+            return spent.round_trip
+
+        return timed
+
+    rotated([sample(n) for n in range(len(steps))], rounds)
+    print(
+        "\ndaytona: one session exec, in the emulator's process and outside it"
+        f" (medians of {rounds} rounds, ms)"
+    )
+    heads = ("round trip", "handler", "daemon", "handler-daemon", "outside")
+    print(f"  {'':58s}" + "".join(f"{head:>15s}" for head in heads))
+    for (name, _), samples in zip(steps, found, strict=True):
+        spent = samples[1:]  # the warm-up's sample left out
+        columns = [
+            statistics.median(s.round_trip for s in spent),
+            statistics.median(s.handler for s in spent),
+            statistics.median(s.daemon for s in spent),
+            statistics.median(s.handler - s.daemon for s in spent),
+            statistics.median(s.round_trip - s.handler for s in spent),
+        ]
+        print(f"  {name:58s}" + "".join(f"{value * 1000:15.2f}" for value in columns))
+
+
 def daytona() -> None:
-    with emulator_process("daytona") as served:
+    with timed_daytona() as served:
         PROVIDERS["daytona"].point(served.base_url)
         raw = RawDaytona(served.base_url + "/api", "bench-breakdown-raw")
         try:
             session_id = raw.session.rsplit("/", 1)[1]
-            shimmed = shim.exec_script(
-                session_id, shim.program("true", [], env=None, cwd=None), merge=False
-            )
+            run = shim.program("true", [], env=None, cwd=None)
+            sent = itertools.count(1)
+
+            def shimmed() -> str:
+                """The script our adapter would send for this exec in the raw session."""
+                sweep = next(sent) % shim.SWEEP_EVERY == 0
+                return shim.exec_script(session_id, run, merge=False, sweep=sweep)
+
             split = raw.http.post(
                 raw.toolbox + "/process/execute", json={"command": ONE_SHOT_SPLIT}, timeout=WAIT
             ).json()
@@ -201,7 +251,11 @@ def daytona() -> None:
             def post(path: str, body: dict[str, object]) -> None:
                 raw.http.post(raw.toolbox + path, json=body, timeout=WAIT).raise_for_status()
 
-            with our_sandbox("daytona", "bench-breakdown") as handle:
+            with (
+                our_sandbox("daytona", "bench-breakdown") as handle,
+                open_daytona(served.base_url) as sdk,
+            ):
+                assert sdk.session_exec is not None
                 report(
                     "daytona: exec of true, step by step",
                     interleaved(
@@ -220,7 +274,7 @@ def daytona() -> None:
                             ),
                             (
                                 "session exec of our shim for true (requests)",
-                                lambda: post(raw.session + "/exec", {"command": shimmed}),
+                                lambda: post(raw.session + "/exec", {"command": shimmed()}),
                             ),
                             (
                                 "our exec(h, 'true')",
@@ -229,6 +283,22 @@ def daytona() -> None:
                         ],
                         ROUNDS,
                     ),
+                )
+                daytona_share(
+                    served,
+                    [
+                        (
+                            "session exec 'true', a shell builtin (the raw client)",
+                            lambda: post(raw.session + "/exec", {"command": "true"}),
+                        ),
+                        ("the SDK's session command 'true'", sdk.session_exec),
+                        (
+                            "session exec of our shim for true (requests)",
+                            lambda: post(raw.session + "/exec", {"command": shimmed()}),
+                        ),
+                        ("our exec(h, 'true')", lambda: sandbox.exec(handle, "true", timeout=WAIT)),
+                    ],
+                    ROUNDS,
                 )
         finally:
             raw.close()

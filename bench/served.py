@@ -13,7 +13,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import requests
@@ -45,13 +45,15 @@ class Served:
 
 
 @contextlib.contextmanager
-def emulator_process(provider: str) -> Iterator[Served]:
-    """Serve ``provider``'s emulator from a child process until the block ends."""
+def emulator_process(
+    provider: str, *, entry: Sequence[str] = ("-m", "managoat_sandbox.emulators")
+) -> Iterator[Served]:
+    """Serve ``provider``'s emulator from a child process until the block ends; ``entry``
+    is what the interpreter runs (given the provider, ``--port`` and ``--token``)."""
     child = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "managoat_sandbox.emulators",
+            *entry,
             provider,
             "--port",
             "0",

@@ -35,6 +35,7 @@ from managoat_sandbox.errors import (
 )
 from managoat_sandbox.frames import Error, Exit, Stderr, Stdout
 from managoat_sandbox.providers.daytona import Daytona
+from managoat_sandbox.providers.daytona.ahead import SpareSessions
 from managoat_sandbox.providers.daytona.decoder import STDERR, STDOUT, JournalDecoder
 from managoat_sandbox.providers.daytona.follow import LogSocket
 from managoat_sandbox.testing.mailbox import Mailbox, is_terminal
@@ -133,7 +134,9 @@ class FakeCommand:
     ``recorded`` is the ``exitCode`` of the record (``None``: running);
     ``record_status`` overrides the status of the record, and of the log unless
     ``log_status`` does.
-    ``sync`` answers a synchronous exec (default: 200 with ``sync_journal``).
+    ``sync`` answers a synchronous exec (default: 200 with ``sync_journal``);
+    ``exec_refusals`` answers any exec into the sessions it names; ``session_reply``
+    answers session creations.
     """
 
     def __init__(
@@ -159,6 +162,8 @@ class FakeCommand:
         )
         self.exec_bodies: list[dict[str, Any]] = []
         self.exec_headers: list[dict[str, str]] = []
+        self.exec_refusals: dict[str, Reply] = {}
+        self.session_reply: Reply = (201, {}, "")
         self.sync_journal = framed(b"") + END + code(0)
         self.sync: Callable[[dict[str, Any]], Reply] = self._sync_answer
         self.session_commands: list[dict[str, Any]] = []
@@ -186,10 +191,13 @@ class FakeCommand:
     def _session(self, request: Any) -> Reply:
         self._note(request)
         self.sessions.append(json.loads(request.body)["sessionId"])
-        return 201, {}, ""
+        return self.session_reply
 
     def _exec(self, request: Any) -> Reply:
         self._note(request)
+        refused = self.exec_refusals.get(urlsplit(request.url).path.split("/")[-2])
+        if refused is not None:
+            return refused
         body = json.loads(request.body)
         self.exec_bodies.append(body)
         self.exec_headers.append(dict(request.headers))
@@ -372,7 +380,7 @@ def test_spawn_runs_the_shim_in_its_own_session_and_follows_its_log(
     follows.scripts = [[OUT + framed(b"hi\n") + END + code(0)]]
     command, box = run(daytona)
     finish(daytona, command, box)
-    (session,) = fake.sessions
+    session = fake.sessions[0]  # the next spawn's, made ahead, may follow
     assert session.startswith("mgs-") and command.session_id == session
     (body,) = fake.exec_bodies
     assert body["runAsync"] is True and body["suppressInputEcho"] is True
@@ -390,6 +398,147 @@ def test_spawn_runs_the_shim_in_its_own_session_and_follows_its_log(
     )
     assert headers["X-Daytona-Split-Output"] == "true"
     assert headers["Authorization"] == f"Bearer {KEY}"
+
+
+def _lookups(mocked: responses.RequestsMock) -> int:
+    """How many times the sandbox was looked up on the control plane."""
+    return sum(c.request.url == f"{API}/sandbox/box" for c in mocked.calls)
+
+
+def _spare(fake: FakeCommand, made: int) -> str:
+    """The session made ahead once ``made`` sessions were made by the spawns so far."""
+    assert wait_until(lambda: len(fake.sessions) > made, 5), "no session was made ahead"
+    return fake.sessions[made]
+
+
+def test_a_warm_spawn_starts_its_command_in_the_session_made_ahead_for_it(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    follows.scripts = [
+        [END + code(0)],
+        [OUT + framed(b"two\n") + ERR + framed(b"e") + END + code(3)],
+    ]
+    first, box = run(daytona)
+    finish(daytona, first, box)
+    spare = _spare(fake, 1)
+    calls, lookups = len(fake.calls), _lookups(mocked)
+    second, box = run(daytona)
+    frames = finish(daytona, second, box)
+    assert second.session_id == spare != first.session_id
+    assert (stdout_of(frames), stderr_of(frames)) == (b"two\n", b"e")
+    assert frames[-1] == Exit(second.ref, 3)
+    assert fake.calls[calls] == ("POST", f"/toolbox/sbx-1/process/session/{spare}/exec"), (
+        "the command's start is the spawn's first request"
+    )
+    assert _lookups(mocked) == lookups, "no sandbox lookup for a warm spawn"
+    assert [b["runAsync"] for b in fake.exec_bodies] == [True, True], "each command ran once"
+
+
+@pytest.mark.parametrize(
+    ("refusal", "deleted"),
+    [
+        (
+            (500, {}, '{"message": "failed to execute command: not found: session not found"}'),
+            False,
+        ),
+        ((410, {}, '{"message": "gone: session process has exited"}'), True),
+    ],
+)
+def test_a_session_made_ahead_that_the_daemon_refuses_is_replaced_and_the_command_runs_once(
+    daytona: Daytona, fake: FakeCommand, follows: Follows, refusal: Reply, deleted: bool
+) -> None:
+    follows.scripts = [[END + code(0)], [OUT + framed(b"ran\n") + END + code(0)]]
+    first, box = run(daytona)
+    finish(daytona, first, box)
+    spare = _spare(fake, 1)
+    fake.exec_refusals[spare] = refusal
+    second, box = run(daytona)
+    frames = finish(daytona, second, box)
+    assert second.session_id == fake.sessions[2] != spare, "a new session, made for it"
+    assert stdout_of(frames) == b"ran\n" and frames[-1] == Exit(second.ref, 0)
+    assert len(fake.exec_bodies) == 2, "the refused request ran nothing; the command ran once"
+    assert fake.deleted == ([spare] if deleted else []), "a shell that ended is cleaned up"
+
+
+def test_a_spawn_whose_kept_toolbox_says_the_sandbox_is_not_started_looks_it_up_afresh(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    follows.scripts = [[END + code(0)], [END + code(0)]]
+    first, box = run(daytona)
+    finish(daytona, first, box)
+    spare = _spare(fake, 1)
+    fake.exec_refusals[spare] = (
+        400,
+        {},
+        '{"message": "bad request: no IP address found. Is the Sandbox started?"}',
+    )
+    lookups = _lookups(mocked)
+    second, box = run(daytona)
+    assert finish(daytona, second, box)[-1] == Exit(second.ref, 0)
+    assert _lookups(mocked) == lookups + 1, "looked up (and woken) afresh"
+    assert second.session_id == fake.sessions[2] != spare
+    assert fake.deleted == [], "a sandbox that is not running has no session to delete"
+
+
+def test_a_spawn_into_a_sandbox_gone_under_its_kept_session_is_not_found(
+    mocked: responses.RequestsMock, daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    follows.scripts = [[END + code(0)]]
+    first, box = run(daytona)
+    finish(daytona, first, box)
+    spare = _spare(fake, 1)
+    gone = (404, {}, json.dumps({"statusCode": 404, "message": "not found: sandbox not found"}))
+    fake.exec_refusals[spare] = gone
+    fake.session_reply = gone
+    mocked.replace(
+        responses.GET,
+        f"{API}/sandbox/box",
+        status=404,
+        json={"message": "Sandbox with ID or name box not found"},
+    )
+    with pytest.raises(NotFound):
+        run(daytona)
+    assert len(fake.exec_bodies) == 1, "nothing was started"
+    assert fake.deleted == []
+
+
+def test_the_next_session_is_made_while_a_silent_command_still_runs(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    follows.scripts = [[]]  # the follow opens and stays silent
+    command, box = run(daytona)
+    spare = _spare(fake, 1)
+    assert spare != command.session_id
+    box.refute(is_terminal(command.ref), 0.05)
+    daytona.stop_command(command)
+
+
+def test_a_failure_to_make_the_next_session_leaves_the_spawn_alone(
+    daytona: Daytona, fake: FakeCommand, follows: Follows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: object) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(SpareSessions, "refill", refuse)
+    follows.scripts = [[OUT + framed(b"fine\n") + END + code(0)]]
+    command, box = run(daytona)
+    frames = finish(daytona, command, box)
+    assert stdout_of(frames) == b"fine\n" and frames[-1] == Exit(command.ref, 0)
+
+
+def test_without_spawn_ahead_each_spawn_makes_its_session_before_its_command(
+    daytona: Daytona, fake: FakeCommand, follows: Follows
+) -> None:
+    adapter = Daytona(follow=FAST, start_timeout=2.0, spawn_ahead=False)
+    follows.scripts = [[END + code(0)], [END + code(0)]]
+    spawned = []
+    for _ in range(2):
+        command, box = run(adapter)
+        finish(adapter, command, box)
+        spawned.append(command.session_id)
+    assert fake.sessions == spawned
+    starts = [n for n, call in enumerate(fake.calls) if call[1].endswith("/exec")]
+    assert [fake.calls[n - 1] for n in starts] == [("POST", "/toolbox/sbx-1/process/session")] * 2
 
 
 def test_the_shim_ends_its_own_shell_never_the_session_shell(
@@ -1041,16 +1190,19 @@ def test_list_sessions_lists_spawned_sessions_with_their_command_line(
         mocked,
         [
             {"sessionId": "mgs-1", "commands": [{"id": "c", "command": script}]},
-            {"sessionId": "mgs-2", "commands": []},
-            {"sessionId": "mgx-3", "commands": []},
+            {"sessionId": "mgs-2", "commands": [{"id": "c", "command": "cd /w"}]},
+            {"sessionId": "mgs-3", "commands": []},
+            {"sessionId": "mgs-4"},
+            {"sessionId": "mgx-5", "commands": []},
             {"sessionId": "user-made", "commands": []},
         ],
     )
     sessions = daytona.list_sessions(handle_of(daytona))
     assert [(s.id, s.command) for s in sessions] == [
         ("mgs-1", "bash -lc it's fine"),
-        ("mgs-2", None),
-    ]
+        ("mgs-2", "cd /w"),
+        ("mgs-4", None),
+    ], "a session that ran no command (one made ahead for a spawn) is not listed"
 
 
 def test_a_spawns_script_is_its_command_wherever_the_daemon_lists_it(
@@ -1220,7 +1372,7 @@ def test_session_ids_in_urls_and_queries_are_exact(
     fake.journals = [END + code(0)]
     command, box = run(daytona)
     finish(daytona, command, box)
-    (session,) = fake.sessions
+    session = command.session_id
     paths = {urlsplit(c.request.url).path for c in mocked.calls}
     assert f"/toolbox/sbx-1/process/session/{session}/command/cmd-1/logs" in paths
     assert all(

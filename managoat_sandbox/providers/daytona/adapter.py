@@ -35,7 +35,11 @@ Works against daytona.io and a self-hosted Daytona alike: the control plane is
   Every spawn is a detachable session, named by its ``Command.session_id`` (the
   toolbox session id, as listed); ``attach`` replays from byte zero, then
   tails. Sessions live in the daemon's memory: a stop wipes them (disk kept),
-  so a suspended sandbox lists none.
+  so a suspended sandbox lists none. The session of a sandbox's next spawn is
+  created ahead, in the background, once a spawned command is under way there
+  (:mod:`.ahead`: one idle session per sandbox at most, never listed, deleted at
+  interpreter exit), and the sandbox's toolbox is remembered, so a warm spawn
+  is one request before its follow.
 * Stdin goes through the command-input endpoint; ``close_stdin`` really closes
   it (the shim's relay feeding the command ends) and returns normally even if
   that fails.
@@ -55,9 +59,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import secrets
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -90,9 +93,10 @@ from ...types import (
 )
 from .. import _endpoint
 from . import files, shim
+from .ahead import SpareSessions
 from .api import Api, Timeouts
 from .end import DaytonaCommandEnd
-from .errors import conflict_is_transient, file_error, is_status
+from .errors import conflict_is_transient, exec_refused, file_error, is_status, not_started
 from .exec import EXEC_PREFIX, ExecPool, NotDispatched, run_exec
 from .settings import PROVIDER, SETTINGS
 from .stream import FollowPolicy, LogFollower
@@ -187,7 +191,9 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
     long an exec waits for its synchronous answer before following its log),
     ``start_timeout`` (how long a toolbox call waits for a sandbox to reach
     ``started``), ``exec_sessions`` (idle exec sessions kept per sandbox),
-    ``page_size`` and ``max_pages`` (the listing's page size and cap).
+    ``spawn_ahead`` (whether the next spawn's session is created ahead:
+    :mod:`.ahead`), ``page_size`` and ``max_pages`` (the listing's page size
+    and cap).
     """
 
     provider = PROVIDER
@@ -213,6 +219,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         timeouts: Timeouts | None = None,
         start_timeout: float = 120.0,
         exec_sessions: int = 4,
+        spawn_ahead: bool = True,
         page_size: int = 100,
         max_pages: int = 40,
         transport: Transport | None = None,
@@ -222,9 +229,11 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         self.api = Api(http, timeouts or Timeouts())
         self.start_timeout = start_timeout
         self.exec_sessions = exec_sessions
+        self.spawn_ahead = spawn_ahead
         self.page_size = page_size
         self.max_pages = max_pages
         self._pools: dict[str, ExecPool] = {}
+        self._spares: dict[str, SpareSessions] = {}
         self._pools_lock = threading.Lock()
 
     def capabilities(self) -> frozenset[str]:
@@ -258,7 +267,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
 
     def destroy(self, handle: Handle) -> None:
         """Delete the sandbox; already gone is fine. Its name is free at once."""
-        self._forget_pools(_name(handle))
+        self._forget_sandbox(_name(handle))
         try:
             self.api.delete(_name(handle))
         except NotFound:
@@ -278,7 +287,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
     def suspend(self, handle: Handle) -> None:
         """Stop the sandbox (disk kept); a no-op when it is stopped or stopping."""
         name = _name(handle)
-        self._forget_pools(name)
+        self._forget_sandbox(name)
         if _state(self.api.get(name)) in _PARKED:
             return
         try:
@@ -379,6 +388,43 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         with self._pools_lock:
             self._pools.pop(name, None)
 
+    def _forget_sandbox(self, name: str) -> None:
+        """Forget every session kept for sandbox ``name``, which is being stopped or
+        destroyed (that ends them: nothing is deleted)."""
+        with self._pools_lock:
+            self._pools.pop(name, None)
+            spares = self._spares.pop(name, None)
+        if spares is not None:
+            spares.close(delete=False)
+
+    def _kept_toolbox(self, name: str) -> Toolbox | None:
+        """The toolbox remembered for sandbox ``name`` with its sessions, if any."""
+        with self._pools_lock:
+            spares, pool = self._spares.get(name), self._pools.get(name)
+        if spares is not None:
+            return spares.toolbox
+        return None if pool is None else pool.toolbox
+
+    def _spare_sessions(self, name: str, toolbox: Toolbox) -> SpareSessions:
+        """The spawn sessions of sandbox ``name`` reached through ``toolbox``; a holder
+        for another toolbox is replaced (and deletes its spare)."""
+        with self._pools_lock:
+            spares = self._spares.get(name)
+            if spares is not None and spares.toolbox.base == toolbox.base:
+                return spares
+            self._spares[name] = SpareSessions(toolbox, prefix=SPAWN_PREFIX)
+            replaced, spares = spares, self._spares[name]
+        if replaced is not None:
+            replaced.close(delete=True)
+        return spares
+
+    def _forget_spares(self, name: str, spares: SpareSessions) -> None:
+        """Give up ``spares`` (its toolbox turned a spawn away), deleting its spare."""
+        with self._pools_lock:
+            if self._spares.get(name) is spares:
+                del self._spares[name]
+        spares.close(delete=True)
+
     def _enter(self, toolbox: Toolbox, session_id: str, dir: str) -> None:
         """Make ``dir`` the working directory of session ``session_id``'s shell, which
         the spawned command starts from: ``Invalid`` when the shell cannot enter it."""
@@ -427,10 +473,13 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         name = _name(handle)
         with self._pools_lock:
             pool = self._pools.get(name)
-        kept = pool is not None
+        toolbox = self._kept_toolbox(name) if pool is None else pool.toolbox
+        kept = toolbox is not None
         while True:
             if pool is None:
-                pool = self._exec_pool(name, self._toolbox(handle, limit=deadline.remaining()))
+                if toolbox is None:
+                    toolbox = self._toolbox(handle, limit=deadline.remaining())
+                pool = self._exec_pool(name, toolbox)
             try:
                 return run_exec(
                     pool,
@@ -449,7 +498,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
                 if not kept:
                     raise refused.error from None
                 self._forget_pools(name)
-                pool, kept = None, False
+                pool, toolbox, kept = None, None, False
 
     def spawn(
         self,
@@ -466,38 +515,92 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
     ) -> Command:
         """Start a detachable session (every Daytona spawn is one); no tty.
 
+        The command starts in the session created ahead for it (:mod:`.ahead`), else
+        in one created now; the next one is created in the background once the
+        command is under way (its first output, a quiet follow or its end). The
+        sandbox's toolbox is remembered with its sessions, so a warm spawn makes no
+        sandbox lookup; when the toolbox turns the spawn away before any command ran
+        (the sandbox is not started, is gone, or its daemon restarted), the sandbox
+        is looked up (and woken) afresh and the spawn runs there. A command is never
+        started twice.
+
         With ``dir``, the session's shell enters it first (one synchronous
         request), so a ``dir`` the sandbox has no directory at raises ``Invalid``
         here, as on every other adapter, instead of starting a command that
-        could only fail.
+        could only fail (the session is deleted).
         """
         if tty:
             raise NotSupported(Reason.TTY)
         stream = Stream(new_ref("daytona"), owner, label="daytona", stdin=stdin)
-        session_id = SPAWN_PREFIX + secrets.token_hex(12)
         run = shim.program(cmd, args, env=env, cwd=dir)
-        text = shim.script(session_id, run.entered(), stdin=stream.stdin)
-        toolbox = self._toolbox(handle)
-        try:
-            toolbox.create_session(session_id)
-        except Invalid as error:
-            if not is_status(error, 409):
-                raise
-        try:
-            if run.cwd is not None:
-                self._enter(toolbox, session_id, run.cwd)
-            command_id = toolbox.exec_async(session_id, text)
-        except SandboxError:
-            self._drop_session(toolbox, session_id)
-            raise
+        name = _name(handle)
+        toolbox = self._kept_toolbox(name)
+        kept = toolbox is not None
+        while True:
+            if toolbox is None:
+                toolbox = self._toolbox(handle)
+            spares = self._spare_sessions(name, toolbox)
+            try:
+                session_id, command_id = self._start(spares, run, stdin=stream.stdin)
+                break
+            except NotDispatched as refused:
+                if not kept:
+                    raise refused.error from None
+                self._forget_spares(name, spares)
+                toolbox, kept = None, False
         return self._followed(
-            stream, handle, DaytonaCommandEnd(stream, toolbox, session_id, command_id)
+            stream,
+            handle,
+            DaytonaCommandEnd(stream, spares.toolbox, session_id, command_id),
+            started=spares.refill if self.spawn_ahead else None,
         )
+
+    def _start(self, spares: SpareSessions, run: shim.Program, *, stdin: bool) -> tuple[str, str]:
+        """Start ``run`` asynchronously in a session of its own — the spare of ``spares``,
+        else a new one —; its session and command ids.
+
+        A spare the toolbox refuses before anything ran (:func:`.errors.exec_refused`:
+        the daemon lost it, or its shell ended) is replaced by a new session.
+        :class:`NotDispatched` when nothing ran and the sandbox must be looked up
+        afresh: the toolbox says it is not started, a new session could not be
+        created, or a new session refused the command too. Any other failure
+        deletes the session (killing what may have started) and is raised.
+        """
+        toolbox = spares.toolbox
+        session_id = spares.take()
+        while True:
+            fresh = session_id is None
+            if session_id is None:
+                session_id = spares.new_id()
+                try:
+                    toolbox.create_session(session_id)
+                except Invalid as error:
+                    if not is_status(error, 409):
+                        raise NotDispatched(error) from None
+                except SandboxError as error:
+                    raise NotDispatched(error) from None
+            try:
+                if run.cwd is not None:
+                    self._enter(toolbox, session_id, run.cwd)
+                script = shim.script(session_id, run.entered(), stdin=stdin)
+                return session_id, toolbox.exec_async(session_id, script)
+            except SandboxError as error:
+                away = not_started(error)
+                # A session the daemon does not know, or of a sandbox not running, is gone.
+                if not (away or isinstance(error, NotFound)):
+                    self._drop_session(toolbox, session_id)
+                if not (away or exec_refused(error)):
+                    raise
+                if fresh or away:
+                    raise NotDispatched(error) from None
+                session_id = None
 
     # -- sessions -----------------------------------------------------------------------
 
     def list_sessions(self, handle: Handle) -> list[Session]:
         """The sandbox's spawned sessions, finished ones included; none while it is parked.
+        A session that has run no command is not one yet (a session created ahead for
+        the next spawn, or one whose spawn has not returned): it is left out.
 
         A session whose listed command carries an integer ``exitCode`` has ended with
         that code (the shim makes it the command's real one). The daemon records it
@@ -516,6 +619,8 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
             session_id = entry.get("sessionId")
             if not isinstance(session_id, str) or not session_id.startswith(SPAWN_PREFIX):
                 continue
+            if entry.get("commands") == []:
+                continue  # a session created ahead for a spawn (:mod:`.ahead`), or not yet used
             spawned = _spawned_command(entry)
             code = spawned.get("exitCode") if spawned is not None else None
             recorded = isinstance(code, int) and not isinstance(code, bool)
@@ -550,10 +655,17 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
         )
 
     def _followed(
-        self, stream: Stream, handle: Handle, end: DaytonaCommandEnd, *, framed: bool = True
+        self,
+        stream: Stream,
+        handle: Handle,
+        end: DaytonaCommandEnd,
+        *,
+        framed: bool = True,
+        started: Callable[[], None] | None = None,
     ) -> Command:
         """The command whose ``end`` is fed by a follower of its log (``framed``: written
-        by our shim), started in ``stream``'s reader thread."""
+        by our shim), started in ``stream``'s reader thread; ``started`` is called
+        there once the command is under way (:class:`.stream.LogFollower`)."""
         name = handle.name
         follower = LogFollower(
             end.toolbox,
@@ -562,6 +674,7 @@ class Daytona(StagedTarTransfers, StreamingAdapter):
             self.follow,
             sandbox_gone=lambda: self._sandbox_gone(name),
             framed=framed,
+            started=started,
         )
         stream.start(follower, on_stop=follower.abort)
         return Command(

@@ -31,6 +31,12 @@ session vanished or the sandbox is gone. A session our shim did not start
 has no frames: its exit is the daemon's command record, read whenever a
 follow ends or the log stays quiet, and the ``Exit`` follows a last snapshot
 of the log.
+
+A follower may be given ``started``, called once in the reader thread when
+the command has shown it is under way — its first bytes were delivered, its
+follow stayed silent for ``max_interval``, or the stream ended —, for work
+that should not compete with the command's own start (a spawn creates the
+next spawn's session then: :mod:`.ahead`).
 """
 
 from __future__ import annotations
@@ -119,6 +125,7 @@ class LogFollower:
         *,
         sandbox_gone: Callable[[], bool],
         framed: bool = True,
+        started: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.toolbox = toolbox
@@ -127,6 +134,7 @@ class LogFollower:
         self.policy = policy
         self.decoder = JournalDecoder(framed=framed)
         self._sandbox_gone = sandbox_gone
+        self._started = started
         self._clock = clock
         self._socket: LogSocket | None = None
         self._aborted = False
@@ -148,6 +156,16 @@ class LogFollower:
             else:
                 stream.stderr(data)
 
+    def _under_way(self) -> None:
+        """Call ``started`` the first time only; what it raises is only logged (the
+        stream must not fail for it)."""
+        started, self._started = self._started, None
+        if started is not None:
+            try:
+                started()
+            except Exception:
+                log.exception("daytona: the start hook of %s failed", self.session_id)
+
     def _ended(self, stream: Stream) -> bool:
         """Deliver the exit if the journal is complete; whether it was."""
         code = self.decoder.code
@@ -163,6 +181,7 @@ class LogFollower:
             self._pump(stream)
         finally:
             self._drop_socket()
+            self._under_way()
             self.toolbox.api.http.release()
 
     def _pump(self, stream: Stream) -> None:
@@ -231,6 +250,7 @@ class LogFollower:
                 try:
                     data = socket.read(policy.max_interval)
                 except TimeoutError:
+                    self._under_way()
                     now = self._clock()
                     if quiet.due(now) and self._quiet_over(stream, quiet, now):
                         return True
@@ -248,6 +268,7 @@ class LogFollower:
                     self._deliver(stream, read.feed(data))
                     if self.decoder.consumed != before:
                         quiet.grew(heard)
+                        self._under_way()
                     if self._ended(stream):
                         return True
             return False
