@@ -19,14 +19,13 @@ import itertools
 import json
 import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import fanout
-from measure import WAIT, Row, Target, compared, elapsed, paired, repeated, single
+from measure import WAIT, Row, Target, compared, elapsed, paired, repeated, scratch, single
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import Handle, config
@@ -55,16 +54,8 @@ def batch(call: Callable[[], object], size: int = BATCH) -> float:
 
 @contextmanager
 def local_root() -> Iterator[None]:
-    """A throwaway local root beside the default one, on the disk users' sandboxes live on.
-
-    Not under the system's temporary directory: on the machines this project is
-    measured on, creating a file anywhere under ``/tmp`` costs 0.3-1 ms (something
-    of the host's watches it), 40x what it costs elsewhere on the same disk, and a
-    sandbox creates files at every start and every detachable spawn.
-    """
-    parent = layout.default_root().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=parent) as root, config.override("local", root=root):
+    """A throwaway local root on the disk users' sandboxes live on (:func:`measure.scratch`)."""
+    with scratch() as root, config.override("local", root=str(root)):
         yield
 
 

@@ -15,9 +15,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import requests
-from measure import WAIT
+from measure import WAIT, scratch
 from raw import CREDENTIAL
 
 #: Pause before reading the request log, so that requests a call left in flight are counted.
@@ -49,7 +50,15 @@ def emulator_process(
     provider: str, *, entry: Sequence[str] = ("-m", "managoat_sandbox.emulators")
 ) -> Iterator[Served]:
     """Serve ``provider``'s emulator from a child process until the block ends; ``entry``
-    is what the interpreter runs (given the provider, ``--port`` and ``--token``)."""
+    is what the interpreter runs (given the provider, ``--port``, ``--token`` and
+    ``--workdir``: a scratch directory on the disk users' sandboxes live on,
+    :func:`measure.scratch`)."""
+    with scratch() as workdir:
+        yield from _served(provider, entry, workdir)
+
+
+def _served(provider: str, entry: Sequence[str], workdir: Path) -> Iterator[Served]:
+    """The emulator's child process, its sandboxes in ``workdir``, until the caller is done."""
     child = subprocess.Popen(
         [
             sys.executable,
@@ -59,6 +68,8 @@ def emulator_process(
             "0",
             "--token",
             CREDENTIAL,
+            "--workdir",
+            str(workdir),
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -113,11 +113,12 @@ def timed_daytona() -> Iterator[Timed]:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    """Serve the timed emulator until SIGTERM (``daytona --port N --token T``)."""
+    """Serve the timed emulator until SIGTERM (``daytona --port N --token T --workdir D``)."""
     parser = argparse.ArgumentParser(prog="timed_emulator.py")
     parser.add_argument("provider", choices=["daytona"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--token", required=True)
+    parser.add_argument("--workdir", required=True)
     args = parser.parse_args(argv)
     samples: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -164,7 +165,7 @@ def _serve(argv: Sequence[str]) -> int:
 
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    emulator = TimedDaytona(port=args.port, credential=args.token)
+    emulator = TimedDaytona(port=args.port, credential=args.token, workdir=args.workdir)
     emulator.start()
     try:
         print(emulator.base_url, flush=True)
