@@ -4,6 +4,12 @@ Each step adds one thing to the one before it, against one emulator in a
 child process, in alternating rounds; the difference of the medians is what
 that one thing costs.
 
+* **local**: a sandbox's life, one thing at a time (:mod:`breakdown_local`):
+  ``bwrap`` alone with the sandbox's namespaces; with its whole command line
+  (mounts, system call filter); running the agent's interpreter; importing
+  the agent's modules; our ``create``; ``create`` + ``exec`` + ``destroy``.
+  Then an ``exec`` against ``subprocess.run``, each 3,000 times in a row:
+  wall time, this process's CPU, and the agent's (from ``/proc``).
 * **e2b**: the exec the table measures (envd's ``Start`` stream of
   ``/bin/bash -l -c true``, read to its end-of-stream envelope) made the
   least way each HTTP library allows: ``urllib3`` alone (which ours and
@@ -48,6 +54,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+import breakdown_local
 import httpx
 import requests
 import urllib3
@@ -62,6 +69,10 @@ import managoat_sandbox as sandbox
 from managoat_sandbox.providers.daytona import shim
 
 ROUNDS = 101
+#: A local sandbox's life takes tens of milliseconds a round.
+LOCAL_ROUNDS = 31
+#: An exec's CPU is read from /proc in clock ticks: enough calls to resolve it.
+EXEC_CALLS = 3000
 #: The least a one-shot execute must run for ``true`` to keep its streams apart and
 #: byte-exact (not what the adapter sends; see the module docstring).
 ONE_SHOT_SPLIT = "\n".join(
@@ -105,8 +116,10 @@ def cpu_interleaved(steps: Sequence[Step], rounds: int) -> list[tuple[str, float
     ]
 
 
-def report(title: str, medians: list[tuple[str, float]], *, of: str = "medians") -> None:
-    print(f"\n{title} ({of} of {ROUNDS} rounds)")
+def report(
+    title: str, medians: list[tuple[str, float]], *, of: str = "medians", rounds: int = ROUNDS
+) -> None:
+    print(f"\n{title} ({of} of {rounds} rounds)")
     previous = None
     for name, value in medians:
         step = "" if previous is None else f"   {(value - previous) * 1000:+.2f} ms"
@@ -304,9 +317,21 @@ def daytona() -> None:
             raw.close()
 
 
+def local() -> None:
+    with breakdown_local.steps() as steps:
+        report(
+            "local: a sandbox's life, step by step",
+            interleaved(steps, LOCAL_ROUNDS),
+            rounds=LOCAL_ROUNDS,
+        )
+    print(f"\nlocal: exec true and subprocess.run, {EXEC_CALLS} calls in a row each (means)")
+    for name, seconds in breakdown_local.exec_costs(EXEC_CALLS):
+        print(f"  {name:58s} {seconds * 1000:7.3f} ms")
+
+
 def main(argv: Sequence[str]) -> None:
-    for name in argv or ("e2b", "daytona"):
-        {"e2b": e2b, "daytona": daytona}[name]()
+    for name in argv or ("local", "e2b", "daytona"):
+        {"local": local, "e2b": e2b, "daytona": daytona}[name]()
 
 
 if __name__ == "__main__":

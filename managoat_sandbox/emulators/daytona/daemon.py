@@ -83,14 +83,20 @@ _NOT_STARTED = "no IP address found. Is the Sandbox started?"
 # {dir} is the command's directory (as the sandbox sees it), where the daemon has
 # made the FIFOs; {holder} keeps an async command's stdin FIFO open (a sync
 # command reads {stdin} /dev/null: EOF at once); {trap} is what the shell does
-# when it exits (always: remove the FIFOs). Once the code is recorded the wrapper
-# announces it on the shell's output, then removes the FIFOs.
+# when it exits (always: remove the FIFOs). The journal is opened once, by the
+# wrapper, before the readers start and before the command runs (as the real
+# daemon opens it), so a command that replaces its own output.log (with a FIFO,
+# say) can never make a reader open that instead and block the wrapper. Once the
+# code is recorded the wrapper announces it on the shell's output, then removes
+# the FIFOs.
 _WRAPPER = """{{
 __dtn_d={dir}
 __dtn_so="$__dtn_d/stdout.pipe"; __dtn_se="$__dtn_d/stderr.pipe"; __dtn_si="$__dtn_d/stdin.pipe"
 trap {trap} EXIT
-{out_reader} < "$__dtn_so" >> "$__dtn_d/output.log" & __dtn_r1=$!
-{err_reader} < "$__dtn_se" >> "$__dtn_d/output.log" & __dtn_r2=$!
+exec 9>> "$__dtn_d/output.log"
+{out_reader} < "$__dtn_so" >&9 & __dtn_r1=$!
+{err_reader} < "$__dtn_se" >&9 & __dtn_r2=$!
+exec 9>&-
 {holder}
 {{ . "$__dtn_d/cmd.sh"; }} < {stdin} > "$__dtn_so" 2> "$__dtn_se"
 __dtn_ec=$?
