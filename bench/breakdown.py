@@ -11,16 +11,18 @@ that one thing costs.
   Then an ``exec`` against ``subprocess.run``, each 3,000 times in a row:
   wall time, this process's CPU, and the agent's (from ``/proc``).
 * **e2b**: the exec the table measures (envd's ``Start`` stream of
-  ``/bin/bash -l -c true``, read to its end-of-stream envelope) made the
-  least way each HTTP library allows: ``urllib3`` alone (which ours and
-  ``requests`` sit on), ``httpx`` (what the E2B SDK uses), ``requests``
-  (the raw client); then the SDK's ``commands.run`` and our ``exec``. The
-  first three differ only in the library; the last two add what each
-  client does around the request. A second table gives the CPU time this
-  process spends per exec (all its threads): ``urllib3`` alone, the same
-  stream through ``requests``' transport adapter (the send path ours
-  uses), the SDK's call and ours — what each adds on a machine whose cores
-  the emulator and the sandbox also need.
+  ``/bin/bash -l -c true``, read to its end-of-stream envelope and then to the
+  end of the body, so that every client keeps its connection as ours does)
+  made the least way each HTTP library allows: ``urllib3`` alone (which ours
+  and ``requests`` sit on), ``httpx``, ``requests`` (the raw client); then the
+  SDK's ``commands.run`` (connectrpc over pyqwest, an HTTP client written in
+  Rust whose threads do the I/O) and our ``exec``. The first three differ only
+  in the library; the last two add what each client does around the request.
+  A second table gives the CPU time this process spends per exec (all its
+  threads): ``urllib3`` alone, the same stream through our HTTP layer (the
+  send path our exec uses: ``HttpClient(direct=True)``), the SDK's call and
+  ours — what each adds on a machine whose cores the emulator and the sandbox
+  also need.
 * **daytona**: the SDK's call (``POST /process/execute`` of ``true``, a fresh
   shell, output merged); the same one-shot execute of the least a script
   must do there to keep stdout and stderr apart and byte-exact
@@ -56,7 +58,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 import breakdown_local
 import httpx
-import requests
 import urllib3
 from measure import WAIT, elapsed, rotated
 from providers import PROVIDERS, our_sandbox
@@ -66,7 +67,9 @@ from served import emulator_process
 from timed_emulator import Spent, Timed, timed_daytona
 
 import managoat_sandbox as sandbox
+from managoat_sandbox._http import HttpClient, raw_chunks
 from managoat_sandbox.providers.daytona import shim
+from managoat_sandbox.providers.e2b.errors import POLICY
 
 ROUNDS = 101
 #: A local sandbox's life takes tens of milliseconds a round.
@@ -128,19 +131,20 @@ def report(
 
 
 def _read_to_end(chunks: Iterable[bytes]) -> None:
-    """Read Connect envelopes until the end-of-stream one."""
+    """Read Connect envelopes until the end-of-stream one, then the body to its end (a
+    body left unread costs its connection: the next request would open another)."""
     buffer = bytearray()
+    ended = False
     for chunk in chunks:
         buffer += chunk
-        while len(buffer) >= 5:
+        while not ended and len(buffer) >= 5:
             size = int.from_bytes(buffer[1:5], "big")
             if len(buffer) < 5 + size:
                 break
-            flags = buffer[0]
+            ended = bool(buffer[0] & 0x02)
             del buffer[: 5 + size]
-            if flags & 0x02:
-                return
-    raise RuntimeError("body ended without an end-of-stream envelope")
+    if not ended:
+        raise RuntimeError("body ended without an end-of-stream envelope")
 
 
 def e2b() -> None:
@@ -167,12 +171,13 @@ def e2b() -> None:
             with raw.http.post(url, data=body, headers=raw.headers, stream=True, timeout=WAIT) as r:
                 _read_to_end(r.iter_content(chunk_size=None))
 
-        transport = raw.http.get_adapter(url)
+        ours_http = HttpClient(direct=True)
 
-        def with_transport() -> None:
-            request = requests.Request("POST", url, data=body, headers=raw.headers).prepare()
-            with transport.send(request, stream=True, timeout=WAIT) as r:
-                _read_to_end(iter(lambda: r.raw.read1(65536), b""))
+        def with_our_http() -> None:
+            with ours_http.open(
+                "POST", url, policy=POLICY, timeout=(WAIT, WAIT), headers=raw.headers, data=body
+            ) as r:
+                _read_to_end(raw_chunks(r))
 
         try:
             with our_sandbox("e2b", "bench-breakdown") as handle, open_e2b(served.base_url) as sdk:
@@ -185,7 +190,7 @@ def e2b() -> None:
                     interleaved(
                         [
                             ("Start stream with urllib3", with_urllib3),
-                            ("Start stream with httpx (the SDK's library)", with_httpx),
+                            ("Start stream with httpx", with_httpx),
                             ("Start stream with requests (the raw client)", with_requests),
                             ("the SDK's commands.run", sdk.exec),
                             ours,
@@ -198,7 +203,7 @@ def e2b() -> None:
                     cpu_interleaved(
                         [
                             ("Start stream with urllib3", with_urllib3),
-                            ("Start stream through requests' transport adapter", with_transport),
+                            ("Start stream through our HTTP layer", with_our_http),
                             ("the SDK's commands.run", sdk.exec),
                             ours,
                         ],

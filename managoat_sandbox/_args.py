@@ -15,6 +15,7 @@ import re
 import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from .errors import Invalid
@@ -112,7 +113,10 @@ def _is_nan(value: float) -> bool:
 
 
 def utf8(value: str) -> bool:
-    """Whether ``value`` can be encoded as UTF-8 (no lone surrogate)."""
+    """Whether ``value`` can be encoded as UTF-8 (no lone surrogate). ASCII text, the
+    usual case, is answered without encoding it."""
+    if value.isascii():
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -414,11 +418,11 @@ def progress(value: object) -> object:
 
 
 def _flag_named(what: Reason) -> Callable[[object], bool]:
-    return lambda value: flag(value, what)
+    return partial(flag, what=what)
 
 
 def _optional_str_named(what: Reason) -> Callable[[object], str | None]:
-    return lambda value: optional_str(value, what)
+    return partial(optional_str, what=what)
 
 
 #: The one check of each contract parameter, by its name in the contract's signatures:

@@ -12,13 +12,16 @@ output discarded), and an ``Exit`` is the result only if the exec's
 :class:`~._deadline.Deadline` has not expired by then — output never extends the
 deadline, and a successful exit that arrives after expiry is still a timeout.
 
-Two collectors keep these rules, by how the frames come:
+Three collectors keep these rules, by how the frames come:
 
 * :func:`collect_exec`, for exec over a streaming adapter: check the deadline, spawn
   with an :class:`ExecSink` as owner (whose ``put`` takes each frame from the
   command's pump), then wait for the command's end while consulting the deadline
   *before every wait*. Expiry abandons the local collector (``stop_command``); the
   remote process may go on.
+* :func:`collect_here`, for an exec whose command is read to its end in the calling
+  thread (its pump bounds every wait by the deadline): the same sink, but no command
+  to wait for or to stop once the read is over (E2B's exec).
 * :func:`collect_frames`, for an exec whose caller produces the frames itself (an
   iterable that waits for each, never past the deadline): ``local``'s subscription
   to its private process, the Fake's script.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from ._deadline import Deadline
 from .errors import Truncated, Unavailable
@@ -37,7 +41,16 @@ from .frames import Error, Exit, Frame, Stderr
 from .reasons import Reason
 from .types import Command, ExecResult
 
-__all__ = ["EXEC_MAX_BYTES", "ExecOutput", "ExecSink", "collect_exec", "collect_frames"]
+__all__ = [
+    "EXEC_MAX_BYTES",
+    "ExecOutput",
+    "ExecSink",
+    "collect_exec",
+    "collect_frames",
+    "collect_here",
+]
+
+T = TypeVar("T")
 
 #: The most output ``exec`` holds when its caller sets no ``max_bytes``: stdout and
 #: stderr together, 64 MiB.
@@ -159,6 +172,40 @@ def collect_exec(
         return _ended(sink.terminal, sink.output, deadline)
     finally:
         stop(command)
+
+
+def collect_here(
+    run: Callable[[ExecSink], T],
+    *,
+    deadline: Deadline,
+    stderr_to_stdout: bool = False,
+    max_bytes: int | None = None,
+    kill: Callable[[T], None] | None = None,
+) -> ExecResult:
+    """Run ``run(owner)`` and collect the frames it delivers to ``owner`` (an
+    :class:`ExecSink`) into an :class:`ExecResult`.
+
+    ``run`` reads the command to its end in the calling thread, never waiting past
+    ``deadline``, and returns what ``kill`` takes; by the time it returns its command
+    has delivered its terminal frame, or the output passed ``max_bytes``, and has let
+    go of its transport, so there is nothing to wait for and nothing to stop.
+    Checked first, the deadline; then the outcome is :func:`collect_exec`'s: output
+    past ``max_bytes`` is ``Truncated(("max_bytes", n))``, raised once
+    ``kill(ran)`` (given: how the adapter stops the remote command; never raises)
+    has run; an ``Error`` frame is raised as its reason; an ``Exit`` is the result
+    unless the deadline expired first. A ``run`` that delivered no terminal frame
+    is ``Unavailable("closed_before_exit")``.
+    """
+    deadline.check()
+    sink = ExecSink(ExecOutput(max_bytes, stderr_to_stdout=stderr_to_stdout))
+    ran = run(sink)
+    if sink.overflow is not None:
+        if kill is not None:
+            kill(ran)
+        raise sink.overflow
+    if sink.terminal is None:
+        raise Unavailable(Reason.CLOSED_BEFORE_EXIT)
+    return _ended(sink.terminal, sink.output, deadline)
 
 
 def collect_frames(

@@ -51,13 +51,16 @@ class Deadline:
 
     def remaining(self) -> float | None:
         """Seconds left (never negative), or ``None`` for no deadline."""
-        if self._expires is None:
+        expires = self._expires
+        if expires is None:
             return None
-        return max(self._expires - self._clock(), 0.0)
+        left = expires - self._clock()
+        return left if left > 0 else 0.0
 
     def expired(self) -> bool:
         """Whether no time is left (never, for no deadline)."""
-        return self.remaining() == 0
+        expires = self._expires
+        return expires is not None and expires - self._clock() <= 0
 
     def error(self) -> DeadlineExpired:
         """The error an expired deadline raises: ``DeadlineExpired(reason)`` when built with
@@ -83,9 +86,10 @@ class Deadline:
         The smaller of the two, ``None`` only when both are unbounded; raises
         :meth:`error` when no time is left, so a wait is never given zero.
         """
-        remaining = self.remaining()
-        if remaining == 0:
-            raise self.error()
-        if remaining is None:
+        expires = self._expires
+        if expires is None:
             return limit
-        return remaining if limit is None else min(limit, remaining)
+        left = expires - self._clock()
+        if left <= 0:
+            raise self.error()
+        return left if limit is None or left < limit else limit

@@ -90,26 +90,30 @@ class FrameQueue(queue.Queue[Any]):
         self.queue: deque[Any] = deque()
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        """``queue.Queue.put``; output first waits for room under ``max_bytes``."""
-        if self.max_bytes is not None and isinstance(item, (Stdout, Stderr)):
-            self._wait_for_room(self.max_bytes, block, timeout)
-        super().put(item, block, timeout)
+        """``queue.Queue.put`` (the queue has no bound on its count of items); output
+        first waits for room under ``max_bytes``, in the same hold of the queue's lock."""
+        with self.not_full:
+            if self.max_bytes is not None and isinstance(item, (Stdout, Stderr)):
+                self._wait_for_room(self.max_bytes, block, timeout)
+            self._put(item)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
 
     def _wait_for_room(self, limit: int, block: bool, timeout: float | None) -> None:
-        with self.not_full:
-            if not block:
-                if self.held >= limit:
-                    raise queue.Full
-                return
-            expires = None if timeout is None else time.monotonic() + timeout
-            while self.held >= limit:
-                if expires is None:
-                    self.not_full.wait()
-                    continue
-                remaining = expires - time.monotonic()
-                if remaining <= 0:
-                    raise queue.Full
-                self.not_full.wait(remaining)
+        """Wait (``not_full`` held) until the output held is under ``limit``."""
+        if not block:
+            if self.held >= limit:
+                raise queue.Full
+            return
+        expires = None if timeout is None else time.monotonic() + timeout
+        while self.held >= limit:
+            if expires is None:
+                self.not_full.wait()
+                continue
+            remaining = expires - time.monotonic()
+            if remaining <= 0:
+                raise queue.Full
+            self.not_full.wait(remaining)
 
     def _put(self, item: Any) -> None:
         tail = self.queue[-1] if self.queue else None

@@ -13,7 +13,9 @@ checked: it means "unset". A setting without a rule (another package's scope)
 is stored as given.
 
 Each rule returns the value normalised for its reader (milliseconds become
-seconds, a URL loses its trailing ``/``, host names are lowercased).
+seconds, a URL loses its trailing ``/``, host names are lowercased), and is a pure
+function of the value: a reader may keep what it made of a value it reads again
+(:func:`managoat_sandbox._settings.read` does, for immutable values).
 """
 
 from __future__ import annotations

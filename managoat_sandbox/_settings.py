@@ -29,10 +29,33 @@ from .reasons import Reason
 __all__ = ["ProviderSettings", "read"]
 
 
+#: The types of value whose check :func:`read` remembers: immutable, so the same value
+#: read again is normalised to the same result.
+_SETTLED_TYPES = frozenset({str, int, float, bool})
+
+#: (scope, key) → the last value :func:`read` found for it and what its rule made of it.
+_last_checked: dict[tuple[str | None, str], tuple[Any, Any]] = {}
+
+
 def read(scope: str | None, key: str) -> Any:
     """Setting ``key`` of ``scope`` now, normalised by its rule (``None`` when unset);
-    a value the rule refuses is ``Invalid(("config", scope, key))``."""
-    return check(scope, key, config.get(scope, key))
+    a value the rule refuses is ``Invalid(("config", scope, key))``.
+
+    The value is read at every call; a value of an immutable type equal (and of the
+    same type) to the one read last time for the setting is not checked again: its
+    rule, a pure function, would normalise it the same way. A refused value is
+    checked (and refused) every time.
+    """
+    value = config.get(scope, key)
+    kind = type(value)
+    if kind not in _SETTLED_TYPES:
+        return check(scope, key, value)
+    last = _last_checked.get((scope, key))
+    if last is not None and type(last[0]) is kind and last[0] == value:
+        return last[1]
+    normalised = check(scope, key, value)
+    _last_checked[(scope, key)] = (value, normalised)
+    return normalised
 
 
 @attrs.frozen

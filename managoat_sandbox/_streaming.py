@@ -1,8 +1,9 @@
 """The streaming machinery every streaming adapter shares.
 
 A :class:`Stream` is the local end of one command: its ``ref``, its owner, a
-reader thread that pumps frames from the transport, and the guarantees of the
-frame contract, kept here once:
+reader thread that pumps frames from the transport (its own, or one of an
+adapter's :class:`~._readers.Readers`, kept from an earlier stream), and the
+guarantees of the frame contract, kept here once:
 
 * frames reach the owner serially and in order;
 * exactly one terminal frame (``Exit`` or ``Error``), after all output, and
@@ -34,9 +35,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Hashable
+from functools import partial
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ._frame_queue import COMMAND_QUEUE_BYTES, FrameQueue
+from ._readers import Readers
 from .contract import Adapter, Owner
 from .errors import CommandExited, Invalid, SandboxError, Unavailable
 from .frames import Error, Exit, Frame, Stderr, Stdout
@@ -98,6 +101,10 @@ class Stream:
         self._deliver_lock = threading.Lock()
         self._delivering: int | None = None
         self._thread: threading.Thread | None = None
+        #: Set once the pump has returned, for a stream started on :class:`Readers`;
+        #: ``_reader`` is then the thread running it.
+        self._pumped: threading.Event | None = None
+        self._reader: int | None = None
         self._on_stop: Callable[[], None] | None = None
 
     # -- delivery -------------------------------------------------------
@@ -152,14 +159,26 @@ class Stream:
     # -- reader thread --------------------------------------------------
 
     def start(
-        self, pump: Callable[[Stream], None], *, on_stop: Callable[[], None] | None = None
+        self,
+        pump: Callable[[Stream], None],
+        *,
+        on_stop: Callable[[], None] | None = None,
+        readers: Readers | None = None,
     ) -> None:
-        """Start the reader thread running ``pump(self)``."""
+        """Start the reader running ``pump(self)``: a thread of its own, or with
+        ``readers``, one of theirs (a thread kept from an earlier stream when one waits,
+        :mod:`._readers`)."""
         self._on_stop = on_stop
-        self._thread = threading.Thread(
-            target=self._run, args=(pump,), name=f"{self.label}-{self.ref}", daemon=True
-        )
+        name = f"{self.label}-{self.ref}"
+        if readers is not None:
+            self._pumped = readers.run(name, partial(self._run_on_reader, pump))
+            return
+        self._thread = threading.Thread(target=self._run, args=(pump,), name=name, daemon=True)
         self._thread.start()
+
+    def _run_on_reader(self, pump: Callable[[Stream], None]) -> None:
+        self._reader = threading.get_ident()
+        self._run(pump)
 
     def run_here(
         self, pump: Callable[[Stream], None], *, on_stop: Callable[[], None] | None = None
@@ -178,7 +197,8 @@ class Stream:
         except Exception as error:
             log.exception("%s: reader for %s failed", self.label, self.ref)
             self.fail(Unavailable(Reason.READER_FAILED, kind=type(error).__name__))
-        self.fail(Unavailable(Reason.CLOSED_BEFORE_EXIT))
+        if not self.finished.is_set():
+            self.fail(Unavailable(Reason.CLOSED_BEFORE_EXIT))
 
     # -- local state ----------------------------------------------------
 
@@ -196,10 +216,14 @@ class Stream:
                 pass
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the reader thread to end (no-op from the reader itself)."""
+        """Wait for the reader to be done with this stream: its thread to end, or on
+        :class:`Readers`, its pump to return (no-op from the reader itself)."""
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        pumped = self._pumped
+        if pumped is not None and self._reader != threading.get_ident():
+            pumped.wait(timeout)
 
     @property
     def connected(self) -> bool:

@@ -12,7 +12,12 @@ decided once, by the status policy (:mod:`._status`), in
 transport adapter of a per-thread ``requests.Session``
 (``session.get_adapter(url).send(...)``), so ``responses`` (which patches
 ``HTTPAdapter.send``) and any adapter a user mounts keep working, and opens
-WebSockets with websocket-client. A test gives a provider another transport
+WebSockets with websocket-client. Its sessions mount
+:class:`~._requests_adapter.DirectAdapter`, ``requests``' own adapter with less
+work per request; and for a client that asks for it
+(``HttpClient(direct=True)``) it sends a plain request without preparing it
+(:meth:`RequestsTransport.send_plain`) while nothing would see the difference.
+A test gives a provider another transport
 (``Sprites(transport=...)``, ``E2B(transport=...)``, ``Daytona(transport=...)``)
 instead of patching a library; :func:`canned` builds the answer such a
 transport returns.
@@ -31,6 +36,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from ._prepare import Plain
 from ._status import Response
 from .errors import DeadlineExpired, Unavailable
 from .reasons import Reason
@@ -137,12 +143,17 @@ class RequestsTransport:
         self._local = threading.local()
 
     def session(self) -> requests.Session:
-        """This thread's pooled session: its transport adapters (the connection pools).
+        """This thread's pooled session: its transport adapters (the connection pools),
+        a :class:`~._requests_adapter.DirectAdapter` for ``http://`` and ``https://``.
         Requests never go through ``Session.request``, so its headers, environment
         settings, cookies and hooks play no part."""
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
             session = requests_module().Session()
+            from ._requests_adapter import DirectAdapter  # noqa: PLC0415  (needs requests)
+
+            for prefix in ("https://", "http://"):
+                session.mount(prefix, DirectAdapter())
             self._local.session = session
         return session
 
@@ -155,6 +166,25 @@ class RequestsTransport:
             return self.session().get_adapter(url).send(request, stream=True, timeout=timeout)
         except requests_module().RequestException as error:
             raise transport_error(error, url) from None
+
+    def send_plain(
+        self, request: Plain, *, timeout: tuple[float, float]
+    ) -> requests.Response | None:
+        """``request`` sent as :meth:`handle_request` sends its ``PreparedRequest``, without
+        building one (:meth:`~._requests_adapter.DirectAdapter.send_plain`), when this
+        thread's adapter for its URL is the transport's own and ``HTTPAdapter.send`` is
+        requests' own (:func:`~._requests_adapter.requests_sends`): its answer, unread.
+        ``None`` otherwise (``responses`` or a mounted adapter would not see it): the
+        caller then prepares it and calls :meth:`handle_request`."""
+        from ._requests_adapter import DirectAdapter, requests_sends  # noqa: PLC0415
+
+        adapter = self.session().get_adapter(request.url)
+        if type(adapter) is not DirectAdapter or not requests_sends():
+            return None
+        try:
+            return adapter.send_plain(request, timeout)
+        except requests_module().RequestException as error:
+            raise transport_error(error, request.url) from None
 
     def connect(self, url: str, headers: Mapping[str, str], *, timeout: float) -> Any:
         """A connected ``websocket.WebSocket`` (typed ``Any``: websocket-client ships no
@@ -259,8 +289,10 @@ def set_read_timeout(response: requests.Response, seconds: float) -> None:
     """Bound each further read of a streaming ``response`` to ``seconds`` (if it has a socket)."""
     sock = _socket_of(response)
     if sock is not None:
-        with suppress(OSError):
-            sock.settimeout(max(seconds, 0.001))
+        try:  # noqa: SIM105 - called before every read: no context manager to build
+            sock.settimeout(seconds if seconds > 0.001 else 0.001)
+        except OSError:
+            pass
 
 
 def interrupt(response: requests.Response) -> None:

@@ -22,7 +22,16 @@ from typing import Any
 from ._declared import LazyTable
 from ._setting_rules import RULES, check
 
-__all__ = ["ENV_VARS", "configure", "generation", "get", "override", "reset", "snapshot"]
+__all__ = [
+    "ENV_VARS",
+    "configure",
+    "generation",
+    "get",
+    "override",
+    "reset",
+    "snapshot",
+    "version",
+]
 
 #: (scope, key) → the environment variable that stands in for the setting when it is not
 #: configured (from each setting's declaration; built on first use).
@@ -41,11 +50,30 @@ _SOURCES_KEY = "adapters"
 _lock = threading.RLock()
 _settings: dict[str | None, dict[str, Any]] = {}
 _generation = 0
+_version = 0
 
 
 def _bump() -> None:
     global _generation
     _generation += 1
+
+
+def _changed() -> None:
+    """Note that what is configured changed (called with the lock held)."""
+    global _version
+    _version += 1
+
+
+def version() -> int:
+    """A counter that changes whenever anything configured changes: every
+    :func:`configure`, :func:`override` (on entry and on exit) and :func:`reset`.
+
+    While it stays the same, :func:`get` answers every key as it did before, except
+    for what comes from the environment (read at each call), so a reader that keeps
+    what it made of the settings may reuse it until the counter or the environment
+    variables it read change.
+    """
+    return _version
 
 
 def generation() -> int:
@@ -83,6 +111,7 @@ def configure(scope: str | None = None, **settings: Any) -> None:
                 current.pop(key, None)
             else:
                 current[key] = value
+        _changed()
         if scope is None and _SOURCES_KEY in settings:
             _bump()
 
@@ -131,6 +160,7 @@ def override(scope: str | None = None, **settings: Any) -> Iterator[None]:
                     current.pop(key, None)
                 else:
                     current[key] = value
+            _changed()
             if scope is None and _SOURCES_KEY in saved:
                 _bump()
 
@@ -140,4 +170,5 @@ def reset() -> None:
     meant for tests)."""
     with _lock:
         _settings.clear()
+        _changed()
         _bump()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import config
+from managoat_sandbox import _settings, config
 from managoat_sandbox._budget import Budget
 from managoat_sandbox._setting_rules import MAX_COUNT, RULES
 from managoat_sandbox.errors import Denied, Invalid, SandboxError
@@ -294,3 +294,72 @@ def test_egress_hosts_changed_after_configure_are_checked_when_read(tmp_path: Pa
 def _destroy_every_local_sandbox() -> None:
     for name in sandbox.list_all_names("local"):
         sandbox.destroy(sandbox.build_handle("local", name))
+
+
+def test_the_version_changes_with_anything_configured() -> None:
+    seen = [config.version()]
+    config.configure("e2b", template="other")
+    seen.append(config.version())
+    with config.override("e2b", template="third"):
+        seen.append(config.version())
+    seen.append(config.version())
+    config.reset()
+    seen.append(config.version())
+    assert len(set(seen)) == len(seen) and seen == sorted(seen)
+
+
+def test_e2b_settings_are_read_again_only_when_what_they_come_from_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("E2B_API_KEY", raising=False)
+    monkeypatch.delenv("E2B_BASE_URL", raising=False)
+    config.configure("e2b", api_key="key-one")
+    first = load_e2b_settings()
+    assert load_e2b_settings() is first
+    config.configure("e2b", template="other")
+    changed = load_e2b_settings()
+    assert changed is not first and changed.template == "other"
+    monkeypatch.setenv("E2B_BASE_URL", "https://api.other.test/")
+    from_env = load_e2b_settings()
+    assert from_env.base_url == "https://api.other.test" and load_e2b_settings() is from_env
+    with config.override("e2b", base_url="https://api.third.test"):
+        assert load_e2b_settings().base_url == "https://api.third.test"
+    assert load_e2b_settings().base_url == "https://api.other.test"
+    monkeypatch.setenv("E2B_API_KEY", "key-from-env")  # the configured key still wins
+    assert load_e2b_settings().api_key == "key-one"
+
+
+def test_a_refused_e2b_read_is_refused_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("E2B_API_KEY", raising=False)
+    for _ in range(2):
+        with pytest.raises(Denied):
+            load_e2b_settings()
+    monkeypatch.setenv("E2B_API_KEY", "now-set")
+    assert load_e2b_settings().api_key == "now-set"
+    monkeypatch.delenv("E2B_API_KEY")
+    with pytest.raises(Denied):
+        load_e2b_settings()
+
+
+def test_a_setting_read_again_unchanged_is_not_checked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checks: list[object] = []
+    real = _settings.check
+
+    def counting(scope: str | None, key: str, value: object) -> object:
+        checks.append(value)
+        return real(scope, key, value)
+
+    monkeypatch.setattr(_settings, "check", counting)
+    config.configure("e2b", template="one")
+    for _ in range(3):
+        assert _settings.read("e2b", "template") == "one"
+    config.configure("e2b", template="two")
+    assert _settings.read("e2b", "template") == "two"
+    assert checks == ["one", "two"]
+    config.configure("e2b", timeout_ms=1500)
+    assert _settings.read("e2b", "timeout_ms") == 1.5
+    config.configure("e2b", timeout_ms=1500.0)  # equal, of another type: checked again
+    assert _settings.read("e2b", "timeout_ms") == 1.5
+    assert checks == ["one", "two", 1500, 1500.0]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from managoat_sandbox import reasons
-from managoat_sandbox._collect import ExecOutput, ExecSink, collect_exec
+from managoat_sandbox._collect import ExecOutput, ExecSink, collect_exec, collect_here
 from managoat_sandbox._deadline import Deadline
 from managoat_sandbox._streaming import Stream
 from managoat_sandbox.errors import DeadlineExpired, Invalid, Truncated, Unavailable
@@ -401,3 +401,63 @@ def test_iter_frames_with_no_limit_waits_unbounded_up_to_the_terminal_frame() ->
         source = CountingQueue(Stdout("a", b"x"), Exit("a", 0), Stdout("a", b"never"))
         assert list(iter_frames(source, timeout=timeout)) == [Stdout("a", b"x"), Exit("a", 0)]
         assert source.waits == [None, None]
+
+
+# -- collect_here: a command read to its end in the calling thread ------------------------
+
+
+def _played(frames: list[Frame], ran: object = "pid") -> Callable[[ExecSink], object]:
+    """A ``run`` that delivers ``frames`` to its sink, as far as the sink takes them."""
+
+    def run(owner: ExecSink) -> object:
+        for frame in frames:
+            try:
+                owner.put(frame)
+            except Truncated:
+                break
+        return ran
+
+    return run
+
+
+def test_collect_here_collects_what_the_read_delivered() -> None:
+    run = _played([Stdout("r", b"out"), Stderr("r", b"err"), Exit("r", 3)])
+    assert collect_here(run, deadline=Deadline(1.0)) == (b"out", 3)
+    merged = collect_here(run, deadline=Deadline(None), stderr_to_stdout=True)
+    assert (merged, merged.stderr) == ((b"outerr", 3), b"")
+
+
+def test_collect_here_checks_the_deadline_before_and_after_the_read() -> None:
+    ran: list[object] = []
+    with pytest.raises(Unavailable) as caught:
+        collect_here(ran.append, deadline=Deadline(0))
+    assert caught.value.detail == (reasons.EXEC_TIMEOUT, 0) and ran == []
+    clock = FakeClock()
+
+    def slow(owner: ExecSink) -> None:
+        clock.now += 0.02  # the read outlives the whole budget, then succeeds
+        owner.put(Exit("r", 0))
+
+    with pytest.raises(Unavailable) as late:
+        collect_here(slow, deadline=Deadline(0.001, clock=clock))
+    assert late.value.detail == (reasons.EXEC_TIMEOUT, 0.001)
+
+
+def test_collect_here_raises_an_error_frame_and_a_read_without_terminal() -> None:
+    reason = Unavailable(reasons.CLOSED_BEFORE_EXIT)
+    with pytest.raises(Unavailable) as caught:
+        collect_here(
+            _played([Stdout("r", b"partial"), Error("r", reason)]), deadline=Deadline(None)
+        )
+    assert caught.value == reason
+    with pytest.raises(Unavailable) as nothing:
+        collect_here(_played([Stdout("r", b"partial")]), deadline=Deadline(None))
+    assert nothing.value.detail == reasons.CLOSED_BEFORE_EXIT
+
+
+def test_collect_here_kills_what_it_ran_once_the_output_passes_max_bytes() -> None:
+    killed: list[object] = []
+    run = _played([Stdout("r", b"x" * 6), Stdout("r", b"y" * 6), Exit("r", 0)], ran=42)
+    with pytest.raises(Truncated) as caught:
+        collect_here(run, deadline=Deadline(None), max_bytes=10, kill=killed.append)
+    assert caught.value.detail == (reasons.MAX_BYTES, 10) and killed == [42]

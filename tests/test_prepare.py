@@ -11,7 +11,7 @@ import pytest
 import requests
 from hypothesis import given
 
-from managoat_sandbox._prepare import prepared
+from managoat_sandbox._prepare import _plain_headers, plain, prepared
 
 HEADERS = {"User-Agent": "managoat-test", "X-Access-Token": "secret-token", "Accept": "*/*"}
 
@@ -170,3 +170,59 @@ def test_any_request_is_prepared_as_requests_prepares_it(
     except requests.RequestException as error:
         got = type(error)
     assert got == expected
+
+
+def _plain_by_header(headers: dict[str, Any]) -> bool:
+    """What ``_plain_headers`` answers, header by header: text names without a colon or
+    whitespace, text values without a line break or leading whitespace."""
+    for name, value in headers.items():
+        if not isinstance(value, str):
+            return False
+        if not name or ":" in name or any(c.isspace() for c in name):
+            return False
+        if "\r" in value or "\n" in value or value[:1].isspace():
+            return False
+    return True
+
+
+_HEADER_TEXT = st.text(
+    st.sampled_from(
+        ["a", "B", "-", ":", " ", "\t", "\n", "\r", "\x0b", "\x1c", "\x85", "\xa0", "é"]
+    ),
+    max_size=4,
+)
+
+
+@given(headers=st.dictionaries(_HEADER_TEXT, _HEADER_TEXT | st.binary(max_size=2), max_size=5))
+def test_all_headers_checked_at_once_answer_as_each_checked_alone(
+    headers: dict[str, Any],
+) -> None:
+    assert _plain_headers(headers) == _plain_by_header(headers)
+
+
+@pytest.mark.usefixtures("prepare_refused")
+def test_empty_and_repeated_header_values_are_plain() -> None:
+    prepared(requests, "GET", "http://localhost/x", {"A": "", "B": "", "C": "v", "D": ""}, {})
+
+
+@pytest.mark.parametrize(("method", "url", "kwargs"), PLAIN)
+def test_a_plain_request_goes_on_the_wire_as_requests_prepares_it(
+    method: str, url: str, kwargs: dict[str, Any]
+) -> None:
+    found = plain(requests, method, url, dict(HEADERS), kwargs)
+    assert found is not None
+    expected = _by_requests(method, url, dict(HEADERS), **kwargs)
+    assert (found.method, found.url, found.headers, found.body) == expected
+    assert type(found.headers) is dict
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{**HEADERS, "user-agent": "twice"}, {**HEADERS, "content-length": "2"}],
+    ids=["a name twice", "content-length given"],
+)
+def test_headers_prepare_would_merge_are_not_plain(headers: dict[str, str]) -> None:
+    assert plain(requests, "POST", "http://localhost/x", headers, {"data": b"{}"}) is None
+    assert _shape(prepared(requests, "POST", "http://localhost/x", headers, {"data": b"{}"})) == (
+        _by_requests("POST", "http://localhost/x", headers, data=b"{}")
+    )

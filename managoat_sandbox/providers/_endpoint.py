@@ -66,7 +66,7 @@ def check(handle: Handle, base_url: str) -> None:
     now); else ``Invalid(("handle", "endpoint_changed"))``, whose message names both
     endpoints (without credentials) and what to do."""
     carried = carried_by(handle)
-    if carried is None:
+    if carried is None or carried.url == base_url:
         return
     now = safe_url(base_url)
     if carried.url != now:

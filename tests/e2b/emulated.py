@@ -6,6 +6,7 @@ import threading
 
 from managoat_sandbox import config
 from managoat_sandbox.emulators.e2b import E2BEmulator
+from managoat_sandbox.providers.e2b.adapter import READER_IDLE_NAME
 
 from ..canary import CANARY
 
@@ -26,7 +27,7 @@ def point_at(emulator: E2BEmulator, **extra: object) -> None:
 
 
 def adapter_threads() -> list[str]:
-    """Names of the E2B adapter's threads alive now: readers and TTL heartbeats."""
-    return [
-        t.name for t in threading.enumerate() if t.name.startswith(("e2b-e2b-", "e2b-heartbeat-"))
-    ]
+    """Names of the E2B adapter's threads alive now: readers (reading, or waiting for
+    their next command) and TTL heartbeats."""
+    prefixes = ("e2b-e2b-", READER_IDLE_NAME, "e2b-heartbeat-")
+    return [t.name for t in threading.enumerate() if t.name.startswith(prefixes)]

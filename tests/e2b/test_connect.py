@@ -94,6 +94,25 @@ def test_malformed_json_is_refused() -> None:
         Decoder().feed(b"\x00\x00\x00\x00\x03{x}")
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"a":"\xff"}',  # not UTF-8
+        "\ufeff{}".encode(),  # a byte order mark
+        '{"a":1}'.encode("utf-16"),  # JSON, but not UTF-8
+    ],
+)
+def test_a_payload_that_is_not_utf8_json_is_refused(payload: bytes) -> None:
+    with pytest.raises(CodecError, match="JSON"):
+        Decoder().feed(b"\x00" + len(payload).to_bytes(4, "big") + payload)
+
+
+def test_utf8_text_in_a_payload_decodes() -> None:
+    payload = '{"path":"/tmp/ü"}'.encode()
+    envelope = b"\x00" + len(payload).to_bytes(4, "big") + payload
+    assert [e.message for e in Decoder().feed(envelope)] == [{"path": "/tmp/ü"}]
+
+
 def test_an_oversized_envelope_is_refused_before_it_is_buffered() -> None:
     header = b"\x00" + (connect.MAX_ENVELOPE + 1).to_bytes(4, "big")
     with pytest.raises(CodecError, match="exceeds"):

@@ -4,6 +4,7 @@ one thread for commands that follow each other, and no thread left once they are
 from __future__ import annotations
 
 import threading
+import time
 
 from managoat_sandbox.providers.e2b.heartbeat import Heartbeats
 
@@ -54,3 +55,33 @@ def test_a_command_held_while_the_thread_lingers_is_renewed_with_its_own_send() 
     assert renewed.wait(5)
     release()
     assert wait_until(lambda: not _beat_threads("sbx-again"), timeout=10)
+
+
+def test_commands_held_while_the_thread_lingers_do_not_wake_it() -> None:
+    """A wakeup costs the command as much as it costs the thread: one held and
+    released while the thread lingers (its wait ends before anything is due) sets
+    no wake; one released while the thread waits for a renewal wakes it to linger."""
+    beats = Heartbeats(60.0, linger=30.0)
+    release = beats.hold("sbx-quiet", lambda: None)
+    release()
+    beat = beats._beats["sbx-quiet"]
+    assert wait_until(lambda: beat.wakes_at > 0 and not beat.wake.is_set())
+    wakes: list[None] = []
+    real_set = beat.wake.set
+
+    def counted() -> None:
+        wakes.append(None)
+        real_set()
+
+    beat.wake.set = counted  # type: ignore[method-assign]
+    for _ in range(5):
+        beats.hold("sbx-quiet", lambda: None)()
+    assert wakes == []
+    # As if the thread waited past the end of a linger (for a renewal 45 s away): the
+    # hold (its renewal due in 60 s) needs no wake, the release (a 30 s linger) does.
+    beat.wakes_at = time.monotonic() + 45.0
+    beats.hold("sbx-quiet", lambda: None)()
+    assert len(wakes) == 1
+    beat.idle_until = 0.0  # let the thread go now rather than in 30 s
+    real_set()
+    assert wait_until(lambda: not _beat_threads("sbx-quiet"), timeout=10)

@@ -11,6 +11,7 @@ accepted is never sent twice.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,9 @@ import pytest
 import responses
 import urllib3.connection
 
+from managoat_sandbox import config
+from managoat_sandbox._readers import Readers
+from managoat_sandbox._requests_adapter import DirectAdapter
 from managoat_sandbox.emulators._server import LoggedRequest as Request
 from managoat_sandbox.emulators.e2b import E2BEmulator
 from managoat_sandbox.errors import Denied, Invalid, NotFound, Unavailable
@@ -231,6 +235,60 @@ def test_sequential_execs_reuse_one_connection(e2b: E2B, handle: Handle) -> None
         assert e2b.exec(handle, "bash", ["-c", "echo a"]) == (b"a\n", 0)
         assert e2b.exec(handle, "bash", ["-c", "echo b"]) == (b"b\n", 0)
     assert connects == []
+
+
+def test_a_spawned_commands_exit_comes_once_its_connection_is_back_in_the_pool(
+    e2b: E2B, handle: Handle
+) -> None:
+    """The reader lets go of the stream before it delivers the exit, so a caller that
+    sends its next request on seeing it (without ``stop_command``) reuses the
+    connection. The command is read by one of the adapter's kept readers."""
+    assert e2b.exec(handle, "true") == (b"", 0)
+    exited = threading.Event()
+
+    def owner(frame: object) -> None:
+        if getattr(frame, "terminal", False):
+            exited.set()
+
+    connects: list[object] = []
+    real = urllib3.connection.HTTPConnection.connect
+
+    def counting(connection: urllib3.connection.HTTPConnection) -> None:
+        connects.append(connection)
+        real(connection)
+
+    with (
+        mock.patch.object(urllib3.connection.HTTPConnection, "connect", counting),
+        mock.patch.object(Readers, "run", autospec=True, side_effect=Readers.run) as run,
+    ):
+        for _ in range(2):
+            exited.clear()
+            command = e2b.spawn(handle, "bash", ["-c", "echo x"], owner=owner)
+            assert exited.wait(30)
+            assert e2b.exec(handle, "true") == (b"", 0)
+            e2b.stop_command(command)
+    assert connects == []
+    assert run.call_count == 2
+
+
+def test_envd_requests_take_the_direct_path_and_responses_still_sees_them(
+    e2b: E2B, handle: Handle
+) -> None:
+    """Through the default transport an exec's ``Start`` is sent without a prepared
+    request (``DirectAdapter.send_plain``); with ``responses`` active it is prepared
+    and handed to ``HTTPAdapter.send``, so the mock answers it."""
+    real = DirectAdapter.send_plain
+    with mock.patch.object(DirectAdapter, "send_plain", autospec=True, side_effect=real) as sent:
+        assert e2b.exec(handle, "bash", ["-c", "echo direct"]) == (b"direct\n", 0)
+    assert [call.args[1].url.rsplit("/", 1)[1] for call in sent.call_args_list] == ["Start"]
+    mocked = E2B()
+    with (
+        config.override("e2b", api_key=wire.API_KEY, base_url=wire.API, sandbox_url=None),
+        responses.RequestsMock() as rsps,
+    ):
+        wire.running(rsps)
+        wire.stream(rsps, wire.start(), wire.stdout(b"mocked"), wire.end(0), wire.trailer())
+        assert mocked.exec(mocked.build_handle("box"), "true") == (b"mocked", 0)
 
 
 def test_a_missing_trailer_after_end_delays_the_exit_only_briefly(

@@ -73,9 +73,10 @@ from functools import partial
 from typing import Any
 
 from ... import _args
-from ..._collect import collect_exec
+from ..._collect import ExecSink, collect_here
 from ..._deadline import Deadline
 from ..._http import HttpClient, Transport
+from ..._readers import Readers
 from ..._streaming import Stream, StreamingAdapter
 from ..._version import __version__
 from ...contract import Capability, Owner
@@ -98,6 +99,9 @@ from .stream import Keepalive, Reading, open_process
 __all__ = ["E2B"]
 
 HEARTBEAT_SECONDS = 240.0
+#: The name of a reader thread waiting for its next command (a reading one is named
+#: after its command: ``e2b-<ref>``).
+READER_IDLE_NAME = "e2b-reader-idle"
 IDLE_TIMEOUT_SECONDS = 120.0
 _SMALL_FILE = 64 * 1024
 _STATUS: Mapping[Any, Any] = {"running": "running", "paused": "suspended"}
@@ -121,8 +125,9 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     """E2B sandboxes; see the module docstring for what each operation does.
 
     ``heartbeat_interval`` (seconds between TTL renewals while a command
-    streams), ``heartbeat_linger`` (seconds a sandbox's idle heartbeat thread
-    waits for its next command before it ends) and ``idle_timeout`` (the
+    streams), ``heartbeat_linger`` (seconds a sandbox's idle heartbeat thread,
+    and an idle reader thread (:mod:`managoat_sandbox._readers`), waits for its
+    next command before it ends) and ``idle_timeout`` (the
     longest silence tolerated on a stream before it is an
     ``Unavailable("timeout")``; envd sends a keepalive every 50 s) exist for
     tests and unusual deployments; the defaults suit E2B.
@@ -151,12 +156,15 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
         transport: Transport | None = None,
     ) -> None:
-        self._http = HttpClient(user_agent=f"managoat_sandbox/{__version__}", transport=transport)
-        self._api = ControlPlane(self._http)
-        self._heartbeats = Heartbeats(
-            _args.seconds(heartbeat_interval, "heartbeat_interval"),
-            linger=_args.seconds(heartbeat_linger, "heartbeat_linger"),
+        self._http = HttpClient(
+            user_agent=f"managoat_sandbox/{__version__}", transport=transport, direct=True
         )
+        self._api = ControlPlane(self._http)
+        linger = _args.seconds(heartbeat_linger, "heartbeat_linger")
+        self._heartbeats = Heartbeats(
+            _args.seconds(heartbeat_interval, "heartbeat_interval"), linger=linger
+        )
+        self._readers = Readers(linger, idle_name=READER_IDLE_NAME)
         self._idle_timeout = _args.seconds(idle_timeout, "idle_timeout")
         self._remembered = Remembered(self._lookup)
         self._lock = threading.Lock()
@@ -172,10 +180,11 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         return Handle(self.provider, name, private=Carried.of(SETTINGS.url("base_url")))
 
     @staticmethod
-    def _check_handle(handle: Handle) -> Handle:
+    def _check_handle(handle: Handle, base_url: str | None = None) -> Handle:
         """``handle``, once it is a Handle made against the ``base_url`` configured now
-        (else ``Invalid(("handle", "endpoint_changed"))``, :mod:`.._endpoint`)."""
-        _endpoint.check(handle, SETTINGS.url("base_url"))
+        (else ``Invalid(("handle", "endpoint_changed"))``, :mod:`.._endpoint`): the one
+        given (a caller that has just loaded the settings), else read here."""
+        _endpoint.check(handle, SETTINGS.url("base_url") if base_url is None else base_url)
         return handle
 
     def _found(self, s: Settings, name: str) -> Mapping[str, Any]:
@@ -371,24 +380,19 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         *,
         stdin: bool,
         tag: str,
-        deadline: Deadline | None = None,
-        extra_headers: Mapping[str, str] | None = None,
         detachable: bool = False,
         accepted: threading.Event | None = None,
-        in_caller: bool = False,
     ) -> Command:
-        """Start ``request`` on ``envd`` for ``owner`` (see :func:`.stream.open_process`)."""
+        """Start ``request`` on ``envd`` for ``owner``, read by one of the adapter's
+        readers (see :func:`.stream.open_process`)."""
         stream, pid = open_process(
             self._http,
             envd,
             request,
-            Reading(self._keepalive(s, envd.sandbox_id), self._idle_timeout),
+            Reading(self._keepalive(s, envd.sandbox_id), self._idle_timeout, self._readers),
             owner=owner,
             stdin=stdin,
-            deadline=deadline,
-            extra_headers=extra_headers,
             accepted=accepted,
-            in_caller=in_caller,
         )
         return Command(
             self.provider,
@@ -405,35 +409,38 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         *,
         s: Settings,
         request: Mapping[str, Any],
-        tag: str,
         deadline: Deadline,
         stderr_to_stdout: bool = False,
         extra_headers: Mapping[str, str] | None = None,
         max_bytes: int | None = None,
     ) -> ExecResult:
-        """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first), in
-        the calling thread: the output is collected by the time ``start`` returns, or
-        the stream was given up at ``max_bytes`` (``Truncated``), and the process is
-        then killed by its pid (envd keeps it running otherwise)."""
-        start = partial(
-            self._start,
-            s,
-            envd,
-            request,
-            stdin=False,
-            tag=tag,
-            deadline=deadline,
-            extra_headers=extra_headers,
-            accepted=accepted,
-            in_caller=True,
-        )
-        return collect_exec(
-            start,
-            self.stop_command,
+        """Run ``request`` on ``envd`` to its exit within ``deadline`` (checked first), read
+        in the calling thread (:func:`..._collect.collect_here`): the output is collected
+        by the time the read returns, or the read was given up at ``max_bytes``
+        (``Truncated``), and the process is then killed by its pid (envd keeps it
+        running otherwise)."""
+
+        def run(owner: ExecSink) -> int | None:
+            _, pid = open_process(
+                self._http,
+                envd,
+                request,
+                Reading(self._keepalive(s, envd.sandbox_id), self._idle_timeout),
+                owner=owner,
+                stdin=False,
+                deadline=deadline,
+                extra_headers=extra_headers,
+                accepted=accepted,
+                in_caller=True,
+            )
+            return pid
+
+        return collect_here(
+            run,
             deadline=deadline,
             stderr_to_stdout=stderr_to_stdout,
             max_bytes=max_bytes,
-            kill=lambda command: self._kill_quietly(envd, command.private.pid),
+            kill=partial(self._kill_quietly, envd),
         )
 
     def _run(
@@ -449,15 +456,13 @@ class E2B(StagedTarTransfers, StreamingAdapter):
     ) -> ExecResult:
         """An internal command (chmod, the session lister), bounded by ``timeout_ms``: its
         expiry is ``DeadlineExpired("timeout")``, as a request's is."""
-        tag = shim.new_tag()
-        request = start_request(cmd, args, env=None, cwd=cwd, tag=tag, stdin=False)
+        request = start_request(cmd, args, env=None, cwd=cwd, tag=shim.new_tag(), stdin=False)
         deadline = Deadline(s.timeout, reason=Reason.TIMEOUT)
         return self._collect(
             envd,
             accepted,
             s=s,
             request=request,
-            tag=tag,
             deadline=deadline,
             stderr_to_stdout=stderr_to_stdout,
         )
@@ -475,12 +480,11 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         max_bytes: int | None = None,
     ) -> ExecResult:
         """Run to exit; the deadline is checked before and after resolving the name."""
-        self._check_handle(handle)
         deadline = Deadline(timeout)
         deadline.check()
         s = load()
-        tag = shim.new_tag()
-        request = start_request(cmd, args, env=env, cwd=dir, tag=tag, stdin=False)
+        self._check_handle(handle, s.base_url)
+        request = start_request(cmd, args, env=env, cwd=dir, tag=shim.new_tag(), stdin=False)
         headers = None
         if timeout is not None and math.isfinite(timeout):
             headers = {"Connect-Timeout-Ms": str(math.ceil(timeout * 1000))}
@@ -488,7 +492,6 @@ class E2B(StagedTarTransfers, StreamingAdapter):
             self._collect,
             s=s,
             request=request,
-            tag=tag,
             deadline=deadline,
             stderr_to_stdout=stderr_to_stdout,
             extra_headers=headers,
@@ -515,7 +518,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
             raise NotSupported(Reason.TTY)
         argv: Sequence[str] = args
         s = load()
-        self._check_handle(handle)
+        self._check_handle(handle, s.base_url)
         tag = shim.new_tag()
         if detachable:
             cmd, argv, env = "bash", ("-c", shim.script(tag, cmd, argv, env)), None
@@ -601,6 +604,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
             Reading(
                 self._keepalive(s, envd.sandbox_id),
                 self._idle_timeout,
+                self._readers,
                 recover=partial(self._exit_code, envd, session_id),
                 on_stopped=partial(self._kill_quietly, envd),
             ),

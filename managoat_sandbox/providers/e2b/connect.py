@@ -3,7 +3,8 @@
 A server-streaming Connect call (envd's ``Start`` and ``Connect``) sends one
 request envelope and receives a sequence of envelopes. Each envelope is a flags
 byte, a 4-byte unsigned big-endian payload length, then that many bytes of
-UTF-8 JSON. Flag ``0x02`` marks the end-of-stream envelope (``{}`` on success,
+UTF-8 JSON (UTF-8 only, as the Connect protocol says: no byte order mark, no
+UTF-16). Flag ``0x02`` marks the end-of-stream envelope (``{}`` on success,
 ``{"error": {...}}`` on failure), after which the body ends. Flag ``0x01``
 (compressed) is never negotiated and is refused.
 
@@ -57,9 +58,14 @@ class Envelope:
     message: Any
 
 
+#: Compact JSON, as ``json.dumps(message, separators=(",", ":"))`` writes it (one encoder,
+#: not one per message).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode(message: Any, *, end_stream: bool = False) -> bytes:
     """One envelope holding ``message`` as compact JSON."""
-    payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    payload = _COMPACT.encode(message).encode("utf-8")
     return _HEADER.pack(END_STREAM if end_stream else DATA, len(payload)) + payload
 
 
@@ -95,11 +101,11 @@ class Decoder:
             end = _HEADER.size + length
             if len(self._buffer) < end:
                 break
-            payload = bytes(self._buffer[_HEADER.size : end])
+            payload = self._buffer[_HEADER.size : end]
             del self._buffer[:end]
             try:
-                message = json.loads(payload) if payload else {}
-            except ValueError:
+                message = json.loads(payload.decode("utf-8")) if payload else {}
+            except ValueError:  # not UTF-8 (UnicodeDecodeError), or not JSON
                 raise CodecError("envelope payload is not JSON") from None
             out.append(Envelope(bool(flags & END_STREAM), message))
         return out

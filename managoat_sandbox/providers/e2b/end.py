@@ -97,9 +97,13 @@ class E2BCommandEnd:
             self.stdin_closed = True
 
     def stop(self) -> None:
-        """Detach this end (the remote process goes on); never raises."""
+        """Detach this end (the remote process goes on); never raises. The reader of a
+        command that has not ended is waited for (at most 2 s) to let go of its
+        stream; one that has ended let go of it before it delivered the end."""
+        ended = self.stream.finished.is_set()
         self.stream.stop()
-        self.stream.join(2.0)
+        if not ended:
+            self.stream.join(2.0)
 
 
 def _stdin_closed(error: SandboxError) -> bool:

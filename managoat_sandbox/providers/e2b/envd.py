@@ -25,9 +25,10 @@ and which statuses count as success are envd's own.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -67,12 +68,11 @@ class Envd:
 
     def headers(self, content_type: str | None = None) -> dict[str, str]:
         """The headers every envd request carries (plus ``Content-Type`` if given)."""
-        basic = base64.b64encode(f"{self.user}:".encode()).decode("ascii")
         headers = {
             "E2b-Sandbox-Id": self.sandbox_id,
-            "E2b-Sandbox-Port": str(ENVD_PORT),
-            "Authorization": f"Basic {basic}",
-            "Keepalive-Ping-Interval": str(KEEPALIVE_SECONDS),
+            "E2b-Sandbox-Port": _PORT,
+            "Authorization": _basic(self.user),
+            "Keepalive-Ping-Interval": _KEEPALIVE,
         }
         if self.token:
             headers["X-Access-Token"] = self.token
@@ -107,7 +107,6 @@ class Envd:
 
     # -- streaming RPCs -----------------------------------------------------
 
-    @contextmanager
     def stream(
         self,
         http: HttpClient,
@@ -116,8 +115,9 @@ class Envd:
         *,
         read_timeout: float,
         extra_headers: Mapping[str, str] | None = None,
-    ) -> Iterator[requests.Response]:
-        """An open server stream (``Start``/``Connect``) answered 200; closed on exit.
+    ) -> AbstractContextManager[requests.Response]:
+        """An open server stream (``Start``/``Connect``) answered 200, as a context
+        manager that closes it on exit (:meth:`~..._http.HttpClient.open`).
 
         A non-200 answer (the proxy's 502, a 415…) is raised as its taxonomy
         error after reading its bounded body.
@@ -127,7 +127,7 @@ class Envd:
             "Accept-Encoding": "identity",
             **(extra_headers or {}),
         }
-        with http.open(
+        return http.open(
             "POST",
             f"{self.base_url}/process.Process/{method}",
             policy=POLICY,
@@ -135,8 +135,7 @@ class Envd:
             headers=headers,
             data=connect.encode(request),
             accept=_only_200,
-        ) as response:
-            yield response
+        )
 
     # -- files --------------------------------------------------------------
 
@@ -219,6 +218,17 @@ class Envd:
                 max_bytes,
                 size=_content_length(response.headers.get("Content-Length")),
             )
+
+
+_PORT = str(ENVD_PORT)
+_KEEPALIVE = str(KEEPALIVE_SECONDS)
+
+
+@functools.lru_cache(maxsize=16)
+def _basic(user: str) -> str:
+    """``Authorization`` selecting the Linux ``user`` (no password: the access token
+    authenticates)."""
+    return "Basic " + base64.b64encode(f"{user}:".encode()).decode("ascii")
 
 
 def _only_200(status: int) -> bool:

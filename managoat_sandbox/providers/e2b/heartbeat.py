@@ -11,6 +11,14 @@ starting one each (a thread start is a fair part of a
 short command's cost); a command held while it lingers restarts the schedule
 (the first renewal comes ``interval`` after it). A failed heartbeat is logged
 and the next one still goes.
+
+The thread is woken only when its current wait would end too late: for a
+renewal due before it (a command held while it lingers, with an ``interval``
+shorter than the linger) or for a linger that ends before it (the last command
+released while it waits for a renewal). Commands run one after another while it
+lingers wake it not at all (a wakeup costs the command's thread as much as the
+thread's): it wakes when its linger ends, and waits again for whatever is then
+due.
 """
 
 from __future__ import annotations
@@ -32,13 +40,22 @@ LINGER = 1.0
 
 @attrs.define(eq=False)
 class _Beat:
-    """One sandbox's schedule; its fields are guarded by the ``Heartbeats`` lock."""
+    """One sandbox's schedule; its fields are guarded by the ``Heartbeats`` lock.
+
+    ``wakes_at`` is when the thread's current wait ends (0 until it first waits).
+    """
 
     send: Callable[[], None]
     due: float
     holders: int = 0
     idle_until: float = 0.0
+    wakes_at: float = 0.0
     wake: threading.Event = attrs.field(factory=threading.Event)
+
+    def wake_by(self, when: float) -> None:
+        """Wake the thread if its current wait ends after ``when``."""
+        if self.wakes_at > when:
+            self.wake.set()
 
 
 class Heartbeats:
@@ -66,7 +83,7 @@ class Heartbeats:
                 ).start()
             elif beat.holders == 0:
                 beat.send, beat.due = send, due
-                beat.wake.set()
+                beat.wake_by(due)
             beat.holders += 1
         released = False
 
@@ -79,7 +96,7 @@ class Heartbeats:
                 beat.holders -= 1
                 if beat.holders == 0:
                     beat.idle_until = time.monotonic() + self._linger
-                    beat.wake.set()
+                    beat.wake_by(beat.idle_until)
 
         return release
 
@@ -87,6 +104,9 @@ class Heartbeats:
         while True:
             send = None
             with self._lock:
+                # Cleared under the lock, before the schedule is read: a wake set after
+                # this is for the schedule as it is now, and is kept for the next wait.
+                beat.wake.clear()
                 now = time.monotonic()
                 if beat.holders == 0:
                     if now >= beat.idle_until:
@@ -97,10 +117,10 @@ class Heartbeats:
                     if now >= beat.due:
                         send, beat.due = beat.send, now + self.interval
                     wait = beat.due - now
+                beat.wakes_at = now + wait
             if send is not None:
                 try:
                     send()
                 except Exception as error:
                     log.warning("e2b: TTL heartbeat for sandbox %s failed: %r", sandbox_id, error)
             beat.wake.wait(wait)
-            beat.wake.clear()

@@ -25,7 +25,6 @@ sent twice.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -63,8 +62,9 @@ Lookup = Callable[[Settings, str], tuple[SandboxAccess, bool]]
 
 
 def key(s: Settings, name: str) -> Key:
-    """The same name under another control plane or API key is another sandbox."""
-    return (s.base_url, hashlib.sha256(s.api_key.encode("utf-8")).hexdigest(), name)
+    """The same name under another control plane or API key (:attr:`.Settings.account`)
+    is another sandbox."""
+    return (s.base_url, s.account, name)
 
 
 def envd_of(s: Settings, access: SandboxAccess) -> Envd:

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import os
 from urllib.parse import urlsplit
 
 import attrs
 
+from ... import config
 from ..._http import endpoint
 from ..._settings import ProviderSettings
 from ...errors import Invalid
@@ -28,7 +31,9 @@ class Settings:
 
     ``api_key`` never appears in ``repr``. ``timeout`` is ``timeout_ms`` in
     seconds: the receive timeout of every non-streaming request and the bound
-    on waiting for a command's ``start`` event.
+    on waiting for a command's ``start`` event. ``account`` names the account
+    the key opens without revealing it (a SHA-256 digest of the key), worked
+    out once per settings read.
     """
 
     api_key: str = attrs.field(repr=False)
@@ -37,6 +42,14 @@ class Settings:
     user: str
     timeout: float
     sandbox_url: str | None
+    account: str = attrs.field(
+        init=False,
+        repr=False,
+        eq=False,
+        default=attrs.Factory(
+            lambda s: hashlib.sha256(s.api_key.encode("utf-8")).hexdigest(), takes_self=True
+        ),
+    )
 
     @property
     def http_timeout(self) -> tuple[float, float]:
@@ -94,11 +107,47 @@ def _is_local_host(host: str) -> bool:
     return True
 
 
+@attrs.frozen
+class _Read:
+    """What :func:`load` read, and what it came from: the configuration's ``version``
+    and the environment variables it fell back on (``env``: name, value)."""
+
+    version: int
+    env: tuple[tuple[str, str | None], ...] = attrs.field(repr=False)  # may hold the key
+    settings: Settings
+
+    def current(self) -> bool:
+        """Whether the configuration and those variables are still what they were."""
+        return self.version == config.version() and all(
+            os.environ.get(name) == value for name, value in self.env
+        )
+
+
+_last: _Read | None = None
+
+
 def load() -> Settings:
     """Read the scope now; a missing API key is ``Denied`` naming ``E2B_API_KEY``, a URL
     or ``timeout_ms`` that cannot be used is ``Invalid`` (both through
-    :class:`~..._settings.ProviderSettings`, as every provider reports them)."""
-    return Settings(
+    :class:`~..._settings.ProviderSettings`, as every provider reports them).
+
+    The settings read last are answered again while nothing they came from has
+    changed: the configuration (:func:`managoat_sandbox.config.version`) and the
+    environment variables of the settings it does not set, which are read at every
+    call. A refusal is never kept: the next call reads the scope again.
+    """
+    global _last
+    last = _last
+    if last is not None and last.current():
+        return last.settings
+    version = config.version()
+    configured = config.snapshot().get(SETTINGS.scope, {})
+    env = tuple(
+        (setting.env, os.environ.get(setting.env))
+        for key, setting in DECLARATION.settings.items()
+        if setting.env and key not in configured
+    )
+    settings = Settings(
         api_key=SETTINGS.credential("api_key"),
         base_url=SETTINGS.url("base_url"),
         template=SETTINGS.text("template"),
@@ -106,3 +155,5 @@ def load() -> Settings:
         timeout=max(SETTINGS.seconds("timeout_ms"), 0.001),
         sandbox_url=SETTINGS.optional_url("sandbox_url"),
     )
+    _last = _Read(version, env, settings)
+    return settings

@@ -26,10 +26,15 @@ deadline's own error. An exec's pump runs in the calling thread
 
 After ``end`` the rest of the body (the end-of-stream envelope and the final
 chunk) is read before the exit frame is delivered, so that urllib3 returns the
-connection to its pool instead of discarding it; that read is bounded (at most
-:data:`TRAILER_WAIT` seconds, half of what is left of an exec deadline, and
-:data:`TRAILER_LIMIT` bytes) and whatever it finds is ignored: the ``end``
-event decided the outcome. If it gives up, the connection is dropped as before.
+connection to its pool instead of discarding it; that read is bounded (each
+wait for data at most :data:`TRAILER_WAIT` seconds, or half of what is left of
+an exec deadline, and no new read once that much time has passed or
+:data:`TRAILER_LIMIT` bytes were read: at most twice the bound in all, never
+past an exec deadline) and whatever it finds is ignored: the ``end`` event
+decided the outcome. If it gives up, the connection is dropped as before.
+The response is then closed and the keepalive released, still before the exit
+is delivered: a caller that sees it may send its next request at once, on the
+same connection.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import base64
 import binascii
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from typing import Any
@@ -47,6 +53,7 @@ import requests
 
 from ..._deadline import Deadline
 from ..._http import HttpClient, interrupt, set_read_timeout
+from ..._readers import Readers
 from ..._streaming import Stream, new_ref
 from ...contract import Owner
 from ...errors import (
@@ -70,10 +77,11 @@ TRAILER_LIMIT = 64 * 1024
 Keepalive = Callable[[], Callable[[], None]]
 
 
-def _event(envelope: connect.Envelope) -> Mapping[str, Any] | None:
+def _event(envelope: connect.Envelope) -> dict[str, Any] | None:
+    """The envelope's ``event`` object, if it has one (JSON objects decode to dicts)."""
     message = envelope.message
-    event = message.get("event") if isinstance(message, Mapping) else None
-    return event if isinstance(event, Mapping) else None
+    event = message.get("event") if isinstance(message, dict) else None
+    return event if isinstance(event, dict) else None
 
 
 def _decode(value: Any) -> bytes:
@@ -86,7 +94,7 @@ def _decode(value: Any) -> bytes:
 
 
 def _exit_code(end: Any) -> int:
-    code = end.get("exitCode", end.get("exit_code", 0)) if isinstance(end, Mapping) else 0
+    code = end.get("exitCode", end.get("exit_code", 0)) if isinstance(end, dict) else 0
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
@@ -99,13 +107,13 @@ def _trailer_error(
     ``Connect-Timeout-Ms`` sent for ``deadline`` has passed: that is the
     deadline's own error, whichever clock noticed first.
     """
-    error = envelope.message.get("error") if isinstance(envelope.message, Mapping) else None
+    error = envelope.message.get("error") if isinstance(envelope.message, dict) else None
     if error is None:
         return None
     if (
         deadline is not None
         and deadline.timeout is not None
-        and isinstance(error, Mapping)
+        and isinstance(error, dict)
         and error.get("code") == "deadline_exceeded"
     ):
         return deadline.error()
@@ -116,9 +124,12 @@ def _trailer_error(
 class _Pump:
     """The loop over one open stream, run by its reader thread (an exec's: by its caller).
 
-    Once the stream is closed the pump lets go of its response: a finished
-    command its caller still holds must not keep the connection's pool (and
-    an idle socket in it) alive after the pool's session has been closed.
+    The pump lets go of the stream (the keepalive released, the response closed
+    and forgotten) before it delivers a terminal frame it decided on, so that a
+    caller who sees the command end finds nothing left running for it (its
+    ``stop`` has nothing to wait for); and a finished command its caller still
+    holds does not keep the connection's pool (and an idle socket in it) alive
+    after the pool's session has been closed.
     """
 
     response: requests.Response | None
@@ -131,21 +142,28 @@ class _Pump:
     on_stopped: Callable[[], None] | None
     deadline: Deadline | None
     idle_timeout: float
+    #: Releases the keepalive held while the pump runs (idempotent).
+    release: Callable[[], None] = attrs.field(default=lambda: None, init=False)
     _closing: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
     def __call__(self, stream: Stream) -> None:
-        release = self.keepalive()
+        self.release = self.keepalive()
         try:
             self._drive(stream)
         finally:
-            release()
-            with self._closing:
-                self._closed = True
-                self.closer.close()
-                self.response, self.chunks = None, iter(())
+            self._let_go()
             if stream.stopped.is_set() and not stream.finished.is_set() and self.on_stopped:
                 self.on_stopped()
+
+    def _let_go(self) -> None:
+        """Release the sandbox's keepalive and close the response (its connection goes
+        back to the pool when the body was read to its end). Idempotent."""
+        self.release()
+        with self._closing:
+            self._closed = True
+            self.closer.close()
+            self.response, self.chunks = None, iter(())
 
     def interrupt(self) -> None:
         """Unblock the reader's read, unless the stream is closed already: once closed,
@@ -164,10 +182,15 @@ class _Pump:
                 if self._handle(stream, self.decoder.feed(chunk)):
                     return
         except connect.CodecError as error:
-            stream.fail(codec_error(error.reason))
+            self._fail(stream, codec_error(error.reason))
         except Unavailable as error:
             if not stream.stopped.is_set():
-                stream.fail(error)
+                self._fail(stream, error)
+
+    def _fail(self, stream: Stream, error: SandboxError) -> None:
+        """End the stream with ``error``, once the pump has let go of it."""
+        self._let_go()
+        stream.fail(error)
 
     def _reads(self) -> Iterator[bytes]:
         """The body's chunks; with a deadline, no read waits past it (see the module
@@ -192,22 +215,29 @@ class _Pump:
                 error = _trailer_error(envelope, self.deadline)
                 if error is None:
                     return False
-                stream.fail(error)
+                self._fail(stream, error)
                 return True
             event = _event(envelope)
             if event is None:
                 continue
             data = event.get("data")
-            if isinstance(data, Mapping):
-                stream.stdout(_decode(data.get("stdout")) + _decode(data.get("pty")))
-                stream.stderr(_decode(data.get("stderr")))
+            if isinstance(data, dict):
+                out, pty, err = data.get("stdout"), data.get("pty"), data.get("stderr")
+                if out or pty:
+                    stream.stdout(_decode(out) + _decode(pty))
+                if err:
+                    stream.stderr(_decode(err))
             elif "end" in event:
                 self._end(stream, _exit_code(event["end"]))
                 return True
         return False
 
     def _end(self, stream: Stream, code: int) -> None:
+        """The process ended: read the rest of the body, let go of the stream, then
+        deliver the exit (so a caller that sees it finds the connection back in the
+        pool and the pump all but done)."""
         self._finish_body()
+        self._let_go()
         if self.recover is None:
             stream.exit(code)
         else:
@@ -219,16 +249,17 @@ class _Pump:
         if response is None:
             return
         remaining = None if self.deadline is None else self.deadline.remaining()
-        trailer = Deadline(TRAILER_WAIT if remaining is None else min(TRAILER_WAIT, remaining / 2))
+        bound = TRAILER_WAIT if remaining is None else min(TRAILER_WAIT, remaining / 2)
+        if bound <= 0:
+            return
+        until = time.monotonic() + bound
+        set_read_timeout(response, bound)
         read = 0
         try:
-            while not trailer.expired():
-                set_read_timeout(response, trailer.clamp(TRAILER_WAIT))
+            while True:
                 chunk = next(self.chunks, b"")
-                if not chunk:
-                    return
                 read += len(chunk)
-                if read > TRAILER_LIMIT:
+                if not chunk or read > TRAILER_LIMIT or time.monotonic() >= until:
                     return
         except Unavailable:
             return
@@ -286,7 +317,7 @@ def _wait_for_start(
             if event is None:
                 continue
             start = event.get("start")
-            if isinstance(start, Mapping):
+            if isinstance(start, dict):
                 pid = start.get("pid")
                 return (pid if isinstance(pid, int) else None), envelopes[index + 1 :]
             if "end" in event or "data" in event:
@@ -303,15 +334,18 @@ class Reading:
     """How a started process's stream is read, in each of the three modes.
 
     ``keepalive`` holds the sandbox's TTL up while the stream is read; reads are
-    bounded by ``idle_timeout`` (envd sends keepalives well within it). A spawn
-    or an exec gives nothing more. Replay mode (an ``attach``, see the module
-    docstring) gives ``recover``, which reads the journaled exit code when the
-    stream ends without one, and ``on_stopped(pid)``, run in the reader thread
-    when the command was stopped before its end.
+    bounded by ``idle_timeout`` (envd sends keepalives well within it); a stream
+    read in the background is read by one of ``readers`` (a thread of its own
+    when ``None``). A spawn or an exec gives nothing more. Replay mode (an
+    ``attach``, see the module docstring) gives ``recover``, which reads the
+    journaled exit code when the stream ends without one, and
+    ``on_stopped(pid)``, run in the reader thread when the command was stopped
+    before its end.
     """
 
     keepalive: Keepalive
     idle_timeout: float
+    readers: Readers | None = None
     recover: Callable[[], int | None] | None = None
     on_stopped: Callable[[int | None], None] | None = None
 
@@ -400,5 +434,5 @@ def open_process(
     if in_caller:
         stream.run_here(pump, on_stop=pump.interrupt)
     else:
-        stream.start(pump, on_stop=pump.interrupt)
+        stream.start(pump, on_stop=pump.interrupt, readers=reading.readers)
     return stream, pid
