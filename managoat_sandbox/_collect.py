@@ -164,12 +164,7 @@ def collect_exec(
     command = start(sink)
     try:
         sink.wait(deadline)
-        if sink.overflow is not None:
-            if kill is not None:
-                kill(command)
-            raise sink.overflow
-        assert sink.terminal is not None
-        return _ended(sink.terminal, sink.output, deadline)
+        return _outcome(sink, command, kill, deadline)
     finally:
         stop(command)
 
@@ -198,10 +193,18 @@ def collect_here(
     """
     deadline.check()
     sink = ExecSink(ExecOutput(max_bytes, stderr_to_stdout=stderr_to_stdout))
-    ran = run(sink)
+    return _outcome(sink, run(sink), kill, deadline)
+
+
+def _outcome(
+    sink: ExecSink, command: T, kill: Callable[[T], None] | None, deadline: Deadline
+) -> ExecResult:
+    """What a collected exec comes to once ``sink`` has its terminal frame or overflowed:
+    an overflow is raised once ``kill(command)`` (if given) has run; no terminal frame
+    is ``Unavailable("closed_before_exit")``; else :func:`_ended`."""
     if sink.overflow is not None:
         if kill is not None:
-            kill(ran)
+            kill(command)
         raise sink.overflow
     if sink.terminal is None:
         raise Unavailable(Reason.CLOSED_BEFORE_EXIT)
