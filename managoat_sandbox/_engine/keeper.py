@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import egress
 from .egress import Address, Refusal
-from .options import parse
+from .options import KEEPER, parse
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -644,18 +644,11 @@ def _wait_for_exit(pid: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of a keeper started with its proxy loaded (see :mod:`.keeper_start`
     for the one a launch starts)."""
-    return serve(parse(sys.argv[1:] if argv is None else argv, **OPTIONS))
-
-
-#: The keeper's options (:func:`.options.parse` keywords).
-OPTIONS: dict[str, tuple[str, ...]] = {
-    "required": ("state", "egress", "agent"),
-    "optional": ("processes",),
-}
+    return serve(parse(sys.argv[1:] if argv is None else argv, **KEEPER))
 
 
 def serve(options: dict[str, str]) -> int:
-    """Run the proxy for the sandbox that ``options`` (:data:`OPTIONS`) describe until
+    """Run the proxy for the sandbox that ``options`` (:data:`.options.KEEPER`) describe until
     its agent exits; then exit the process."""
     state, agent = int(options["state"]), int(options["agent"])
     channel = socket.socket(fileno=int(options["egress"]))

@@ -21,21 +21,16 @@ import os
 import select
 import sys
 
-from .options import parse
+from .options import KEEPER, parse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-#: The keeper's options, as :data:`.keeper.OPTIONS` (not imported from there: that
-#: would load the proxy).
-_REQUIRED = ("state", "egress", "agent")
-_OPTIONAL = ("processes",)
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the keeper process a launch starts."""
-    options = parse(sys.argv[1:] if argv is None else argv, required=_REQUIRED, optional=_OPTIONAL)
+    options = parse(sys.argv[1:] if argv is None else argv, **KEEPER)
     if _agent_exited_first(int(options["agent"]), int(options["egress"])):
         os._exit(0)
     from .keeper import serve  # noqa: PLC0415 - loaded only once there is work for it

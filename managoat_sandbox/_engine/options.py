@@ -15,6 +15,13 @@ EGRESS_PORT = 3128
 SOCKET = "agent.sock"
 """The agent's control socket, in the state directory."""
 
+#: The keeper's options (:func:`parse` keywords): its state directory, its channel to the
+#: agent, the agent's host pid, and the sandbox's process limit.
+KEEPER: dict[str, tuple[str, ...]] = {
+    "required": ("state", "egress", "agent"),
+    "optional": ("processes",),
+}
+
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """``PATH`` of the agent, the keeper and every command."""
 
