@@ -32,14 +32,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from local_sandbox import bwrap_true, local_root
+from local_sandbox import agent_pid, bwrap_true, directory_of, local_root
 from measure import WAIT
 
 import managoat_sandbox as sandbox
 from managoat_sandbox import Handle
-from managoat_sandbox._engine import isolation, launch, records
+from managoat_sandbox._engine import isolation, launch
 from managoat_sandbox._engine.box import Box
-from managoat_sandbox.providers.local.layout import Located
 
 Step = tuple[str, Callable[[], object]]
 Runner = Callable[[list[str]], Callable[[], object]]
@@ -53,8 +52,7 @@ def a_sandbox() -> Iterator[Runner]:
     with local_root():
         handle = sandbox.create("local", "breakdown")
         try:
-            assert isinstance(handle.private, Located)
-            yield functools.partial(_running, handle.private.root / handle.name)
+            yield functools.partial(_running, directory_of(handle))
         finally:
             sandbox.destroy(handle)
 
@@ -161,10 +159,7 @@ def exec_costs(count: int) -> list[tuple[str, float]]:
     with local_root():
         handle = sandbox.create("local", "breakdown-exec")
         try:
-            assert isinstance(handle.private, Located)
-            agent = Box.open(handle.private.root / handle.name)
-            record = records.read_record(agent.state / "agent.json") or {}
-            pid = int(record["pid"])
+            pid = agent_pid(handle)
             for _ in range(count // 10):
                 sandbox.exec(handle, "true", timeout=WAIT)
             ours = _costs(lambda: sandbox.exec(handle, "true", timeout=WAIT), count, pid)

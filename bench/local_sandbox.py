@@ -200,13 +200,22 @@ def alive_rows(count: int) -> list[Row]:
     ]
 
 
+def directory_of(handle: Handle) -> Path:
+    """The directory of the local sandbox ``handle`` (under the root it was made in)."""
+    assert isinstance(handle.private, layout.Located)
+    return handle.private.root / handle.name
+
+
+def agent_pid(handle: Handle) -> int:
+    """The host pid of the local sandbox's agent (its ``state/agent.json``)."""
+    record = json.loads((directory_of(handle) / "state" / "agent.json").read_text())
+    return int(record["pid"])
+
+
 def memory_of(handle: Handle) -> dict[str, int]:
     """The proportional set size, in bytes, of each process a sandbox keeps, by role."""
-    assert isinstance(handle.private, layout.Located)
-    directory = handle.private.root / handle.name
-    found: dict[str, int] = {}
-    agent = json.loads((directory / "state" / "agent.json").read_text())["pid"]
-    found["agent"] = pss(agent)
+    directory = directory_of(handle)
+    found: dict[str, int] = {"agent": pss(agent_pid(handle))}
     for proc in launch._launched.get(directory, []):
         role = "keeper" if proc.keeper else "bwrap"
         found[role] = found.get(role, 0) + pss(proc.pid)
