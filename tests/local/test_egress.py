@@ -457,9 +457,10 @@ def test_a_policy_change_that_cannot_be_put_in_force_is_an_error(
         local.destroy(sandbox)
 
 
-def test_destroy_ends_the_keeper_at_once(local: Local, root: Path) -> None:
-    """The keeper's work ends with the agent: destroy kills and reaps it rather than
-    waiting for it to notice, leaving no child of this process behind."""
+def test_destroy_ends_and_reaps_the_keeper_it_launched(local: Local, root: Path) -> None:
+    """The keeper's work ends with the agent: once destroy returns the keeper has ended
+    (killed, or gone by itself on seeing the agent exit) and been reaped, and nothing
+    of the sandbox is left tracked as this process's child."""
     handle = local.create("brief")
     keeper_process = keeper_of(root, handle)
     local.destroy(handle)
