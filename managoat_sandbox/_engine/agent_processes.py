@@ -90,10 +90,6 @@ class Processes:
             process.status = (127 if isinstance(failure, FileNotFoundError) else 126) << 8
             self.end(process)
             return
-        if journaled:
-            with contextlib.suppress(OSError):
-                spec = session_spec(argv, cwd, tty=tty, stdin=stdin)
-                write_record(self.state, f"{SESSIONS}/{sid}/{SPEC}", {**spec, "pid": process.pid})
         assert process.pid is not None
         self.by_pid[process.pid] = process
         self.output.watch(process)

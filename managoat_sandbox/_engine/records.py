@@ -119,7 +119,6 @@ class SessionRecord:
     tty: bool
     stdin: bool
     created_at: datetime
-    pid: int | None
     directory: Path
 
     @property
@@ -152,7 +151,6 @@ def read_session(directory: Path) -> SessionRecord | None:
         return None
     try:
         argv = spec["argv"]
-        pid = spec.get("pid")
         return SessionRecord(
             id=directory.name,
             argv=tuple(str(a) for a in argv),
@@ -160,7 +158,6 @@ def read_session(directory: Path) -> SessionRecord | None:
             tty=bool(spec["tty"]),
             stdin=bool(spec["stdin"]),
             created_at=datetime.fromisoformat(str(spec["created_at"])),
-            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
             directory=directory,
         )
     except (KeyError, TypeError, ValueError):
