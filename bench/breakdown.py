@@ -332,6 +332,9 @@ def local() -> None:
     print(f"\nlocal: exec true and subprocess.run, {EXEC_CALLS} calls in a row each (means)")
     for name, seconds in breakdown_local.exec_costs(EXEC_CALLS):
         print(f"  {name:58s} {seconds * 1000:7.3f} ms")
+    print(f"\nlocal: spawn -> first stdout, by where the sandbox's files are ({ROUNDS} rounds)")
+    for name, seconds in breakdown_local.first_frame_places(ROUNDS):
+        print(f"  {name:58s} {seconds * 1000:7.3f} ms")
 
 
 def main(argv: Sequence[str]) -> None:

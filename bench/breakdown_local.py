@@ -23,20 +23,24 @@ benchmark: for root, held until the user namespace is mapped.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
+import json
 import os
+import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from local_sandbox import agent_pid, bwrap_true, directory_of, local_root
-from measure import WAIT
+from local_sandbox import agent_pid, bwrap_true, directory_of, first_frame, local_root
+from measure import WAIT, elapsed, rotated, scratch
 
 import managoat_sandbox as sandbox
-from managoat_sandbox import Handle
+from managoat_sandbox import Handle, config
 from managoat_sandbox._engine import isolation, launch
 from managoat_sandbox._engine.box import Box
 
@@ -164,6 +168,8 @@ def exec_costs(count: int) -> list[tuple[str, float]]:
                 sandbox.exec(handle, "true", timeout=WAIT)
             ours = _costs(lambda: sandbox.exec(handle, "true", timeout=WAIT), count, pid)
             theirs = _costs(lambda: subprocess.run(["true"], check=True), count, None)
+            box = Box.open(directory_of(handle))
+            hello = _costs(lambda: box.request({"op": "hello"}), count, None)
         finally:
             sandbox.destroy(handle)
     return [
@@ -172,7 +178,63 @@ def exec_costs(count: int) -> list[tuple[str, float]]:
         ("our exec: wall time", ours[0]),
         ("our exec: this process's CPU", ours[1]),
         ("our exec: the agent's CPU (its fork included)", ours[2]),
+        ("a request answered at once by the agent (hello): wall time", hello[0]),
     ]
+
+
+#: Where a sandbox's files cost no disk at all, to tell the disk's share apart.
+TMPFS = Path("/dev/shm")
+
+
+def first_frame_places(rounds: int) -> list[tuple[str, float]]:
+    """Median seconds of spawn -> first stdout (a batch of calls, as the table takes
+    it) with the local root on the disk users' sandboxes live on (as in the table)
+    and on tmpfs, and of the files a spawn makes before it answers (its session's
+    directory, ``spec.json`` written and renamed, the journal) in each place."""
+    if not TMPFS.is_dir():
+        raise SystemExit(f"no {TMPFS} here: nothing to compare the disk with")
+    places = [("on this disk", scratch), ("on tmpfs", _tmpfs)]
+    with contextlib.ExitStack() as stack:
+        steps: list[Step] = []
+        for name, place in places:
+            root = stack.enter_context(place())
+            with config.override("local", root=str(root)):
+                handle = sandbox.create("local", "breakdown-first")
+            stack.callback(sandbox.destroy, handle)
+            steps.append(
+                (f"spawn -> first stdout, root {name}", functools.partial(first_frame, handle))
+            )
+            steps.append((f"a spawn's session files, {name}", _session_files(root)))
+        samples = rotated([elapsed(call) for _, call in steps], rounds)
+    return [
+        (name, statistics.median(taken)) for (name, _), taken in zip(steps, samples, strict=True)
+    ]
+
+
+@contextmanager
+def _tmpfs() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(dir=TMPFS) as found:
+        yield Path(found)
+
+
+def _session_files(root: Path) -> Callable[[], object]:
+    """What a spawn writes before it answers, done by hand under ``root`` (left there:
+    the scratch directory goes at the end)."""
+    made = itertools.count()
+    spec = json.dumps({"argv": ["echo", "x"], "cwd": "/root", "tty": False}).encode()
+    base = root / "session-files"
+    base.mkdir()
+
+    def write() -> None:
+        directory = base / str(next(made))
+        directory.mkdir(mode=0o700)
+        fd = os.open(directory / "spec.json.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, spec)
+        os.close(fd)
+        os.replace(directory / "spec.json.tmp", directory / "spec.json")
+        os.close(os.open(directory / "journal", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+
+    return write
 
 
 def _costs(call: Callable[[], object], count: int, agent: int | None) -> tuple[float, ...]:

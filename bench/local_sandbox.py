@@ -59,7 +59,8 @@ def local_root() -> Iterator[None]:
         yield
 
 
-def _first_frame(handle: Handle) -> None:
+def first_frame(handle: Handle) -> None:
+    """One spawn, up to its first stdout frame (then stopped)."""
     command = sandbox.spawn(handle, "echo", ["x"])
     assert command.frames is not None
     command.frames.get(timeout=WAIT)
@@ -106,7 +107,7 @@ def latency_rows(rounds: int) -> list[Row]:
                         target=None,
                     )
                 )
-            first = repeated(lambda: batch(lambda: _first_frame(handle)), rounds)
+            first = repeated(lambda: batch(lambda: first_frame(handle)), rounds)
             rows.append(
                 single(
                     "local",
