@@ -33,10 +33,13 @@ def scratch() -> Iterator[Path]:
     """A throwaway directory beside the local provider's default root, on the disk users'
     sandboxes live on: where local sandboxes and the emulators' sandboxes are measured.
 
-    Not under the system's temporary directory: on the machines this project is
-    measured on, creating a file anywhere under ``/tmp`` costs 0.3-1 ms (something
-    of the host's watches it), 40x what it costs elsewhere on the same disk, and
-    sandboxes create files at every start, spawn and (emulated) command.
+    Not under the system's temporary directory, which is not where users' sandboxes
+    live. On the machine this project is measured on, what creating a file costs
+    depends on the directory tree and the day (something of the host's watches
+    parts of the disk: ``/tmp`` cost 0.3-1 ms a file one day, the home directory
+    ~0.4 ms the next, other trees 15-35 us), and sandboxes create files at every
+    start, spawn and (emulated) command: ``python bench/breakdown.py local`` shows
+    that share next to tmpfs.
     """
     parent = layout.default_root().parent
     parent.mkdir(parents=True, exist_ok=True)
