@@ -18,6 +18,7 @@ COMMON: dict[str, tuple[Any, ...]] = {
     "make_private": ("chmod", ["000"]),
     # SIGTERM ignored, and so by the sleep it becomes (an ignored signal survives exec).
     "spawn_deaf": ("bash", ["-c", "trap '' TERM; echo deaf; exec sleep 20"]),
+    "exec_killed": ("bash", ["-c", "echo up; kill -KILL $$"], 9),
 }
 
 #: Shell text: start ``child`` in the background once the main process has exited — it

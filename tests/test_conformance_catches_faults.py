@@ -250,6 +250,24 @@ class StopsReadingAtTheMainExit(Fake):
         return super().exec(handle, cmd, script[: pauses[0]] if pauses else script, **opts)
 
 
+class SignalDeathIsMinusOne(_RewritingFake):
+    """Reports a command a signal killed as exit code -1 (as envd's own end event does)
+    instead of 128 + the signal's number, in exec's result and in a spawn's Exit."""
+
+    @staticmethod
+    def _as_envd(code: int) -> int:
+        return -1 if code > 128 else code
+
+    def rewriter(self) -> Rewrite:
+        return lambda frame: [
+            Exit(frame.ref, self._as_envd(frame.code)) if isinstance(frame, Exit) else frame
+        ]
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        result = super().exec(handle, cmd, args, **opts)
+        return ExecResult(result.output, self._as_envd(result.exit_code), result.stderr)
+
+
 class MergesByArrival(Fake):
     """A merged exec gives all of stdout, then all of stderr: the streams are merged as
     they arrive, not in the order written."""
@@ -479,6 +497,7 @@ MUTANTS: list[tuple[type[Fake], str]] = [
     (IgnoresMaxBytes, "test_exec_output_past_max_bytes_is_truncated"),
     (StopsReadingAtTheMainExit, "test_output_of_a_background_child_comes_before_the_end"),
     (MergesByArrival, "test_merged_output_keeps_the_order_the_command_wrote"),
+    (SignalDeathIsMinusOne, "test_a_command_killed_by_a_signal_ends_with_128_plus_its_number"),
     (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
     (UnknownCapability, "test_capabilities_are_a_frozenset_of_known_names"),
     (CreateNewAdopts, "test_create_new_refuses_adoption_and_mints_a_new_incarnation_after_destroy"),

@@ -57,6 +57,7 @@ def test_the_fake_s_fixtures_are_well_shaped() -> None:
         ("exec_ok", ("emit", "out:hello", "hello"), "args a list of str"),
         ("exec_slow", "sleep 5", "(cmd, args)"),
         ("exec_ordered", ("emit", ["out:a"], 1), "expected_merged a str or bytes"),
+        ("exec_killed", ("emit", ["out:x"], 137), "signum a signal number, 1-127"),
     ],
 )
 def test_a_misshapen_fixture_fails_the_class_naming_it_and_its_shape(

@@ -32,6 +32,8 @@ FAKE_FIXTURES: Mapping[str, Sequence[Any]] = {
     "exec_late_child": ("emit", ["out:early\n", "sleep:0.1", "out:late\n"], "early", "late"),
     "exec_ordered": ("emit", ["out:a\n", "err:b\n", "out:c\n"], "a\nb\nc\n"),
     "spawn_deaf": ("emit", ["out:deaf", "deaf:10"]),
+    # The Fake runs no process: it ends as a command SIGKILL killed is reported.
+    "exec_killed": ("emit", ["out:up", "exit:137"], 9),
 }
 
 

@@ -43,7 +43,9 @@ Class attributes:
     expected_merged)`` — writes to stdout and stderr in turn, and
     ``expected_merged`` is all of it in the order written; ``spawn_deaf``
     ``(cmd, args)`` — prints a line once it ignores a graceful termination
-    (SIGTERM), then runs on for at least 10 s. Give
+    (SIGTERM), then runs on for at least 10 s; ``exec_killed`` ``(cmd, args,
+    signum)`` — prints stdout, then kills its own process with signal
+    ``signum`` (say ``bash -c 'echo up; kill -9 $$'``). Give
     ``exec_ordered`` only where ``stderr_to_stdout`` gives the command one
     pipe for both streams: where the provider's protocol delivers them apart,
     the merge is by arrival and no order can be promised. Expected parts are
@@ -146,6 +148,7 @@ OPTIONAL_FIXTURES = frozenset(
         "exec_late_child",
         "exec_ordered",
         "spawn_deaf",
+        "exec_killed",
     }
 )
 
@@ -166,6 +169,7 @@ FIXTURE_SHAPES: Mapping[str, tuple[str, ...]] = {
     "exec_late_child": ("cmd", "args", "early", "late"),
     "exec_ordered": ("cmd", "args", "expected_merged"),
     "spawn_deaf": ("cmd", "args"),
+    "exec_killed": ("cmd", "args", "signum"),
 }
 
 
@@ -181,6 +185,10 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_signum(value: object) -> bool:
+    return _is_count(value) and 0 < value < 128  # type: ignore[operator]
+
+
 def _is_part(value: object) -> bool:
     return isinstance(value, str | bytes)
 
@@ -191,6 +199,7 @@ FIXTURE_FIELDS: Mapping[str, tuple[Callable[[object], bool], str]] = {
     "args": (_is_args, "a list of str"),
     "code": (_is_count, "an int"),
     "nbytes": (_is_count, "an int"),
+    "signum": (_is_signum, "a signal number, 1-127"),
     **{
         part: (_is_part, "a str or bytes")
         for part in (
@@ -888,6 +897,24 @@ class ConformanceTests(TransferTests):
         self.assertIn(
             _as_bytes(late), before_end, "the Exit came before the background child's output"
         )
+        self._assert_one_terminal_last(box, command.ref)
+
+    def test_a_command_killed_by_a_signal_ends_with_128_plus_its_number(self) -> None:
+        """A command a signal killed ends as shells report it, 128 + the signal's number
+        (137 for SIGKILL), on every provider: ``exec``'s ``exit_code`` and a spawn's
+        ``Exit`` alike, after the output it printed — never -1, never an error."""
+        cmd, args, signum = self._fixture("exec_killed")
+        adapter = self.adapter_instance
+        handle = self._created()
+        result = adapter.exec(handle, cmd, args, timeout=5 * self.frame_timeout)
+        self.assertEqual(result.exit_code, 128 + signum, f"exec's exit code, output {result!r}")
+        self.assertNotEqual(result.output, b"", "exec lost what the command printed first")
+        box = Mailbox()
+        command = self._spawn(handle, cmd, args, owner=box, stdin=False)
+        end = self._terminal(box, command.ref)
+        self.assertEqual(end, Exit(command.ref, 128 + signum))
+        frames = box.history(command.ref)
+        self.assertNotEqual(_stdout_of(frames[: frames.index(end)]), b"")
         self._assert_one_terminal_last(box, command.ref)
 
     def test_merged_output_keeps_the_order_the_command_wrote(self) -> None:

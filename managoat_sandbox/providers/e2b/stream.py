@@ -8,7 +8,8 @@ the frame contract: stdout/stderr in order, then exactly one terminal frame.
 
 Event → frame: ``data`` → ``Stdout``/``Stderr`` (``pty`` counts as stdout;
 undecodable base64 is dropped); ``end`` → ``Exit`` with ``exitCode``, an
-absent ``exitCode`` being 0 (proto-JSON omits zero values); an end-of-stream
+absent ``exitCode`` being 0 (proto-JSON omits zero values), and 128 + N for a
+process signal N killed (:mod:`.ends`); an end-of-stream
 envelope carrying an error → ``Error`` with the mapped error (``deadline_exceeded``
 on an exec with a deadline → that deadline's ``exec_timeout``); a clean end of
 the body without ``end`` → ``Error(Unavailable("closed_before_exit"))``, made
@@ -62,6 +63,7 @@ from ...errors import (
 )
 from ...reasons import Reason
 from . import connect
+from .ends import exit_code
 from .envd import Envd, read_chunks
 from .errors import codec_error, connect_error
 
@@ -91,11 +93,6 @@ def _decode(value: Any) -> bytes:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         return b""
-
-
-def _exit_code(end: Any) -> int:
-    code = end.get("exitCode", end.get("exit_code", 0)) if isinstance(end, dict) else 0
-    return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
 def _trailer_error(
@@ -228,7 +225,7 @@ class _Pump:
                 if err:
                     stream.stderr(_decode(err))
             elif "end" in event:
-                self._end(stream, _exit_code(event["end"]))
+                self._end(stream, exit_code(event["end"]))
                 return True
         return False
 
