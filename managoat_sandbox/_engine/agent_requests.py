@@ -17,7 +17,7 @@ from .agent_bridge import Bridge
 from .agent_connection import Connection, Refused
 from .agent_process import set_window
 from .agent_processes import Processes
-from .process_tree import signal_sandbox
+from .process_tree import descendants, send, signal_sandbox
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -131,10 +131,15 @@ class Requests:
         return self.processes.stdin.end_of_input(self.processes.live(req))
 
     def _signal(self, conn: Connection, req: dict[str, Any], data: bytes) -> dict[str, Any]:
+        """Signal a live process: its group (``group``, the default), and with ``tree``
+        also every descendant it has now, found before anything is signalled (one that
+        left the group with ``setsid``: a shell's command, say); else its pid alone."""
         process = self.processes.live(req)
         sig = _field(req, "signal", int)
         if req.get("group", True):
-            return {"sent": process.signal_group(sig)}
+            tree = descendants(process.pid) if req.get("tree") and process.pid else []
+            sent = process.signal_group(sig)
+            return {"sent": send(tree, sig) > 0 or sent}
         if process.pid is None or process.status is not None:
             return {"sent": False}
         try:

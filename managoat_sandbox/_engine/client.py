@@ -197,11 +197,13 @@ class AgentClient(abc.ABC):
                 return "unknown"
             raise
 
-    def signal(self, sid: str, signum: int, *, group: bool = True) -> bool:
-        """Signal a live process (its whole group by default); False if nothing was sent."""
+    def signal(self, sid: str, signum: int, *, group: bool = True, tree: bool = False) -> bool:
+        """Signal a live process (its whole group by default; with ``tree`` also every
+        descendant that left the group); False if nothing was sent."""
         try:
             reply = self.request(
-                {"op": "signal", "id": sid, "signal": int(signum), "group": group}, start=False
+                {"op": "signal", "id": sid, "signal": int(signum), "group": group, "tree": tree},
+                start=False,
             )
         except (AgentDown, Refused):
             return False

@@ -71,7 +71,8 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _send(pids: Iterable[int], sig: int) -> int:
+def send(pids: Iterable[int], sig: int) -> int:
+    """Send ``sig`` to each of ``pids``; how many were sent (gone or foreign ones are not)."""
     sent = 0
     for pid in pids:
         try:
@@ -100,7 +101,7 @@ def signal_sandbox(sig: int, *, namespace: bool) -> None:
         fresh = [pid for pid in descendants(os.getpid()) if pid not in seen]
         if not fresh:
             return
-        _send(fresh, sig)
+        send(fresh, sig)
         seen.update(fresh)
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import stat
 import subprocess
@@ -575,6 +576,20 @@ def test_deleting_a_session_kills_its_process_group(
     gone = client.tb(sandbox, "POST", "/process/execute", json={"command": f"kill -0 {pid}"})
     assert gone.json()["exitCode"] != 0
     assert client.tb(sandbox, "GET", f"/process/session/s1/command/{command_id}").status_code == 404
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="no setsid here")
+def test_deleting_a_session_kills_the_descendants_that_left_its_group(
+    client: Client, sandbox: dict[str, Any]
+) -> None:
+    client.session(sandbox)
+    sleeper = _sleeper()
+    # The pid is written from inside the new session: the sleeper has left the group.
+    client.run(sandbox, f"setsid sh -c 'echo $$ > escaped; exec {sleeper}' & wait")
+    _sandbox_pid(client, sandbox, "escaped")
+    assert wait_until(lambda: _host_processes(sleeper), 10)
+    assert client.tb(sandbox, "DELETE", "/process/session/s1").status_code == 204
+    assert wait_until(lambda: not _host_processes(sleeper), 10), "it outlived its session"
 
 
 def test_sessions_vanish_on_stop_start_but_files_stay(

@@ -514,7 +514,8 @@ class Daemon:
             time.sleep(0.01)
 
     def delete_session(self, session_id: str) -> None:
-        """Kill the session shell's process group (TERM, grace, KILL); remove its files."""
+        """Kill the session shell's process group (TERM, grace, KILL), and every
+        descendant of the shell that left the group; remove its files."""
         with self._lock:
             session = self._sessions.pop(session_id, None)
         if session is None:
@@ -529,7 +530,7 @@ class Daemon:
                         (signal.SIGKILL, _KILL_WAIT),
                     ):
                         if (
-                            not self.box.signal(session.shell, signum)
+                            not self.box.signal(session.shell, signum, tree=True)
                             or follower.wait_end(wait) is not None
                         ):
                             break
