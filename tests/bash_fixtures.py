@@ -18,7 +18,8 @@ COMMON: dict[str, tuple[Any, ...]] = {
     "make_private": ("chmod", ["000"]),
     # SIGTERM ignored, and so by the sleep it becomes (an ignored signal survives exec).
     "spawn_deaf": ("bash", ["-c", "trap '' TERM; echo deaf; exec sleep 20"]),
-    "exec_killed": ("bash", ["-c", "echo up; kill -KILL $$"], 9),
+    # Its own process group, as `trap 'kill 0' EXIT` does: only the command may end.
+    "exec_killed": ("bash", ["-c", "echo up; kill -KILL 0"], 9),
 }
 
 #: Shell text: start ``child`` in the background once the main process has exited — it

@@ -44,8 +44,9 @@ Class attributes:
     ``expected_merged`` is all of it in the order written; ``spawn_deaf``
     ``(cmd, args)`` — prints a line once it ignores a graceful termination
     (SIGTERM), then runs on for at least 10 s; ``exec_killed`` ``(cmd, args,
-    signum)`` — prints stdout, then kills its own process with signal
-    ``signum`` (say ``bash -c 'echo up; kill -9 $$'``). Give
+    signum)`` — prints stdout, then kills itself with signal ``signum``, best
+    by signalling its own process group (``bash -c 'echo up; kill -9 0'``):
+    a command's group is its own, so that reaches nothing else. Give
     ``exec_ordered`` only where ``stderr_to_stdout`` gives the command one
     pipe for both streams: where the provider's protocol delivers them apart,
     the merge is by arrival and no order can be promised. Expected parts are
@@ -902,19 +903,26 @@ class ConformanceTests(TransferTests):
     def test_a_command_killed_by_a_signal_ends_with_128_plus_its_number(self) -> None:
         """A command a signal killed ends as shells report it, 128 + the signal's number
         (137 for SIGKILL), on every provider: ``exec``'s ``exit_code`` and a spawn's
-        ``Exit`` alike, after the output it printed — never -1, never an error."""
+        ``Exit`` alike, after the output it printed — never -1, never an error, nothing
+        added to its stderr — and the sandbox runs the next command as before."""
         cmd, args, signum = self._fixture("exec_killed")
+        ok_cmd, ok_args, ok_part = self._fixture("exec_ok")
         adapter = self.adapter_instance
         handle = self._created()
         result = adapter.exec(handle, cmd, args, timeout=5 * self.frame_timeout)
         self.assertEqual(result.exit_code, 128 + signum, f"exec's exit code, output {result!r}")
         self.assertNotEqual(result.output, b"", "exec lost what the command printed first")
+        self.assertEqual(result.stderr, b"", "something else wrote into the command's stderr")
+        after = adapter.exec(handle, ok_cmd, ok_args, timeout=5 * self.frame_timeout)
+        self.assertEqual(after.exit_code, 0, f"the next command failed: {after!r}")
+        self.assertIn(_as_bytes(ok_part), after.output)
         box = Mailbox()
         command = self._spawn(handle, cmd, args, owner=box, stdin=False)
         end = self._terminal(box, command.ref)
         self.assertEqual(end, Exit(command.ref, 128 + signum))
         frames = box.history(command.ref)
         self.assertNotEqual(_stdout_of(frames[: frames.index(end)]), b"")
+        self.assertEqual([frame for frame in frames if isinstance(frame, Stderr)], [])
         self._assert_one_terminal_last(box, command.ref)
 
     def test_merged_output_keeps_the_order_the_command_wrote(self) -> None:

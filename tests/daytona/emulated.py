@@ -16,6 +16,12 @@ from ..canary import CANARY
 from ..conftest import wait_until
 
 KEY = CANARY
+#: Shell text a command runs to kill its session shell and its shim (by pid: the
+#: shim's encoders, which hold what it printed, live on), so that no exit is ever
+#: recorded. The command's parent is the shim; the shim's parent, field 4 of its
+#: /proc stat, the session shell. (A signal to the command's own group would not do:
+#: the group is the command's alone.)
+KILL_SESSION_SHELL = 's=$PPID; read -r _ _ _ p _ </proc/"$s"/stat; kill -KILL "$p" "$s"'
 
 #: Polling paced for a local emulator (the defaults suit daytona.io).
 EMULATOR_FOLLOW = FollowPolicy(

@@ -14,22 +14,24 @@ from managoat_sandbox.emulators.daytona import DaytonaEmulator
 from managoat_sandbox.testing import ConformanceTests
 
 from ..bash_fixtures import COMMON, LATE_CHILD, ORDERED, bulk
-from .emulated import KEY, emulated_adapter
+from .emulated import KEY, KILL_SESSION_SHELL, emulated_adapter
 
 pytestmark = pytest.mark.timeout(120)
 
 BULK = 300_000
+#: Prints, then kills its session shell and shim: the daemon never records an exit.
+DROP = "echo hi; " + KILL_SESSION_SHELL
 
 
 class DaytonaConformanceTest(ConformanceTests, unittest.TestCase):
-    """The whole suite; ``spawn_drop`` kills the command's session shell (its whole
-    process group) after printing, so the daemon never records an exit."""
+    """The whole suite; ``spawn_drop`` kills the command's session shell and shim after
+    printing, so the daemon never records an exit (:data:`.emulated.KILL_SESSION_SHELL`)."""
 
     adapter = emulated_adapter()
     frame_timeout = 3.0
     fixtures: ClassVar[dict[str, Any]] = {
         **COMMON,
-        "spawn_drop": ("bash", ["-c", "echo hi; sleep 0.3; kill -9 0"]),
+        "spawn_drop": ("bash", ["-c", DROP]),
         "exec_slow": ("bash", ["-c", "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done"]),
         "spawn_bulk": bulk(BULK),
         "exec_late_child": LATE_CHILD,

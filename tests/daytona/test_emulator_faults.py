@@ -20,7 +20,7 @@ from managoat_sandbox.testing.mailbox import Mailbox, is_stdout, is_terminal
 from managoat_sandbox.types import Command, Handle
 
 from ..handshake import daytona_gate
-from .emulated import emulated_adapter, serving
+from .emulated import KILL_SESSION_SHELL, emulated_adapter, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -70,8 +70,10 @@ def test_a_session_shell_killed_mid_command_is_closed_before_exit(
     daytona: Daytona, emulator: DaytonaEmulator, handle: Handle
 ) -> None:
     gate = daytona_gate(emulator, handle.name)
-    # The group is killed only once "hi" has arrived.
-    command, box = spawn(daytona, handle, ("bash", ["-c", gate.script("echo hi", "kill -9 0")]))
+    # The shell is killed only once "hi" has arrived.
+    command, box = spawn(
+        daytona, handle, ("bash", ["-c", gate.script("echo hi", KILL_SESSION_SHELL)])
+    )
     box.expect(is_stdout(command.ref), 5)
     gate.release()
     frames = follow_to_end(daytona, command, box)

@@ -43,6 +43,16 @@ The shim keeps a small state directory ``${TMPDIR:-/tmp}/managoat/<session>``
   command reads a real EOF. The relay's stdout/stderr never point at the
   daemon's output pipes, so it cannot delay the recorded exit code.
 
+The caller's command runs in a process group (and session) of its own,
+through ``setsid`` where the sandbox has it (util-linux and busybox do), as
+a local command does: a signal it sends its own group (``kill 0``, a
+script's ``trap 'kill 0' EXIT``) reaches it and its children, never the
+shim, its encoders or the session shell, so what it wrote and its exit code
+(128 + N for a signal) are kept and the session stays usable. Deleting the
+session still reaches it: the daemon kills the shell's group and every
+descendant that left it. Without ``setsid`` the command shares the session
+shell's group, and such a signal ends the session too.
+
 A command without stdin reads ``/dev/null``. The script starts with a no-op
 ``: managoat-argv=<base64 JSON>`` so ``list_sessions`` can report the
 command line the caller asked for.
@@ -82,6 +92,14 @@ __all__ = [
 ]
 
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Script text run before a command: ``__mg_own`` names ``setsid`` where the sandbox has
+#: one, which then starts the command in a process group of its own (empty: no setsid).
+_OWN_GROUP = "command -v setsid >/dev/null 2>&1 && __mg_own=setsid || __mg_own="
+#: Around a command's line: the script's own stderr goes to /dev/null (kept on fd 4, which
+#: the command does not get), so that the shell's report of a command a signal killed
+#: (``Killed``, ``Terminated``) never joins the command's stderr in the daemon's journal.
+_QUIET = "exec 4>&2 2>/dev/null"
+_LOUD = "exec 2>&4 4>&-"
 _ARGV_MARK = re.compile(r"^: managoat-argv=([A-Za-z0-9+/=]+);")
 #: Raw bytes per base64 line sent to the relay (64 KiB of base64).
 _INPUT_CHUNK = 48 * 1024
@@ -128,7 +146,9 @@ COMMAND_LIMIT = 256 * 1024
 def program(
     cmd: str, args: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None
 ) -> Program:
-    """The command ``cmd args`` in ``cwd`` with ``env`` added. Raised here, before
+    """The command ``cmd args`` in ``cwd`` with ``env`` added, in a process group of its
+    own where the sandbox has ``setsid`` (the scripts of this module say whether it
+    has, before they run it; see the module docstring). Raised here, before
     anything is sent: an env name the shell cannot export is ``Invalid``, and so is a
     NUL in the command, an env value or ``cwd`` (no process can be given one, and the
     shell would drop it silently), and a command whose text is over
@@ -144,7 +164,10 @@ def program(
         if "\0" in value:
             raise Invalid(Reason.ENV, problem=f"the value of {key!r} contains NUL")
         steps.append(f"export {key}={shlex.quote(value)}")
-    steps.append("exec " + " ".join(shlex.quote(part) for part in (cmd, *args)))
+    # setsid would read a command starting with "-" as its own option: that one keeps
+    # the session shell's group.
+    start = "exec " if cmd.startswith("-") else "exec ${__mg_own} "
+    steps.append(start + " ".join(shlex.quote(part) for part in (cmd, *args)))
     run = Program((cmd, *args), cwd, " && ".join(steps))
     size = echoed_size(run.text)
     if size > COMMAND_LIMIT:
@@ -216,6 +239,7 @@ def script(session_id: str, run: Program, *, stdin: bool) -> str:
         'mkdir "$d" 2>/dev/null || { mkdir -p "$d" && rm -f "$d/code" "$d/o" "$d/e" "$d/in"; } '
         "|| exit 125",
         f'echo "$$" >"$d/pid" && mkfifo {fifos} || exit 125',
+        _OWN_GROUP,
         f'{_encoder("o.dd")} <"$d/o" &',
         "o=$!",
         f'{_encoder("e.dd")} <"$d/e" >&2 &',
@@ -227,12 +251,14 @@ def script(session_id: str, run: Program, *, stdin: bool) -> str:
             f'{_RELAY} <&3 3<&- >"$d/in" 2>/dev/null &',
             "r=$!",
             'echo "$r" >"$d/relay"',
-            f'{command} <"$d/in" >"$d/o" 2>"$d/e" 3<&-',
+            _QUIET,
+            f'{command} <"$d/in" >"$d/o" 2>"$d/e" 3<&- 4>&-',
             "c=$?",
+            _LOUD,
             'kill "$r" 2>/dev/null',
         ]
     else:
-        lines += [f'{command} </dev/null >"$d/o" 2>"$d/e"', "c=$?"]
+        lines += [_QUIET, f'{command} </dev/null >"$d/o" 2>"$d/e" 4>&-', "c=$?", _LOUD]
     lines += [
         'wait "$o" "$e"',
         "printf '!%s\\n' \"$c\"",
@@ -329,11 +355,14 @@ def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = Fal
         '{ [ -p "$__mg_d/po" ] && [ -p "$__mg_d/pe" ]; } || '
         '{ rm -f "$__mg_d/po" "$__mg_d/pe"; mkfifo "$__mg_d/po" "$__mg_d/pe"; } || return 125',
         '__mg_w=""',
+        _OWN_GROUP,
         *_copier("po", "$__mg_o"),
         *([] if merge else _copier("pe", "$__mg_e")),
+        _QUIET,
         f"( {'; '.join([*enter, run.body])} ){' 3>&1' if enter else ''} "
-        f'</dev/null >"$__mg_d/po" {err}',
+        f'</dev/null >"$__mg_d/po" {err} 4>&-',
         "__mg_c=$?",
+        _LOUD,
         "wait $__mg_w",
         _whole_frame("$__mg_o"),
         _whole_frame("$__mg_e") + " >&2",

@@ -108,17 +108,27 @@ def script(tag: str, cmd: str, args: Sequence[str], env: Mapping[str, str] | Non
     stdin (envd's pipe), so stdin addressed to the shim's pid reaches it. Its
     stdout and stderr reach envd unchanged and are appended to the journals;
     the shim exits with the command's code.
+
+    The command runs in a process group of its own (``setsid``, where the
+    sandbox has it), as envd runs a process: a signal it sends its own group
+    (``kill 0``) reaches it and its children, never the ``tee`` processes
+    that journal and forward its output, so its output and its exit code (128
+    + N for a signal) are kept. The shell's own report of a command a signal
+    killed (``Killed``) goes to ``/dev/null``, not into the command's stderr.
     """
     words = (cmd, *args)
     if env:
         words = ("env", "--", *(f"{k}={v}" for k, v in env.items()), *words)
     argv = " ".join(quote(a) for a in words)
+    # setsid would read a command starting with "-" as its own option.
+    own = "" if words[0].startswith("-") else "$o "
     line = " ".join((cmd, *args))
     b = _base(tag)
     return (
         f"{_SHIM_HEAD}{quote(line)} > {b}.cmd\n"
-        f"{{ {{ {argv}; echo $? > {b}.rc; }} 2>&1 1>&3 3>&- "
-        f"| tee -a {b}.err >&2 3>&-; }} 3>&1 | tee -a {b}.out\n"
+        "command -v setsid >/dev/null 2>&1 && o=setsid || o=\n"
+        f"{{ {{ exec 4>&2 2>/dev/null; {own}{argv} 2>&4 4>&-; echo $? > {b}.rc; }} "
+        f"2>&1 1>&3 3>&- | tee -a {b}.err >&2 3>&-; }} 3>&1 | tee -a {b}.out\n"
         f"{_shim_tail(tag)}"
     )
 
