@@ -208,7 +208,7 @@ def compared(
 def single(
     section: str,
     measurement: str,
-    samples: list[float],
+    samples: Sequence[float],
     *,
     unit: str,
     scale: float,
@@ -226,7 +226,7 @@ def single(
         rounds=len(samples),
         target=target.text if target else "",
         note=note,
-        samples={"ours": samples},
+        samples={"ours": list(samples)},
     )
     row.met = target.met(row) if target else None
     return row

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from managoat_sandbox.frames import Error, Exit, Frame, Stderr, Stdout
-from managoat_sandbox.types import ExecResult
+from managoat_sandbox.types import Command, ExecResult
 
 PROBLEMS = ("lost", "duplicated", "late", "misordered", "wrong_exit", "bad_end", "leaked_threads")
 #: Bound, in seconds, on any wait of a cycle (a frame, a stop, a replay).
@@ -64,7 +64,7 @@ class Recorder:
     """
 
     def __init__(
-        self, stop: Callable[[object], None] | None = None, stop_after: int | None = None
+        self, stop: Callable[[Command], None] | None = None, stop_after: int | None = None
     ) -> None:
         self.frames: list[Frame] = []
         self.at_stop: int | None = None
@@ -72,11 +72,11 @@ class Recorder:
         self._changed = threading.Condition()
         self._stop = stop
         self._stop_after = stop_after
-        self._command: object = None
+        self._command: Command | None = None
         self._ready = threading.Event()
         self._stop_done = threading.Event()
 
-    def ready(self, command: object) -> None:
+    def ready(self, command: Command) -> None:
         """The command this recorder's frames belong to (for a stop from inside)."""
         self._command = command
         self._ready.set()
@@ -87,7 +87,7 @@ class Recorder:
             count = len(self.frames)
             self._changed.notify_all()
         if self._stop is not None and count == self._stop_after:
-            if self._ready.wait(WAIT):
+            if self._ready.wait(WAIT) and self._command is not None:
                 self._stop(self._command)
                 with self._changed:
                     self.at_stop = len(self.frames)

@@ -57,7 +57,7 @@ class Fault:
     name: str
     ops: frozenset[str]
     errors: tuple[type[BaseException], ...] = ()
-    arm: Callable[[random.Random], None] = lambda rng: None
+    arm: Callable[[random.Random], object] = lambda rng: None
     mid: Callable[[Command], None] | None = None
     timeout: float | None = None
 

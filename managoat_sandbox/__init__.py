@@ -52,7 +52,6 @@ from .facade import (
     destroy,
     destroy_once,
     download,
-    exec,  # noqa: F401 - public, but kept out of __all__ (shadows the builtin)
     get,
     host_path,
     list_all_names,
@@ -71,6 +70,10 @@ from .facade import (
     write_file,
     write_stdin,
 )
+
+# Public, but kept out of __all__ (it would shadow the builtin on a star import); the
+# redundant alias marks it exported for type checkers (mypy --strict's no_implicit_reexport).
+from .facade import exec as exec
 from .frames import Error, Exit, Frame, Stderr, Stdout, iter_frames
 from .types import (
     Command,
