@@ -140,6 +140,23 @@ def test_an_exec_ends_when_a_background_child_closes_its_output(
     assert daytona.exec(handle, "echo", ["next"], timeout=20) == (b"next\n", 0)
 
 
+@pytest.mark.parametrize("cmd", ["no-such-command-mg", "/no/such/program"])
+def test_a_command_not_found_is_127_told_by_the_shell_not_by_setsid(
+    daytona: Daytona, handle: Handle, cmd: str
+) -> None:
+    """The shim starts commands through ``setsid``; one it cannot find is left to the shell
+    (as it was before), so the message names the command, not the shim's helper."""
+    result = daytona.exec(handle, cmd, ["x"], timeout=20)
+    assert result.exit_code == 127
+    assert cmd.encode() in result.stderr and b"setsid" not in result.stderr, result.stderr
+    box = Mailbox()
+    command = daytona.spawn(handle, cmd, ["x"], owner=box)
+    end = box.expect(is_terminal(command.ref), 20)
+    assert end == Exit(command.ref, 127)
+    stderr = b"".join(f.data for f in box.history(command.ref) if isinstance(f, Stderr))
+    assert cmd.encode() in stderr and b"setsid" not in stderr, stderr
+
+
 def test_an_exec_in_a_missing_dir_is_invalid_as_on_local(daytona: Daytona, handle: Handle) -> None:
     with pytest.raises(Invalid) as caught:
         daytona.exec(handle, "pwd", [], dir="/no/such/dir")

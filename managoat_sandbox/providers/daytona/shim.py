@@ -165,7 +165,11 @@ def program(
             raise Invalid(Reason.ENV, problem=f"the value of {key!r} contains NUL")
         steps.append(f"export {key}={shlex.quote(value)}")
     # setsid would read a command starting with "-" as its own option: that one keeps
-    # the session shell's group.
+    # the session shell's group. A command the shell cannot find is left to the shell,
+    # whose "not found" (127) then names no setsid.
+    quoted = shlex.quote(cmd)
+    if not cmd.startswith("-"):
+        steps.append(f"{{ command -v {quoted} >/dev/null 2>&1 || __mg_own=; }}")
     start = "exec " if cmd.startswith("-") else "exec ${__mg_own} "
     steps.append(start + " ".join(shlex.quote(part) for part in (cmd, *args)))
     run = Program((cmd, *args), cwd, " && ".join(steps))
