@@ -22,6 +22,7 @@ from managoat_sandbox.contract import Capability, Owner
 from managoat_sandbox.errors import (
     CommandExited,
     DeadlineExpired,
+    Invalid,
     NotFound,
     NotSupported,
     Unavailable,
@@ -268,6 +269,29 @@ class SignalDeathIsMinusOne(_RewritingFake):
         return ExecResult(result.output, self._as_envd(result.exit_code), result.stderr)
 
 
+class DirRefusedInItsOwnWords(Fake):
+    """A missing ``dir`` is refused as the provider words it, an HTTP 400, not as
+    ``Invalid(("dir", ...))``."""
+
+    @staticmethod
+    def _reworded(error: Invalid) -> Invalid:
+        if reasons.reason_of(error) is not reasons.DIR:
+            return error
+        return Invalid(reasons.Reason.HTTP, status=400, body={"message": "no such dir"})
+
+    def exec(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> ExecResult:
+        try:
+            return super().exec(handle, cmd, args, **opts)
+        except Invalid as error:
+            raise self._reworded(error) from None
+
+    def spawn(self, handle: Handle, cmd: str, args: Sequence[str] = (), **opts: Any) -> Command:
+        try:
+            return super().spawn(handle, cmd, args, **opts)
+        except Invalid as error:
+            raise self._reworded(error) from None
+
+
 class MergesByArrival(Fake):
     """A merged exec gives all of stdout, then all of stderr: the streams are merged as
     they arrive, not in the order written."""
@@ -498,6 +522,8 @@ MUTANTS: list[tuple[type[Fake], str]] = [
     (StopsReadingAtTheMainExit, "test_output_of_a_background_child_comes_before_the_end"),
     (MergesByArrival, "test_merged_output_keeps_the_order_the_command_wrote"),
     (SignalDeathIsMinusOne, "test_a_command_killed_by_a_signal_ends_with_128_plus_its_number"),
+    (DirRefusedInItsOwnWords, "test_exec_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on"),
+    (DirRefusedInItsOwnWords, "test_spawn_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on"),
     (NoUrlWhileAdvertised, "test_public_url_agrees_with_the_advertised_capability"),
     (UnknownCapability, "test_capabilities_are_a_frozenset_of_known_names"),
     (CreateNewAdopts, "test_create_new_refuses_adoption_and_mints_a_new_incarnation_after_destroy"),

@@ -748,25 +748,28 @@ class ConformanceTests(TransferTests):
         self.assertEqual(result.exit_code, code)
 
     def test_exec_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on(self) -> None:
-        """exec with a ``dir`` that does not exist raises Invalid (not an exit code), and
-        the next exec on the sandbox runs as usual."""
+        """exec with a ``dir`` that does not exist raises ``Invalid(("dir", ...))`` (not an
+        exit code, not the provider's own words), and the next exec on the sandbox runs
+        as usual."""
         adapter = self.adapter_instance
         handle = self._created()
         cmd, args, expected = self._fixture("exec_ok")
         missing = f"/managoat-conformance-missing-{secrets.token_hex(4)}/dir"
-        with self.assertRaises(Invalid):
+        with self.assertRaises(Invalid) as caught:
             adapter.exec(handle, cmd, args, dir=missing)
+        self.assertEqual(reasons.reason_of(caught.exception), reasons.DIR, caught.exception)
         result = adapter.exec(handle, cmd, args)
         self.assertEqual(result.exit_code, 0)
         self.assertIn(_as_bytes(expected), result.output)
 
     def test_spawn_in_a_missing_dir_is_invalid_and_the_sandbox_runs_on(self) -> None:
-        """spawn with a ``dir`` that does not exist raises Invalid (no command starts to
-        fail there), and the next spawn on the sandbox runs to its Exit(0)."""
+        """spawn with a ``dir`` that does not exist raises ``Invalid(("dir", ...))`` (no
+        command starts to fail there), and the next spawn on the sandbox runs to its
+        Exit(0)."""
         handle = self._created()
         cmd, args = self._fixture("spawn_ok")
         missing = f"/managoat-conformance-missing-{secrets.token_hex(4)}/dir"
-        self._raises(
+        refused = self._raises(
             Invalid,
             self._spawn,
             handle,
@@ -776,6 +779,7 @@ class ConformanceTests(TransferTests):
             stdin=False,
             dir=missing,
         )
+        self.assertEqual(reasons.reason_of(refused), reasons.DIR, refused)
         box = Mailbox()
         command = self._spawn(handle, cmd, args, owner=box, stdin=False)
         self.assertEqual(self._terminal(box, command.ref), Exit(command.ref, 0))

@@ -75,6 +75,7 @@ from typing import Any
 from ... import _args
 from ..._collect import ExecSink, collect_here
 from ..._deadline import Deadline
+from ..._dir_refusal import raise_refusal
 from ..._http import HttpClient, Transport
 from ..._readers import Readers
 from ..._streaming import Stream, StreamingAdapter
@@ -497,7 +498,10 @@ class E2B(StagedTarTransfers, StreamingAdapter):
             extra_headers=headers,
             max_bytes=max_bytes,
         )
-        _, result = self._remembered.first_call(s, handle.name, run)
+        try:
+            _, result = self._remembered.first_call(s, handle.name, run)
+        except Invalid as error:
+            raise_refusal(error, dir, self, handle)
         return result
 
     def spawn(
@@ -523,20 +527,23 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         if detachable:
             cmd, argv, env = "bash", ("-c", shim.script(tag, cmd, argv, env)), None
         request = start_request(cmd, argv, env=env, cwd=dir, tag=tag, stdin=stdin)
-        _, command = self._remembered.first_call(
-            s,
-            handle.name,
-            lambda envd, accepted: self._start(
+        try:
+            _, command = self._remembered.first_call(
                 s,
-                envd,
-                request,
-                owner,
-                stdin=stdin,
-                tag=tag,
-                detachable=detachable,
-                accepted=accepted,
-            ),
-        )
+                handle.name,
+                lambda envd, accepted: self._start(
+                    s,
+                    envd,
+                    request,
+                    owner,
+                    stdin=stdin,
+                    tag=tag,
+                    detachable=detachable,
+                    accepted=accepted,
+                ),
+            )
+        except Invalid as error:
+            raise_refusal(error, dir, self, handle)
         return command
 
     # -- sessions -----------------------------------------------------------

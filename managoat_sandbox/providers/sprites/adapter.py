@@ -53,6 +53,7 @@ from typing import Any
 from ... import _args
 from ..._collect import collect_exec
 from ..._deadline import Deadline
+from ..._dir_refusal import raise_refusal
 from ..._http import HttpClient, Transport
 from ..._streaming import Stream, StreamingAdapter, new_ref
 from ...contract import Capability, Owner
@@ -385,16 +386,19 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
         if detachable:
             params.append(("detachable", "true"))
         stream = Stream(new_ref("sprites"), owner, label="sprites", stdin=stdin)
-        return self._connect(
-            settings,
-            stream,
-            sprite_path(name, "exec"),
-            params,
-            tty=tty,
-            attached=False,
-            deadline=deadline,
-            announced=detachable,
-        )
+        try:
+            return self._connect(
+                settings,
+                stream,
+                sprite_path(name, "exec"),
+                params,
+                tty=tty,
+                attached=False,
+                deadline=deadline,
+                announced=detachable,
+            )
+        except Invalid as error:
+            raise_refusal(error, dir, self, handle)
 
     def _connect(
         self,
