@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
+from ._deadline import Deadline
 from .errors import Invalid, SandboxError
 from .reasons import Reason, no_such_dir, reason_of
 
@@ -26,19 +27,28 @@ __all__ = ["DIR_CHECK_TIMEOUT", "raise_refusal"]
 DIR_CHECK_TIMEOUT = 30.0
 
 
-def raise_refusal(error: Invalid, dir: str | None, adapter: Adapter, handle: Handle) -> NoReturn:
+def raise_refusal(
+    error: Invalid,
+    dir: str | None,
+    adapter: Adapter,
+    handle: Handle,
+    deadline: Deadline | None = None,
+) -> NoReturn:
     """Raise what an ``exec`` or ``spawn`` in ``dir`` on ``handle`` raises when the
     provider refused to start it with ``error``.
 
     With a ``dir`` that is not a directory in the sandbox — asked only now, after
-    the refusal, with ``test -d`` run by ``adapter`` — ``Invalid(Reason.DIR)``, as
-    every provider says it (caused by ``error``). Otherwise (no ``dir``, already a
-    ``dir`` refusal, a directory after all, a check that failed) ``error`` itself.
+    the refusal, with ``test -d`` run by ``adapter`` within what is left of the
+    call's ``deadline`` (at most :data:`DIR_CHECK_TIMEOUT`) — ``Invalid(Reason.DIR)``,
+    as every provider says it (caused by ``error``). Otherwise (no ``dir``, already
+    a ``dir`` refusal, a directory after all, a check that failed or had no time
+    left) ``error`` itself.
     """
     if dir is None or reason_of(error) is Reason.DIR:
         raise error
     try:
-        found = adapter.exec(handle, "test", ["-d", dir], timeout=DIR_CHECK_TIMEOUT).exit_code
+        timeout = DIR_CHECK_TIMEOUT if deadline is None else deadline.clamp(DIR_CHECK_TIMEOUT)
+        found = adapter.exec(handle, "test", ["-d", dir], timeout=timeout).exit_code
     except SandboxError:
         raise error from None
     if found == 0:

@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 
 from managoat_sandbox import reasons
+from managoat_sandbox._deadline import Deadline
 from managoat_sandbox._dir_refusal import raise_refusal
 from managoat_sandbox.contract import Adapter
 from managoat_sandbox.errors import Invalid, Unavailable
@@ -68,3 +69,10 @@ def test_a_dir_refusal_already_is_not_asked_again() -> None:
 def test_a_check_that_fails_leaves_the_refusal_as_it_was() -> None:
     raised = refusal(Sandbox(error=Unavailable(reasons.Reason.HTTP, status=503)), "/x")
     assert raised is REFUSED
+
+
+def test_the_check_keeps_within_the_call_s_deadline() -> None:
+    sandbox = Sandbox(code=1)
+    with pytest.raises(Invalid) as caught:
+        raise_refusal(REFUSED, "/x", cast(Adapter, sandbox), HANDLE, Deadline(0))
+    assert caught.value is REFUSED and sandbox.ran == [], "no time was left to ask"

@@ -501,7 +501,7 @@ class E2B(StagedTarTransfers, StreamingAdapter):
         try:
             _, result = self._remembered.first_call(s, handle.name, run)
         except Invalid as error:
-            raise_refusal(error, dir, self, handle)
+            raise_refusal(error, dir, self, handle, deadline)
         return result
 
     def spawn(

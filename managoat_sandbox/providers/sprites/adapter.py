@@ -398,7 +398,7 @@ class Sprites(StagedTarTransfers, StreamingAdapter):
                 announced=detachable,
             )
         except Invalid as error:
-            raise_refusal(error, dir, self, handle)
+            raise_refusal(error, dir, self, handle, deadline)
 
     def _connect(
         self,
