@@ -7,23 +7,10 @@ import os
 import select
 import socket
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from managoat_sandbox._engine import isolation
 from managoat_sandbox._engine.box import Box, Refused
-from managoat_sandbox._engine.settings import BoxSettings
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[Box]:
-    directory = tmp_path / "box"
-    directory.mkdir()
-    made = Box.create(directory, BoxSettings(isolated=isolation.support().available))
-    yield made
-    made.stop()
 
 
 def test_a_request_meeting_a_dying_agent_is_sent_again_to_the_next_one(box: Box) -> None:

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import shutil
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from managoat_sandbox._engine import events, isolation
+from managoat_sandbox._engine import events
 from managoat_sandbox._engine.box import Box
-from managoat_sandbox._engine.settings import BoxSettings
 
 from ..conftest import wait_until
 
@@ -21,15 +18,6 @@ pytestmark = pytest.mark.skipif(shutil.which("setsid") is None, reason="no setsi
 #: Starts a child in a session (and group) of its own, which prints its pid once there
 #: (so a signal sent after the line arrives finds it outside the group), and waits.
 ESCAPING = "setsid sh -c 'echo $$; exec sleep 60' & wait"
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[Box]:
-    directory = tmp_path / "box"
-    directory.mkdir()
-    made = Box.create(directory, BoxSettings(isolated=isolation.support().available))
-    yield made
-    made.stop()
 
 
 def _escaping(box: Box, sid: str) -> tuple[int, int]:
