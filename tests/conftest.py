@@ -10,13 +10,16 @@ whose logs, errors, value reprs or report the token shows up fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
+import urllib3
 
 from managoat_sandbox import config
 
@@ -88,6 +91,22 @@ def clean_config() -> Iterator[None]:
     config.configure("retry", base_ms=1, max_ms=5)
     yield
     config.reset()
+
+
+@contextlib.contextmanager
+def counted_connects() -> Iterator[list[object]]:
+    """The HTTP connections urllib3 connects (or reconnects) while the block runs, in
+    order. A pool keeps a dropped connection's object and reconnects it on its next use,
+    so connects are what counts, not new connection objects."""
+    connects: list[object] = []
+    real = urllib3.connection.HTTPConnection.connect
+
+    def counting(connection: urllib3.connection.HTTPConnection) -> None:
+        connects.append(connection)
+        real(connection)
+
+    with mock.patch.object(urllib3.connection.HTTPConnection, "connect", counting):
+        yield connects
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, step: float = 0.01) -> bool:

@@ -26,6 +26,8 @@ from managoat_sandbox._requests_adapter import DirectAdapter, requests_sends
 from managoat_sandbox._status import ErrorPolicy
 from managoat_sandbox.errors import DeadlineExpired, NotFound, Unavailable
 
+from .conftest import counted_connects
+
 URL = "https://provider.test/v1/thing"
 PLAIN = ErrorPolicy("test")
 
@@ -234,14 +236,7 @@ def test_requests_to_one_server_share_one_connection(server: tuple[str, list[Any
     base, seen = server
     client = HttpClient()
     assert client.request("GET", f"{base}/warm", timeout=(5, 5)).status == 200
-    connects: list[object] = []
-    real = urllib3.connection.HTTPConnection.connect
-
-    def counting(connection: urllib3.connection.HTTPConnection) -> None:
-        connects.append(connection)
-        real(connection)
-
-    with mock.patch.object(urllib3.connection.HTTPConnection, "connect", counting):
+    with counted_connects() as connects:
         for n in range(3):
             assert client.request("GET", f"{base}/again/{n}", timeout=(5, 5)).status == 200
     assert connects == [] and len(seen) == 4

@@ -19,7 +19,6 @@ from unittest import mock
 
 import pytest
 import responses
-import urllib3.connection
 
 from managoat_sandbox import config
 from managoat_sandbox._readers import Readers
@@ -31,6 +30,7 @@ from managoat_sandbox.providers.e2b import E2B
 from managoat_sandbox.providers.e2b.handle import Carried
 from managoat_sandbox.types import Handle, NetworkPolicy
 
+from ..conftest import counted_connects
 from . import wire
 from .emulated import point_at
 
@@ -221,17 +221,8 @@ def test_destroy_and_create_replace_the_entry(
 
 
 def test_sequential_execs_reuse_one_connection(e2b: E2B, handle: Handle) -> None:
-    # urllib3 keeps a dropped connection's object in the pool and reconnects it
-    # on its next use, so connects are counted, not new connection objects.
     assert e2b.exec(handle, "true") == (b"", 0)
-    connects: list[object] = []
-    real = urllib3.connection.HTTPConnection.connect
-
-    def counting(connection: urllib3.connection.HTTPConnection) -> None:
-        connects.append(connection)
-        real(connection)
-
-    with mock.patch.object(urllib3.connection.HTTPConnection, "connect", counting):
+    with counted_connects() as connects:
         assert e2b.exec(handle, "bash", ["-c", "echo a"]) == (b"a\n", 0)
         assert e2b.exec(handle, "bash", ["-c", "echo b"]) == (b"b\n", 0)
     assert connects == []
@@ -250,15 +241,8 @@ def test_a_spawned_commands_exit_comes_once_its_connection_is_back_in_the_pool(
         if getattr(frame, "terminal", False):
             exited.set()
 
-    connects: list[object] = []
-    real = urllib3.connection.HTTPConnection.connect
-
-    def counting(connection: urllib3.connection.HTTPConnection) -> None:
-        connects.append(connection)
-        real(connection)
-
     with (
-        mock.patch.object(urllib3.connection.HTTPConnection, "connect", counting),
+        counted_connects() as connects,
         mock.patch.object(Readers, "run", autospec=True, side_effect=Readers.run) as run,
     ):
         for _ in range(2):
