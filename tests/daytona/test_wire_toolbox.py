@@ -390,10 +390,10 @@ def test_spawn_runs_the_shim_in_its_own_session_and_follows_its_log(
     program, flag, inner = shlex.split(tail)
     assert (program, flag) == ("/bin/sh", "-c")
     assert (
-        "( { command -v bash >/dev/null 2>&1 || __mg_own=; } && "
+        "( { command -v setsid >/dev/null 2>&1 && command -v bash >/dev/null 2>&1 "
+        "&& __mg_own=setsid || __mg_own=; } && "
         "exec ${__mg_own} bash -lc 'it'\"'\"'s fine' ) </dev/null"
     ) in inner
-    assert "command -v setsid >/dev/null 2>&1 && __mg_own=setsid || __mg_own=" in inner
     assert "base64 -d" not in script, "no stdin relay without stdin"
     ((url, headers),) = follows.opened
     assert url == (
@@ -942,7 +942,8 @@ def test_exec_is_one_synchronous_exec_in_a_session_kept_for_the_next(
     # The exec's subshell enters the dir itself, so that a missing one is told apart.
     assert "cd /w 2>/dev/null || " in first["command"]
     assert (
-        "exec 3>&-; export A=1 && { command -v bash >/dev/null 2>&1 || __mg_own=; } && "
+        "exec 3>&-; export A=1 && { command -v setsid >/dev/null 2>&1 && "
+        "command -v bash >/dev/null 2>&1 && __mg_own=setsid || __mg_own=; } && "
         "exec ${__mg_own} bash -lc x ) 3>&1 "
     ) in first["command"]
     assert '>"$__mg_d/po" 2>"$__mg_d/pe"' in first["command"]

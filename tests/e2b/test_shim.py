@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -77,6 +78,34 @@ def test_the_shim_passes_output_through_journals_it_and_keeps_the_code(
     assert Path(f"{base}.err").read_bytes() == err
     assert shim.parse_exit(Path(f"{base}.exit").read_bytes()) == 7
     assert not Path(f"{base}.rc").exists()
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="no setsid here")
+def test_a_command_signalling_its_own_group_leaves_the_shim_to_journal_it(
+    home: Path, env: dict[str, str]
+) -> None:
+    """``kill 0`` from the command reaches its own group only: the tees forward and
+    journal what it printed, the shim records 137 and nothing is added to its stderr.
+    (The shim runs in a session of its own, so a broken shim's signal reaches no one
+    else.)"""
+    tag = shim.new_tag()
+    script = shim.script(tag, "bash", ["-c", "echo up; kill -KILL 0"])
+    process = bash(script, env, start_new_session=True)
+    out, err = process.communicate(timeout=10)
+    assert (process.returncode, out, err) == (137, b"up\n", b"")
+    base = home / ".fountain" / tag
+    assert Path(f"{base}.out").read_bytes() == b"up\n"
+    assert shim.parse_exit(Path(f"{base}.exit").read_bytes()) == 137
+
+
+@pytest.mark.parametrize("cmd", ["no-such-command-mg", "/no/such/program"])
+def test_a_command_not_found_is_told_by_the_shell_not_by_setsid(
+    env: dict[str, str], cmd: str
+) -> None:
+    process = bash(shim.script(shim.new_tag(), cmd, ["x"]), env)
+    _, err = process.communicate(timeout=10)
+    assert process.returncode == 127
+    assert cmd.encode() in err and b"setsid" not in err, err
 
 
 def test_the_replayer_replays_from_byte_zero_tails_and_ends_with_the_code(

@@ -70,6 +70,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from ..._own_group import own_group
 from ...errors import Invalid
 from ...reasons import Reason
 from .decoder import NO_DIR
@@ -92,9 +93,6 @@ __all__ = [
 ]
 
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Script text run before a command: ``__mg_own`` names ``setsid`` where the sandbox has
-#: one, which then starts the command in a process group of its own (empty: no setsid).
-_OWN_GROUP = "command -v setsid >/dev/null 2>&1 && __mg_own=setsid || __mg_own="
 #: Around a command's line: the script's own stderr goes to /dev/null (kept on fd 4, which
 #: the command does not get), so that the shell's report of a command a signal killed
 #: (``Killed``, ``Terminated``) never joins the command's stderr in the daemon's journal.
@@ -164,14 +162,12 @@ def program(
         if "\0" in value:
             raise Invalid(Reason.ENV, problem=f"the value of {key!r} contains NUL")
         steps.append(f"export {key}={shlex.quote(value)}")
-    # setsid would read a command starting with "-" as its own option: that one keeps
-    # the session shell's group. A command the shell cannot find is left to the shell,
-    # whose "not found" (127) then names no setsid.
-    quoted = shlex.quote(cmd)
-    if not cmd.startswith("-"):
-        steps.append(f"{{ command -v {quoted} >/dev/null 2>&1 || __mg_own=; }}")
-    start = "exec " if cmd.startswith("-") else "exec ${__mg_own} "
-    steps.append(start + " ".join(shlex.quote(part) for part in (cmd, *args)))
+    argv = " ".join(shlex.quote(part) for part in (cmd, *args))
+    if cmd.startswith("-"):
+        # setsid would read it as its own option: it keeps the session shell's group.
+        steps.append(f"exec {argv}")
+    else:
+        steps += [own_group(shlex.quote(cmd), "__mg_own"), f"exec ${{__mg_own}} {argv}"]
     run = Program((cmd, *args), cwd, " && ".join(steps))
     size = echoed_size(run.text)
     if size > COMMAND_LIMIT:
@@ -243,7 +239,6 @@ def script(session_id: str, run: Program, *, stdin: bool) -> str:
         'mkdir "$d" 2>/dev/null || { mkdir -p "$d" && rm -f "$d/code" "$d/o" "$d/e" "$d/in"; } '
         "|| exit 125",
         f'echo "$$" >"$d/pid" && mkfifo {fifos} || exit 125',
-        _OWN_GROUP,
         f'{_encoder("o.dd")} <"$d/o" &',
         "o=$!",
         f'{_encoder("e.dd")} <"$d/e" >&2 &',
@@ -359,7 +354,6 @@ def exec_script(session_id: str, run: Program, *, merge: bool, sweep: bool = Fal
         '{ [ -p "$__mg_d/po" ] && [ -p "$__mg_d/pe" ]; } || '
         '{ rm -f "$__mg_d/po" "$__mg_d/pe"; mkfifo "$__mg_d/po" "$__mg_d/pe"; } || return 125',
         '__mg_w=""',
-        _OWN_GROUP,
         *_copier("po", "$__mg_o"),
         *([] if merge else _copier("pe", "$__mg_e")),
         _QUIET,

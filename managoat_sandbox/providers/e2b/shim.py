@@ -34,6 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
+from ..._own_group import own_group
 from ...types import Session
 
 __all__ = [
@@ -121,12 +122,11 @@ def script(tag: str, cmd: str, args: Sequence[str], env: Mapping[str, str] | Non
         words = ("env", "--", *(f"{k}={v}" for k, v in env.items()), *words)
     argv = " ".join(quote(a) for a in words)
     # setsid would read a command starting with "-" as its own option.
-    own = "" if words[0].startswith("-") else "$o "
+    own = "" if words[0].startswith("-") else f"{own_group(quote(cmd), 'o')}; $o "
     line = " ".join((cmd, *args))
     b = _base(tag)
     return (
         f"{_SHIM_HEAD}{quote(line)} > {b}.cmd\n"
-        "command -v setsid >/dev/null 2>&1 && o=setsid || o=\n"
         f"{{ {{ exec 4>&2 2>/dev/null; {own}{argv} 2>&4 4>&-; echo $? > {b}.rc; }} "
         f"2>&1 1>&3 3>&- | tee -a {b}.err >&2 3>&-; }} 3>&1 | tee -a {b}.out\n"
         f"{_shim_tail(tag)}"
