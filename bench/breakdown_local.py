@@ -187,9 +187,9 @@ TMPFS = Path("/dev/shm")
 
 
 def first_frame_places(rounds: int) -> list[tuple[str, float]]:
-    """Median seconds of spawn -> first stdout (a batch of calls, as the table takes
-    it) with the local root on the disk users' sandboxes live on (as in the table)
-    and on tmpfs, and of the files a spawn makes before it answers (its session's
+    """Median seconds of one spawn -> first stdout with the local root on the disk
+    users' sandboxes live on (as in the table, which takes the mean of a batch) and
+    on tmpfs, and of the files a spawn makes before it answers (its session's
     directory, ``spec.json`` written and renamed, the journal) in each place."""
     if not TMPFS.is_dir():
         raise SystemExit(f"no {TMPFS} here: nothing to compare the disk with")

@@ -187,7 +187,7 @@ def _is_count(value: object) -> bool:
 
 
 def _is_signum(value: object) -> bool:
-    return _is_count(value) and 0 < value < 128  # type: ignore[operator]
+    return _is_count(value) and 0 < cast(int, value) < 128
 
 
 def _is_part(value: object) -> bool:
